@@ -1,0 +1,75 @@
+// swift-tools-version:6.1
+import PackageDescription
+
+let strict: [SwiftSetting] = [.swiftLanguageMode(.v6)]
+
+let package = Package(
+    name: "keymgr",
+    platforms: [.macOS(.v14)],
+    products: [
+        .executable(name: "keymgr", targets: ["keymgr"]),
+        .executable(name: "keymgr-refserver", targets: ["keymgr-refserver"]),
+        .library(name: "KeyManager", targets: ["KeyManager"]),
+    ],
+    dependencies: [
+        .package(url: "https://github.com/groue/GRDB.swift", exact: "7.10.0"),
+        .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
+        .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
+        .package(url: "https://github.com/hummingbird-project/hummingbird", exact: "2.28.1"),
+    ],
+    targets: [
+        // System libraries: the distribution's libcrypto (OpenSSL 3) and libargon2.
+        .systemLibrary(name: "COpenSSL", pkgConfig: "libcrypto", providers: [.apt(["libssl-dev"])]),
+        .systemLibrary(name: "CArgon2", pkgConfig: "libargon2", providers: [.apt(["libargon2-dev"])]),
+
+        // Build-time embedding of migrations/*.sql into the Storage module.
+        .executableTarget(name: "MigrationEmbedder", swiftSettings: strict),
+        .plugin(name: "MigrationsPlugin", capability: .buildTool(), dependencies: ["MigrationEmbedder"]),
+
+        .target(
+            name: "Storage",
+            dependencies: [.product(name: "GRDB", package: "GRDB.swift")],
+            swiftSettings: strict,
+            plugins: ["MigrationsPlugin"]),
+        .target(
+            name: "KeyManager",
+            dependencies: [
+                "Storage", "COpenSSL", "CArgon2",
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: strict),
+        .target(
+            name: "Sync",
+            dependencies: ["KeyManager", "Storage", .product(name: "Logging", package: "swift-log")],
+            swiftSettings: strict),
+        .executableTarget(
+            name: "keymgr",
+            dependencies: [
+                "KeyManager", "Sync", "Storage",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: strict),
+
+        // The reference identity server: PingAM's device REST and journeys over loopback HTTP.
+        .target(
+            name: "RefServer",
+            dependencies: [
+                "KeyManager",
+                .product(name: "GRDB", package: "GRDB.swift"),
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: strict),
+        .executableTarget(
+            name: "keymgr-refserver",
+            dependencies: ["RefServer", .product(name: "ArgumentParser", package: "swift-argument-parser")],
+            swiftSettings: strict),
+
+        .testTarget(name: "StorageTests", dependencies: ["Storage", "KeyManager"], swiftSettings: strict),
+        .testTarget(name: "KeyManagerTests", dependencies: ["KeyManager", "Storage"], swiftSettings: strict),
+        .testTarget(name: "SyncTests", dependencies: ["Sync", "KeyManager", "Storage", "RefServer"], swiftSettings: strict),
+        .testTarget(name: "RefServerTests", dependencies: ["RefServer", "KeyManager"], swiftSettings: strict),
+        .testTarget(name: "keymgrTests", dependencies: ["KeyManager", "Storage"], swiftSettings: strict),
+    ]
+)

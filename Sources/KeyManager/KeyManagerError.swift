@@ -1,0 +1,37 @@
+/// The one error type of keymgr's library: a code from DESIGN.md's taxonomy and a message a person can act on.
+///
+/// Messages never contain a secret (PIN, private key, token, client secret). The CLI maps `code` to an exit code.
+public struct KeyManagerError: Error, Sendable, Equatable, CustomStringConvertible {
+    /// The error taxonomy: the Ping SDK's statuses plus keymgr's own.
+    public enum Code: String, Sendable, CaseIterable, Codable {
+        // The Ping SDK's statuses.
+        case unsupported
+        case clientNotRegistered
+        case timeout
+        case invalidCustomClaims
+        case abort
+        case unAuthorize
+        // keymgr's own.
+        case pinLocked
+        case serverUnavailable
+        case serverRejected
+        case busy
+        case config
+        case badInput
+        case safetyValve
+        case usage
+        case failure
+    }
+
+    /// What kind of error this is.
+    public let code: Code
+    /// What went wrong and what to do next, for a person.
+    public let message: String
+
+    public init(_ code: Code, _ message: String) {
+        self.code = code
+        self.message = message
+    }
+
+    public var description: String { "\(code.rawValue): \(message)" }
+}
