@@ -1,0 +1,33 @@
+import ArgumentParser
+
+/// The root command: `keymgr <subcommand>`. New subcommands (server, sync, admin, dcr, token, dpop, login)
+/// are added to `subcommands`, each in its own file under `Commands/`.
+struct Keymgr: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "keymgr",
+        abstract: "Per-user device-bound P-256 keys for many users on one shared Linux device.",
+        discussion: """
+            keymgr keeps each user's device-bound signing keys (Ping Identity Device Binding model) in one \
+            encrypted SQLite store. Results go to stdout (with --json: exactly one JSON document); \
+            confirmations, prompts, warnings and errors go to stderr. PINs are read from a no-echo prompt, \
+            --pin-stdin or --pin-fd, never from arguments or the environment.
+
+            Example:
+              keymgr --home /var/lib/keymgr init --device-name "kiosk 7"
+              printf '482916\\n' | keymgr bind --user alice --auth-type app-pin --pin-stdin
+
+            Exit status: 0 success, 1 failure, 64 usage, 65 bad input data, 66 no such user or key, \
+            69 server or verifier unavailable, 75 busy or timed out (try again), 76 server rejected, \
+            77 not authenticated (wrong PIN, locked, aborted), 78 configuration error.
+            """,
+        subcommands: [
+            Init.self, Status.self, Users.self, List.self, Bind.self, Sign.self, Rebind.self, Revoke.self,
+            Pin.self, Audit.self, Master.self,
+        ])
+
+    @OptionGroup var globals: GlobalOptions
+}
+
+/// A command that does keymgr's work (as opposed to a group or the argument parser's own help command):
+/// its errors are reported with keymgr's codes and exit statuses.
+protocol KeymgrCommand: ParsableCommand {}

@@ -1,0 +1,15 @@
+import ArgumentParser
+import KeyManager
+
+/// An `--auth-type` value: `NONE`, `APPLICATION_PIN`, `BIOMETRIC_ONLY`, `BIOMETRIC_ALLOW_FALLBACK`, or
+/// `none`, `app-pin`, `biometric-only`, `biometric-allow-fallback`, in any case. Anything else is a usage error.
+struct AuthTypeArgument: ExpressibleByArgument {
+    let authType: AuthType
+
+    init?(argument: String) {
+        guard let authType = AuthType(flag: argument) else { return nil }
+        self.authType = authType
+    }
+
+    static var allValueStrings: [String] { ["none", "app-pin", "biometric-only", "biometric-allow-fallback"] }
+}

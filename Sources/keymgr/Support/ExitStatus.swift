@@ -1,0 +1,60 @@
+import ArgumentParser
+import KeyManager
+
+/// DESIGN.md's exit-code table: the one place an error code becomes a process status.
+extension KeyManagerError.Code {
+    var exitStatus: Int32 {
+        switch self {
+        case .failure: 1
+        case .safetyValve: 3
+        case .usage: 64
+        case .badInput, .invalidCustomClaims: 65
+        case .clientNotRegistered: 66
+        case .serverUnavailable, .unsupported: 69
+        case .busy, .timeout: 75
+        case .serverRejected: 76
+        case .unAuthorize, .pinLocked, .abort: 77
+        case .config: 78
+        }
+    }
+}
+
+/// Reports a failed command the way the CLI contract says, and returns the process status.
+///
+/// A person gets `keymgr: <message>` on stderr; with `--json`, stdout also gets `{"error":{"code","message"}}`.
+enum FailureReport {
+    /// A failure while parsing the command line (usage, 64), or a request for help or completions (0).
+    static func parsing(_ error: Error, json: Bool) -> Int32 {
+        let status = Keymgr.exitCode(for: error)
+        if status.isSuccess {
+            // --help, --generate-completion-script and friends: their text is the answer.
+            StandardStream.output.write(Keymgr.fullMessage(for: error) + "\n")
+            return status.rawValue
+        }
+        var text = Keymgr.fullMessage(for: error)
+        if text.hasPrefix("Error: ") { text = "keymgr: " + text.dropFirst("Error: ".count) }
+        StandardStream.error.write(text + "\n")
+        if json {
+            emitJSON(code: KeyManagerError.Code.usage.rawValue, message: Keymgr.message(for: error))
+        }
+        return KeyManagerError.Code.usage.exitStatus
+    }
+
+    /// A failure while running a command.
+    static func running(_ error: Error, json: Bool, verbose: Bool) -> Int32 {
+        if let exit = error as? ExitCode { return exit.rawValue }  // the command has already said why
+        let failure = error as? KeyManagerError
+            ?? KeyManagerError(.failure, "unexpected error: \(String(describing: error))")
+        StandardStream.error.write("keymgr: \(failure.message)\n")
+        if verbose {
+            StandardStream.error.write("keymgr: error code \(failure.code.rawValue), exit status \(failure.code.exitStatus)\n")
+        }
+        if json { emitJSON(code: failure.code.rawValue, message: failure.message) }
+        return failure.code.exitStatus
+    }
+
+    private static func emitJSON(code: String, message: String) {
+        let object: JSONValue = .object(["error": .object(["code": .string(code), "message": .string(message)])])
+        StandardStream.output.write(object.canonicalJSON() + "\n")
+    }
+}

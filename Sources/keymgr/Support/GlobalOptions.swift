@@ -1,0 +1,41 @@
+import ArgumentParser
+import KeyManager
+import Storage
+
+/// The options every keymgr command takes: where the store lives and how keymgr talks.
+///
+/// Declared on the root command and on every subcommand, so they may come before or after the subcommand name.
+struct GlobalOptions: ParsableArguments {
+    @Option(
+        help: ArgumentHelp(
+            "The store's directory (default: $KEYMGR_HOME, else ${XDG_DATA_HOME:-~/.local/share}/keymgr).",
+            valueName: "dir"),
+        completion: .directory)
+    var home: String?
+
+    @Flag(help: "Print the result as JSON on stdout and nothing else there; errors as {\"error\":{\"code\",\"message\"}}.")
+    var json = false
+
+    @Flag(help: "Print only results and errors: no confirmations or warnings.")
+    var quiet = false
+
+    @Flag(help: "Say on stderr what keymgr is doing.")
+    var verbose = false
+
+    func validate() throws {
+        if quiet && verbose { throw ValidationError("--quiet and --verbose cannot be used together") }
+    }
+
+    /// The store home these options name.
+    var storeHome: StoreHome { StoreHome.resolve(explicit: home) }
+
+    /// The console shaped by `--json`, `--quiet` and `--verbose`.
+    var console: Console { Console(json: json, quiet: quiet, verbose: verbose) }
+
+    /// Opens the existing store named by these options.
+    func openManager() throws -> KeyManager {
+        let home = storeHome
+        console.detail("store \(home.url.path)")
+        return try KeyManager.open(home: home)
+    }
+}

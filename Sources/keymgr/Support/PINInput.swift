@@ -1,0 +1,206 @@
+import ArgumentParser
+import Foundation
+import KeyManager
+
+/// Where a command reads PINs: `--pin-stdin`, `--pin-fd N`, or a no-echo prompt on the terminal.
+///
+/// There is deliberately no way to pass a PIN in argv or the environment: both are visible to other processes.
+struct PINOptions: ParsableArguments {
+    @Flag(help: "Read the PIN from the first line of stdin (`pin change`: the old PIN, then the new one, one per line).")
+    var pinStdin = false
+
+    @Option(help: ArgumentHelp(
+        "Read the PIN from the first line of open file descriptor N (`pin change`: two lines, old then new).",
+        valueName: "n"))
+    var pinFd: Int32?
+
+    func validate() throws {
+        if pinStdin && pinFd != nil { throw ValidationError("use either --pin-stdin or --pin-fd, not both") }
+        if let pinFd, pinFd < 0 { throw ValidationError("--pin-fd needs a file descriptor number (0 or more)") }
+    }
+
+    /// The PIN source these options choose; a terminal prompt only when stdin is a terminal.
+    func source() -> PINSource {
+        if pinStdin { return PINSource(kind: .lines(LineInput(descriptor: STDIN_FILENO, name: "stdin"))) }
+        if let pinFd { return PINSource(kind: .lines(LineInput(descriptor: pinFd, name: "file descriptor \(pinFd)"))) }
+        if isatty(STDIN_FILENO) == 1 { return PINSource(kind: .terminal) }
+        return PINSource(kind: .none)
+    }
+}
+
+/// Hands the library `SecretProvider`s that read a PIN only when the operation turns out to need one.
+///
+/// Line sources give one PIN per line, in order (line 1 is the old PIN and line 2 the new one for a change,
+/// whatever order the library asks in). The terminal asks without echo, and asks twice for a new PIN.
+final class PINSource {
+    enum Kind {
+        case lines(LineInput)
+        case terminal
+        case none
+    }
+
+    private let kind: Kind
+
+    init(kind: Kind) { self.kind = kind }
+
+    /// The PIN of an existing key (line 1).
+    func current(for what: String) -> SecretProvider {
+        { [self] in try read(line: 0, prompt: "PIN for \(what): ", confirm: false) }
+    }
+
+    /// A new PIN for a new key (line 1); on a terminal asked twice.
+    func new(for what: String) -> SecretProvider {
+        { [self] in try read(line: 0, prompt: "New PIN for \(what): ", confirm: true) }
+    }
+
+    /// The old and new PIN of a PIN change (lines 1 and 2).
+    func change(for what: String) -> (old: SecretProvider, new: SecretProvider) {
+        ({ [self] in try read(line: 0, prompt: "Current PIN for \(what): ", confirm: false) },
+         { [self] in try read(line: 1, prompt: "New PIN for \(what): ", confirm: true) })
+    }
+
+    private func read(line index: Int, prompt: String, confirm: Bool) throws -> SecretBytes {
+        switch kind {
+        case .lines(let input):
+            guard var bytes = try input.line(index) else {
+                throw KeyManagerError(.abort, index == 0
+                    ? "no PIN on \(input.name): expected it on the first line"
+                    : "no new PIN on \(input.name): expected the old PIN on the first line and the new one on the second")
+            }
+            defer { bytes.wipe() }
+            return try Self.secret(from: bytes)
+        case .terminal:
+            var first = try Terminal.readHidden(prompt: prompt)
+            defer { first.wipe() }
+            if confirm {
+                var second = try Terminal.readHidden(prompt: "Repeat the new PIN: ")
+                defer { second.wipe() }
+                guard first == second else { throw KeyManagerError(.badInput, "the two PINs differ: nothing was changed") }
+            }
+            return try Self.secret(from: first)
+        case .none:
+            throw KeyManagerError(.abort,
+                "this key needs a PIN and there is no terminal to ask on: pass --pin-stdin or --pin-fd N")
+        }
+    }
+
+    private static func secret(from bytes: [UInt8]) throws -> SecretBytes {
+        guard !bytes.isEmpty else { throw KeyManagerError(.abort, "no PIN entered: nothing was done") }
+        guard let text = String(validating: bytes, as: UTF8.self) else {
+            throw KeyManagerError(.badInput, "the PIN is not valid UTF-8 text")
+        }
+        return SecretBytes(utf8: text)
+    }
+}
+
+/// Lines read one byte at a time from a descriptor, so nothing beyond the lines asked for is consumed.
+final class LineInput {
+    let descriptor: Int32
+    let name: String
+    private var lines: [[UInt8]] = []
+    private var ended = false
+
+    init(descriptor: Int32, name: String) {
+        self.descriptor = descriptor
+        self.name = name
+    }
+
+    deinit {
+        for index in lines.indices { lines[index].wipe() }
+    }
+
+    /// Line `index` (0-based) without its line ending, or nil when the input ends before it.
+    func line(_ index: Int) throws -> [UInt8]? {
+        while lines.count <= index, !ended {
+            var line: [UInt8] = []
+            var byte: UInt8 = 0
+            var sawAny = false
+            while true {
+                let count = Foundation.read(descriptor, &byte, 1)
+                if count < 0 {
+                    if errno == EINTR { continue }
+                    line.wipe()
+                    throw KeyManagerError(.badInput, "cannot read the PIN from \(name): \(String(cString: strerror(errno)))")
+                }
+                if count == 0 { ended = true; break }
+                sawAny = true
+                if byte == 0x0A { break }
+                line.append(byte)
+            }
+            byte = 0
+            if line.last == 0x0D { line.removeLast() }
+            if sawAny { lines.append(line) }
+        }
+        return index < lines.count ? lines[index] : nil
+    }
+}
+
+/// The controlling terminal, for prompts that must not echo.
+enum Terminal {
+    /// Reads one line from /dev/tty with echo off, restoring the terminal afterwards (and on Ctrl-C).
+    static func readHidden(prompt: String) throws -> [UInt8] {
+        let tty = open("/dev/tty", O_RDWR | O_NOCTTY | O_CLOEXEC)
+        guard tty >= 0 else {
+            throw KeyManagerError(.abort, "cannot open the terminal to ask for the PIN: pass --pin-stdin or --pin-fd N")
+        }
+        defer { close(tty) }
+        var saved = termios()
+        guard tcgetattr(tty, &saved) == 0 else {
+            throw KeyManagerError(.abort, "cannot switch off echo on the terminal: pass --pin-stdin or --pin-fd N")
+        }
+        var hidden = saved
+        hidden.c_lflag &= ~tcflag_t(ECHO | ECHOE | ECHOK | ECHONL)
+        hidden.c_lflag |= tcflag_t(ICANON)
+        TerminalRestore.arm(descriptor: tty, settings: saved)
+        defer {
+            _ = tcsetattr(tty, TCSAFLUSH, &saved)
+            TerminalRestore.disarm()
+        }
+        StandardStream(descriptor: tty).write(prompt)
+        guard tcsetattr(tty, TCSAFLUSH, &hidden) == 0 else {
+            throw KeyManagerError(.abort, "cannot switch off echo on the terminal: pass --pin-stdin or --pin-fd N")
+        }
+        let input = LineInput(descriptor: tty, name: "the terminal")
+        let line = try input.line(0)
+        StandardStream(descriptor: tty).write("\n")
+        guard let line else { throw KeyManagerError(.abort, "no PIN entered: nothing was done") }
+        return line
+    }
+}
+
+/// Puts the terminal back when a signal ends keymgr in the middle of a no-echo prompt.
+///
+/// Signal handlers cannot capture context, so the saved settings live in process-wide state, touched only
+/// on the main thread before and after the prompt and read by the handler.
+enum TerminalRestore {
+    nonisolated(unsafe) private static var descriptor: Int32 = -1
+    nonisolated(unsafe) private static var settings = termios()
+
+    static func arm(descriptor: Int32, settings: termios) {
+        Self.settings = settings
+        Self.descriptor = descriptor
+        for signal in [SIGINT, SIGTERM, SIGHUP, SIGQUIT] {
+            _ = Foundation.signal(signal) { received in
+                if TerminalRestore.descriptor >= 0 {
+                    var settings = TerminalRestore.settings
+                    _ = tcsetattr(TerminalRestore.descriptor, TCSAFLUSH, &settings)
+                }
+                _ = Foundation.signal(received, SIG_DFL)
+                _ = raise(received)
+            }
+        }
+    }
+
+    static func disarm() {
+        descriptor = -1
+        for signal in [SIGINT, SIGTERM, SIGHUP, SIGQUIT] { _ = Foundation.signal(signal, SIG_DFL) }
+    }
+}
+
+extension Array where Element == UInt8 {
+    /// Overwrites the bytes before letting go of them: PIN text should not linger in freed memory.
+    mutating func wipe() {
+        for index in indices { self[index] = 0 }
+        removeAll()
+    }
+}
