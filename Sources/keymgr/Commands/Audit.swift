@@ -1,0 +1,120 @@
+import ArgumentParser
+import Foundation
+import KeyManager
+import Storage
+
+/// `keymgr audit`: the hash-chained audit log. Without a subcommand it lists entries (`audit list`).
+struct Audit: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Show the audit log, or verify its hash chain.",
+        discussion: """
+            `keymgr audit [options]` is `keymgr audit list [options]`.
+
+            Example:
+              keymgr audit --user alice --since 2026-11-01 --format csv
+              keymgr audit verify
+            """,
+        subcommands: [Show.self, Verify.self],
+        defaultSubcommand: Show.self)
+
+    @OptionGroup var globals: GlobalOptions
+
+    /// How `audit list` prints entries.
+    enum Format: String, ExpressibleByArgument, CaseIterable {
+        case table, json, csv
+    }
+
+    /// `keymgr audit list`: entries oldest first, filtered.
+    struct Show: KeymgrCommand {
+        static let configuration = CommandConfiguration(
+            commandName: "list",
+            abstract: "List audit entries, oldest first.",
+            discussion: """
+                --format json (or --json) prints [{"seq","at","event","userId","kid","actor","details","hash","prevHash"}]; \
+                csv prints the same fields under a header line. `actor` is the OS user who ran keymgr.
+
+                Example:
+                  keymgr audit --user alice --event key.revoked --since 2026-11-01T00:00:00Z
+                """)
+
+        @OptionGroup var globals: GlobalOptions
+
+        @Option(help: ArgumentHelp("Only entries about this user.", valueName: "id"))
+        var user: String?
+
+        @Option(help: ArgumentHelp("Only entries at or after this time (ISO 8601 UTC, or a date).", valueName: "iso8601"))
+        var since: String?
+
+        @Option(help: ArgumentHelp("Only entries of this event, e.g. key.bound.", valueName: "name"))
+        var event: String?
+
+        @Option(help: "How to print the entries.")
+        var format: Format?
+
+        func validate() throws {
+            if let since, Timestamp.date(from: since) == nil {
+                throw ValidationError("--since needs an ISO 8601 UTC time such as 2026-11-23T10:00:00Z or a date such as 2026-11-23")
+            }
+            if globals.json, let format, format != .json {
+                throw ValidationError("--json prints JSON: drop it or drop --format \(format.rawValue)")
+            }
+        }
+
+        func run() throws {
+            let query = AuditQuery(userId: user, since: since.flatMap(Timestamp.date(from:)), event: event)
+            let entries = try globals.openManager().auditEntries(query)
+            let console = globals.console
+            switch globals.json ? .json : (format ?? .table) {
+            case .json:
+                console.answer(json: .array(entries.map(\.json)))
+            case .csv:
+                var text = "seq,at,event,userId,kid,actor,details,hash,prevHash\n"
+                for entry in entries {
+                    text += [String(entry.seq), entry.at, entry.event, entry.userId ?? "", entry.kid ?? "", entry.actor,
+                             entry.details.canonicalJSON(), entry.hash, entry.prevHash].map(Self.csvField).joined(separator: ",")
+                    text += "\n"
+                }
+                console.answer(text)
+            case .table:
+                console.table(["SEQ", "AT", "EVENT", "USER ID", "KID", "ACTOR", "DETAILS"],
+                              entries.map { [String($0.seq), $0.at, $0.event, HumanText.text($0.userId), HumanText.text($0.kid),
+                                             $0.actor, $0.details.canonicalJSON()] },
+                              empty: "no matching audit entries")
+            }
+        }
+
+        /// RFC 4180: quoted when it holds a comma, quote or line break; quotes doubled.
+        static func csvField(_ text: String) -> String {
+            guard text.contains(where: { $0 == "," || $0 == "\"" || $0.isNewline }) else { return text }
+            return "\"" + text.replacingOccurrences(of: "\"", with: "\"\"") + "\""
+        }
+    }
+
+    /// `keymgr audit verify`: recomputes the hash chain.
+    struct Verify: KeymgrCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Check that no audit entry was altered, removed, inserted or reordered.",
+            discussion: """
+                Recomputes every entry's hash from the first one. Exits 0 when the chain holds and 1 when it does \
+                not, naming the first entry that fails. With --json: {"intact","checked","firstBadSeq","reason"}.
+
+                Example:
+                  keymgr audit verify --json
+                """)
+
+        @OptionGroup var globals: GlobalOptions
+
+        func run() throws {
+            let report = try globals.openManager().verifyAudit()
+            let console = globals.console
+            if globals.json { console.answer(json: report.json) }
+            guard let bad = report.firstBad else {
+                if !globals.json { console.answer("audit log intact: \(report.checked) entries checked") }
+                return
+            }
+            StandardStream.error.write(
+                "keymgr: the audit log is broken at entry \(bad.seq): \(bad.reason) (\(report.checked) entries before it verified)\n")
+            throw ExitCode.failure
+        }
+    }
+}

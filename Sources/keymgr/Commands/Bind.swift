@@ -1,0 +1,62 @@
+import ArgumentParser
+import KeyManager
+
+/// `keymgr bind`: creates a new device-bound key for a user.
+struct Bind: KeymgrCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Bind a new key for a user on this device.",
+        discussion: """
+            Creates a P-256 key guarded by the auth type. APPLICATION_PIN asks for a new PIN (twice on a \
+            terminal) or reads it with --pin-stdin / --pin-fd. With --challenge, prints the binding JWS for the \
+            identity server on stdout. A user's earlier key for the same issuer is superseded. With --json: the \
+            key object plus "jwk" and, with --challenge, "jws".
+
+            Example:
+              printf '482916\\n' | keymgr bind --user alice --username "Alice Liddell" --auth-type app-pin --pin-stdin
+            """)
+
+    @OptionGroup var globals: GlobalOptions
+
+    @Option(help: ArgumentHelp("The user's id at the identity server (subject or universalId).", valueName: "id"))
+    var user: String
+
+    @Option(help: ArgumentHelp("The user's login name, for people reading lists.", valueName: "name"))
+    var username: String?
+
+    @Option(help: ArgumentHelp("How the key is unlocked (default: none).", valueName: "type"))
+    var authType: AuthTypeArgument?
+
+    @Option(help: ArgumentHelp("The issuer (`iss`) of the binding JWS (default: the one given at init).", valueName: "iss"))
+    var issuer: String?
+
+    @Option(help: ArgumentHelp("A server challenge to sign into a binding JWS.", valueName: "c"))
+    var challenge: String?
+
+    @Option(help: ArgumentHelp("Seconds until the binding JWS expires (default: 60).", valueName: "s"))
+    var expiresIn: Int?
+
+    @OptionGroup(title: "PIN") var pin: PINOptions
+
+    func validate() throws {
+        if let expiresIn, expiresIn < 1 { throw ValidationError("--expires-in must be 1 second or more") }
+    }
+
+    func run() throws {
+        var request = BindRequest(userId: user)
+        request.username = username
+        if let authType { request.authType = authType.authType }
+        request.issuer = issuer
+        request.challenge = challenge
+        if let expiresIn { request.expiresIn = expiresIn }
+
+        let manager = try globals.openManager()
+        let result = try manager.bind(request, newPIN: pin.source().new(for: user))
+        let console = globals.console
+        if globals.json {
+            console.answer(json: result.json)
+            return
+        }
+        console.confirm("bound \(user): key \(result.key.kid) (\(result.key.authType.rawValue))")
+        if let jws = result.jws { console.answer(jws) }
+    }
+}

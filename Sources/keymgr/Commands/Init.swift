@@ -1,0 +1,89 @@
+import ArgumentParser
+import KeyManager
+
+/// `keymgr init`: creates the store, its master key and the device identity.
+struct Init: KeymgrCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Create a keymgr store for this device.",
+        discussion: """
+            Creates the home directory (mode 0700), the database and the master key ($KEYMGR_HOME/master.key, \
+            mode 0600, unless $CREDENTIALS_DIRECTORY/keymgr.master or KEYMGR_MASTER_KEY_FILE provides one). \
+            Fails with status 78 if the home already holds a store. With --json prints the `status` object.
+
+            Verifier commands are split on spaces into arguments; {osUser} and {userId} are replaced when \
+            they run. Exit 0 means verified, 1 rejected, anything else unavailable.
+
+            Example:
+              keymgr init --device-name "kiosk 7" --pin-retry 5 --biometric-verifier "fprintd-verify {osUser}"
+            """)
+
+    @OptionGroup var globals: GlobalOptions
+
+    @Option(help: "A name for this device, as identity servers will show it (default: the host name).")
+    var deviceName: String?
+
+    @Option(help: ArgumentHelp("The default issuer (`iss`) of signed JWS (default: keymgr).", valueName: "iss"))
+    var issuer: String?
+
+    @Option(help: ArgumentHelp("Wrong PINs allowed before a key locks (default: 5).", valueName: "n"))
+    var pinRetry: Int?
+
+    @Option(help: ArgumentHelp("The shortest PIN accepted (default: 6).", valueName: "n"))
+    var pinMinLength: Int?
+
+    @Option(help: ArgumentHelp("Argon2id memory for PINs, in KiB (default: 65536).", valueName: "kib"))
+    var argon2Memory: Int?
+
+    @Option(help: ArgumentHelp("Argon2id passes for PINs (default: 3).", valueName: "n"))
+    var argon2Iterations: Int?
+
+    @Option(help: ArgumentHelp("Argon2id lanes for PINs (default: 4).", valueName: "n"))
+    var argon2Parallelism: Int?
+
+    @Option(help: ArgumentHelp("The command that checks a fingerprint for BIOMETRIC_* keys.", valueName: "cmd"))
+    var biometricVerifier: String?
+
+    @Option(help: ArgumentHelp(
+        "The device-credential command BIOMETRIC_ALLOW_FALLBACK falls back to (e.g. a PAM helper).", valueName: "cmd"))
+    var credentialVerifier: String?
+
+    func validate() throws {
+        for (name, value) in [("--pin-retry", pinRetry), ("--pin-min-length", pinMinLength),
+                              ("--argon2-memory", argon2Memory), ("--argon2-iterations", argon2Iterations),
+                              ("--argon2-parallelism", argon2Parallelism)] {
+            if let value, value < 1 { throw ValidationError("\(name) must be 1 or more") }
+        }
+        for (name, value) in [("--biometric-verifier", biometricVerifier), ("--credential-verifier", credentialVerifier)] {
+            if let value, Self.argv(value).isEmpty { throw ValidationError("\(name) needs a command") }
+        }
+    }
+
+    func run() throws {
+        var options = InitOptions()
+        if let deviceName { options.deviceName = deviceName }
+        if let issuer { options.issuer = issuer }
+        if let pinRetry { options.pinRetry = pinRetry }
+        if let pinMinLength { options.pinMinLength = pinMinLength }
+        if let argon2Memory { options.argon2.memoryKiB = argon2Memory }
+        if let argon2Iterations { options.argon2.iterations = argon2Iterations }
+        if let argon2Parallelism { options.argon2.parallelism = argon2Parallelism }
+        options.biometricVerifier = biometricVerifier.map(Self.argv)
+        options.credentialVerifier = credentialVerifier.map(Self.argv)
+
+        let console = globals.console
+        let home = globals.storeHome
+        console.detail("creating a store in \(home.url.path)")
+        let manager = try KeyManager.initialize(home: home, options: options)
+        let status = try manager.status()
+        if globals.json {
+            console.answer(json: status.json)
+        } else {
+            console.confirm("initialised a keymgr store in \(home.url.path) for device \"\(status.deviceName)\" (\(status.deviceId))")
+        }
+    }
+
+    /// A verifier command line as argv: split on spaces, empty pieces dropped.
+    static func argv(_ commandLine: String) -> [String] {
+        commandLine.split(separator: " ", omittingEmptySubsequences: true).map(String.init)
+    }
+}

@@ -1,0 +1,52 @@
+import ArgumentParser
+import KeyManager
+
+/// `keymgr list`: the keys on this device.
+struct List: KeymgrCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "List keys: active and locked ones unless --status says otherwise.",
+        discussion: """
+            With --json: an array of key objects \
+            {"kid","userId","username","authType","status","serverState","createdAt","lastUsedAt","deviceName"}.
+
+            Example:
+              keymgr list --user alice --status all
+            """)
+
+    /// A `--status` value: one key status or all of them.
+    enum StatusFilter: String, ExpressibleByArgument, CaseIterable {
+        case active, locked, revoked, superseded, all
+
+        var statuses: Set<KeyStatus> {
+            switch self {
+            case .active: [.active]
+            case .locked: [.locked]
+            case .revoked: [.revoked]
+            case .superseded: [.superseded]
+            case .all: Set(KeyStatus.allCases)
+            }
+        }
+    }
+
+    @OptionGroup var globals: GlobalOptions
+
+    @Option(help: ArgumentHelp("Only this user's keys.", valueName: "id"))
+    var user: String?
+
+    @Option(help: ArgumentHelp("Which keys to show; repeat for several (default: active and locked).", valueName: "status"))
+    var status: [StatusFilter] = []
+
+    func run() throws {
+        let statuses: Set<KeyStatus> = status.isEmpty ? [.active, .locked] : status.reduce(into: []) { $0.formUnion($1.statuses) }
+        let keys = try globals.openManager().keys(userId: user, statuses: statuses)
+        let console = globals.console
+        if globals.json {
+            console.answer(json: .array(keys.map { .object($0.json) }))
+            return
+        }
+        console.table(["KID", "USER ID", "USERNAME", "AUTH TYPE", "STATUS", "SERVER", "CREATED", "LAST USED"],
+                      keys.map { [$0.kid, $0.userId, HumanText.text($0.username), $0.authType.rawValue, $0.status.rawValue,
+                                  $0.serverState, HumanText.time($0.createdAt), HumanText.time($0.lastUsedAt)] },
+                      empty: user.map { "no matching keys for user \($0)" } ?? "no matching keys")
+    }
+}

@@ -1,0 +1,40 @@
+import ArgumentParser
+import KeyManager
+
+/// `keymgr master`: the master key that wraps every secret in the store.
+struct Master: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Manage the store's master key.",
+        discussion: """
+            Example:
+              keymgr master rotate
+            """,
+        subcommands: [Rotate.self])
+
+    @OptionGroup var globals: GlobalOptions
+
+    /// `keymgr master rotate`: a new master key, every secret re-wrapped in one transaction.
+    struct Rotate: KeymgrCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Replace the master key and re-wrap every secret under the new one.",
+            discussion: """
+                All secrets are re-wrapped in one transaction: either all move to the new key or none do. \
+                With --json: {"secretsRewrapped"}.
+
+                Example:
+                  keymgr master rotate --json
+                """)
+
+        @OptionGroup var globals: GlobalOptions
+
+        func run() throws {
+            let rotation = try globals.openManager().rotateMasterKey()
+            let console = globals.console
+            if globals.json {
+                console.answer(json: .object(["secretsRewrapped": .integer(rotation.secretsRewrapped)]))
+            } else {
+                console.confirm("rotated the master key: \(rotation.secretsRewrapped) secrets re-wrapped")
+            }
+        }
+    }
+}

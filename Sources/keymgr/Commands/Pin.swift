@@ -1,0 +1,50 @@
+import ArgumentParser
+import KeyManager
+
+/// `keymgr pin`: PIN maintenance for APPLICATION_PIN keys.
+struct Pin: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Manage the PIN of an APPLICATION_PIN key.",
+        discussion: """
+            Example:
+              printf '482916\\n731905\\n' | keymgr pin change --user alice --pin-stdin
+            """,
+        subcommands: [Change.self])
+
+    @OptionGroup var globals: GlobalOptions
+
+    /// `keymgr pin change`: a new PIN for the same key, after the old one is verified.
+    struct Change: KeymgrCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Change a key's PIN (the old PIN is required).",
+            discussion: """
+                Reads the old PIN, then the new one: two lines with --pin-stdin or --pin-fd, or prompts on the \
+                terminal (the new PIN twice). A wrong old PIN counts as a failed attempt. With --json: the key object.
+
+                Example:
+                  printf '482916\\n731905\\n' | keymgr pin change --user alice --pin-stdin
+                """)
+
+        @OptionGroup var globals: GlobalOptions
+
+        @Option(help: ArgumentHelp("The user whose PIN changes.", valueName: "id"))
+        var user: String
+
+        @Option(help: ArgumentHelp("The key, when the user has several.", valueName: "kid"))
+        var kid: String?
+
+        @OptionGroup(title: "PIN") var pin: PINOptions
+
+        func run() throws {
+            let manager = try globals.openManager()
+            let pins = pin.source().change(for: user)
+            let key = try manager.changePIN(userId: user, kid: kid, oldPIN: pins.old, newPIN: pins.new)
+            let console = globals.console
+            if globals.json {
+                console.answer(json: .object(key.json))
+            } else {
+                console.confirm("changed the PIN of \(user)'s key \(key.kid)")
+            }
+        }
+    }
+}

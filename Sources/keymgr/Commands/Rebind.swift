@@ -1,0 +1,41 @@
+import ArgumentParser
+import KeyManager
+
+/// `keymgr rebind`: replaces a user's key with a new one (the way back from a locked key or a forgotten PIN).
+struct Rebind: KeymgrCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Replace a user's key with a new one, e.g. after a forgotten PIN.",
+        discussion: """
+            Binds a new key with the given auth type and supersedes the old one (queued for deletion on the \
+            server at the next sync). With --json: like `bind`.
+
+            Example:
+              printf '731905\\n' | keymgr rebind --user alice --auth-type app-pin --pin-stdin
+            """)
+
+    @OptionGroup var globals: GlobalOptions
+
+    @Option(help: ArgumentHelp("The user whose key is replaced.", valueName: "id"))
+    var user: String
+
+    @Option(help: ArgumentHelp("The key to replace, when the user has several.", valueName: "kid"))
+    var kid: String?
+
+    @Option(help: ArgumentHelp("How the new key is unlocked.", valueName: "type"))
+    var authType: AuthTypeArgument
+
+    @OptionGroup(title: "PIN") var pin: PINOptions
+
+    func run() throws {
+        let manager = try globals.openManager()
+        let result = try manager.rebind(userId: user, kid: kid, authType: authType.authType,
+                                        newPIN: pin.source().new(for: user))
+        let console = globals.console
+        if globals.json {
+            console.answer(json: result.json)
+            return
+        }
+        console.confirm("rebound \(user): new key \(result.key.kid) (\(result.key.authType.rawValue))")
+        if let jws = result.jws { console.answer(jws) }
+    }
+}

@@ -1,0 +1,39 @@
+import ArgumentParser
+import KeyManager
+
+/// `keymgr status`: the device and how much the store holds.
+struct Status: KeymgrCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Show this device's identity and what the store holds.",
+        discussion: """
+            `keys` counts usable (active or locked) keys. With --json: \
+            {"deviceId","deviceName","schemaVersion","users","keys","lastSync"}.
+
+            Example:
+              keymgr status --json
+            """)
+
+    @OptionGroup var globals: GlobalOptions
+
+    func run() throws {
+        let manager = try globals.openManager()
+        let status = try manager.status()
+        let console = globals.console
+        if globals.json {
+            console.answer(json: status.json)
+            return
+        }
+        let lines: [(String, String)] = [
+            ("home", globals.storeHome.url.path),
+            ("device id", status.deviceId),
+            ("device name", status.deviceName),
+            ("schema version", String(status.schemaVersion)),
+            ("users", String(status.users)),
+            ("keys", String(status.keys)),
+            ("last sync", status.lastSync.map { HumanText.time($0) } ?? "never"),
+        ]
+        let width = lines.map(\.0.count).max() ?? 0
+        console.answer(lines.map { $0.0 + String(repeating: " ", count: width - $0.0.count + 2) + $0.1 }
+            .joined(separator: "\n"))
+    }
+}

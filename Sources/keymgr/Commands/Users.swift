@@ -1,0 +1,28 @@
+import ArgumentParser
+import KeyManager
+
+/// `keymgr users`: who has keys on this device.
+struct Users: KeymgrCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "List the users known on this device.",
+        discussion: """
+            KEYS counts each user's active keys. With --json: [{"userId","username","keys","createdAt"}].
+
+            Example:
+              keymgr users
+            """)
+
+    @OptionGroup var globals: GlobalOptions
+
+    func run() throws {
+        let users = try globals.openManager().users()
+        let console = globals.console
+        if globals.json {
+            console.answer(json: .array(users.map(\.json)))
+            return
+        }
+        console.table(["USER ID", "USERNAME", "KEYS", "CREATED"],
+                      users.map { [$0.userId, HumanText.text($0.username), String($0.activeKeys), HumanText.time($0.createdAt)] },
+                      empty: "no users on this device")
+    }
+}
