@@ -12,4 +12,6 @@ struct AuthTypeArgument: ExpressibleByArgument {
     }
 
     static var allValueStrings: [String] { ["none", "app-pin", "biometric-only", "biometric-allow-fallback"] }
+
+    static var defaultCompletionKind: CompletionKind { .list(allValueStrings) }
 }
