@@ -51,6 +51,24 @@ public struct UserKey: Sendable, Equatable {
     public var issuer: String
     public var revokedAt: Date?
     public var revokeReason: String?
+
+    public init(kid: String, userId: String, username: String?, authType: AuthType, status: KeyStatus, serverState: String,
+                createdAt: Date, lastUsedAt: Date?, deviceName: String?, serverLastAccessAt: Date?, issuer: String,
+                revokedAt: Date?, revokeReason: String?) {
+        self.kid = kid
+        self.userId = userId
+        self.username = username
+        self.authType = authType
+        self.status = status
+        self.serverState = serverState
+        self.createdAt = createdAt
+        self.lastUsedAt = lastUsedAt
+        self.deviceName = deviceName
+        self.serverLastAccessAt = serverLastAccessAt
+        self.issuer = issuer
+        self.revokedAt = revokedAt
+        self.revokeReason = revokeReason
+    }
 }
 
 /// A user known on this device.
