@@ -128,6 +128,7 @@ public final class Store: Sendable {
     }
 
     /// Runs `body` in one immediate write transaction: everything it does commits together or not at all.
+    @discardableResult
     public func write<T>(_ body: (StoreWriter) throws -> T) throws -> T {
         try guarded("write the store") {
             try pool.writeWithoutTransaction { db in

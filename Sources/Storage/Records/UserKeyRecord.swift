@@ -60,4 +60,9 @@ public struct UserKeyRecord: KeymgrRecord, Equatable {
 public struct KeyListing: Sendable, Equatable {
     public var key: UserKeyRecord
     public var username: String?
+
+    public init(key: UserKeyRecord, username: String?) {
+        self.key = key
+        self.username = username
+    }
 }
