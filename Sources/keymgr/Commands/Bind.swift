@@ -35,10 +35,16 @@ struct Bind: KeymgrCommand {
     @Option(help: ArgumentHelp("Seconds until the binding JWS expires (default: 60).", valueName: "s"))
     var expiresIn: Int?
 
+    @Option(help: ArgumentHelp(
+        "Seconds to wait for the biometric or device-credential verifier before giving up (status 75; default: 60).",
+        valueName: "s"))
+    var timeout: Double?
+
     @OptionGroup(title: "PIN") var pin: PINOptions
 
     func validate() throws {
         if let expiresIn, expiresIn < 1 { throw ValidationError("--expires-in must be 1 second or more") }
+        if let timeout, !(timeout > 0) { throw ValidationError("--timeout must be more than 0 seconds") }
     }
 
     func run() throws {
@@ -48,6 +54,7 @@ struct Bind: KeymgrCommand {
         request.issuer = issuer
         request.challenge = challenge
         if let expiresIn { request.expiresIn = expiresIn }
+        if let timeout { request.verifierTimeout = timeout }
 
         let manager = try globals.openManager()
         let result = try manager.bind(request, newPIN: pin.source().new(for: user))

@@ -38,11 +38,17 @@ struct Sign: KeymgrCommand {
     @Option(help: ArgumentHelp("Seconds until the JWS expires (default: 60).", valueName: "s"))
     var expiresIn: Int?
 
+    @Option(help: ArgumentHelp(
+        "Seconds to wait for the biometric or device-credential verifier before giving up (status 75; default: 60).",
+        valueName: "s"))
+    var timeout: Double?
+
     @OptionGroup(title: "PIN") var pin: PINOptions
 
     func validate() throws {
         if user == nil && kid == nil { throw ValidationError("say whose key signs: --user ID or --kid KID") }
         if let expiresIn, expiresIn < 1 { throw ValidationError("--expires-in must be 1 second or more") }
+        if let timeout, !(timeout > 0) { throw ValidationError("--timeout must be more than 0 seconds") }
         var names = Set<String>()
         for claim in claims {
             let name = try Self.split(claim).name
@@ -55,6 +61,7 @@ struct Sign: KeymgrCommand {
         request.challenge = challenge
         request.issuer = issuer
         if let expiresIn { request.expiresIn = expiresIn }
+        if let timeout { request.verifierTimeout = timeout }
         for claim in claims {
             let (name, value) = try Self.split(claim)
             request.claims[name] = try Self.claimValue(value, name: name)

@@ -48,24 +48,25 @@ struct Console {
     }
 }
 
-/// Columns padded to their widest cell (counted in characters), two spaces apart, no trailing blanks.
+/// Columns padded to their widest cell (in terminal columns), two spaces apart, no trailing blanks.
 struct TextTable {
     let headers: [String]
     let rows: [[String]]
 
     var rendered: String {
-        var widths = headers.map(\.count)
-        for row in rows {
+        var widths = headers.map(TextTable.width)
+        let cells = rows.map { $0.map(TextTable.printable) }
+        for row in cells {
             for (index, cell) in row.enumerated() where index < widths.count {
-                widths[index] = max(widths[index], TextTable.printable(cell).count)
+                widths[index] = max(widths[index], TextTable.width(cell))
             }
         }
         var out = ""
-        for row in [headers] + rows {
+        for row in [headers] + cells {
             var line = ""
             for (index, cell) in row.enumerated() where index < widths.count {
-                let text = TextTable.printable(cell)
-                line += index == row.count - 1 ? text : text + String(repeating: " ", count: widths[index] - text.count + 2)
+                line += cell
+                if index < row.count - 1 { line += String(repeating: " ", count: widths[index] - TextTable.width(cell) + 2) }
             }
             while line.hasSuffix(" ") { line.removeLast() }
             out += line + "\n"
@@ -73,7 +74,7 @@ struct TextTable {
         return out
     }
 
-    /// Control characters (a newline in a user id) would break the columns: show them escaped.
+    /// Control characters would break the columns: show them escaped (user ids are the server's, not ours).
     static func printable(_ text: String) -> String {
         guard text.unicodeScalars.contains(where: { $0.properties.generalCategory == .control }) else { return text }
         var out = ""
@@ -85,6 +86,26 @@ struct TextTable {
             }
         }
         return out
+    }
+
+    /// How many terminal columns `text` takes: East Asian wide characters and emoji take two, the rest one.
+    static func width(_ text: String) -> Int {
+        text.reduce(0) { total, character in
+            guard let scalar = character.unicodeScalars.first else { return total }
+            return total + (isWide(scalar) ? 2 : 1)
+        }
+    }
+
+    private static func isWide(_ scalar: Unicode.Scalar) -> Bool {
+        if scalar.properties.isEmojiPresentation { return true }
+        switch scalar.value {
+        case 0x1100...0x115F, 0x2E80...0x303E, 0x3041...0x33FF, 0x3400...0x4DBF, 0x4E00...0x9FFF, 0xA000...0xA4CF,
+             0xAC00...0xD7A3, 0xF900...0xFAFF, 0xFE30...0xFE4F, 0xFF00...0xFF60, 0xFFE0...0xFFE6,
+             0x20000...0x3FFFD:
+            return true
+        default:
+            return false
+        }
     }
 }
 
