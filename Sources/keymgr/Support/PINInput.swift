@@ -156,10 +156,11 @@ enum Terminal {
             _ = tcsetattr(tty, TCSAFLUSH, &saved)
             TerminalRestore.disarm()
         }
-        StandardStream(descriptor: tty).write(prompt)
+        // Echo goes off before the prompt appears, so nothing typed after the prompt can be echoed.
         guard tcsetattr(tty, TCSAFLUSH, &hidden) == 0 else {
             throw KeyManagerError(.abort, "cannot switch off echo on the terminal: pass --pin-stdin or --pin-fd N")
         }
+        StandardStream(descriptor: tty).write(prompt)
         let input = LineInput(descriptor: tty, name: "the terminal")
         let line = try input.line(0)
         StandardStream(descriptor: tty).write("\n")
