@@ -1,0 +1,189 @@
+import Foundation
+
+/// A JSON value, for JWS headers and claims and for audit details.
+///
+/// `canonicalJSON()` gives one deterministic text per value: object keys sorted by Unicode code point,
+/// no whitespace, `/` not escaped, so hashes and signatures over it are reproducible.
+public indirect enum JSONValue: Sendable, Equatable, Codable {
+    /// A string.
+    case string(String)
+    /// An integer (JSON numbers without fraction or exponent that fit 64 bits).
+    case int(Int64)
+    /// Any other number.
+    case double(Double)
+    /// `true` or `false`.
+    case bool(Bool)
+    /// `null`.
+    case null
+    /// An array.
+    case array([JSONValue])
+    /// An object.
+    case object([String: JSONValue])
+
+    /// Decodes any JSON value; integers that fit `Int64` become `.int`, other numbers `.double`.
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.singleValueContainer()
+        if container.decodeNil() {
+            self = .null
+        } else if let value = try? container.decode(Bool.self) {
+            self = .bool(value)
+        } else if let value = try? container.decode(Int64.self) {
+            self = .int(value)
+        } else if let value = try? container.decode(Double.self) {
+            self = .double(value)
+        } else if let value = try? container.decode(String.self) {
+            self = .string(value)
+        } else if let value = try? container.decode([JSONValue].self) {
+            self = .array(value)
+        } else {
+            self = .object(try container.decode([String: JSONValue].self))
+        }
+    }
+
+    /// Encodes the value as the JSON it represents.
+    public func encode(to encoder: any Encoder) throws {
+        var container = encoder.singleValueContainer()
+        switch self {
+        case .string(let value): try container.encode(value)
+        case .int(let value): try container.encode(value)
+        case .double(let value): try container.encode(value)
+        case .bool(let value): try container.encode(value)
+        case .null: try container.encodeNil()
+        case .array(let value): try container.encode(value)
+        case .object(let value): try container.encode(value)
+        }
+    }
+
+    /// The canonical text: object keys sorted by Unicode code point (as RFC 7638 and Python's `sort_keys`),
+    /// no whitespace, `"`, `\` and control characters escaped, `/` and non-ASCII written as is (UTF-8),
+    /// non-finite doubles written as `null`.
+    public func canonicalJSON() -> String {
+        var out = ""
+        write(into: &out)
+        return out
+    }
+
+    private func write(into out: inout String) {
+        switch self {
+        case .string(let value):
+            Self.writeString(value, into: &out)
+        case .int(let value):
+            out += String(value)
+        case .double(let value):
+            out += value.isFinite ? value.description : "null"
+        case .bool(let value):
+            out += value ? "true" : "false"
+        case .null:
+            out += "null"
+        case .array(let values):
+            out += "["
+            for (index, value) in values.enumerated() {
+                if index > 0 { out += "," }
+                value.write(into: &out)
+            }
+            out += "]"
+        case .object(let members):
+            out += "{"
+            let keys = members.keys.sorted { $0.unicodeScalars.lexicographicallyPrecedes($1.unicodeScalars) }
+            for (index, key) in keys.enumerated() {
+                if index > 0 { out += "," }
+                Self.writeString(key, into: &out)
+                out += ":"
+                members[key]?.write(into: &out)
+            }
+            out += "}"
+        }
+    }
+
+    private static func writeString(_ value: String, into out: inout String) {
+        out += "\""
+        for scalar in value.unicodeScalars {
+            switch scalar {
+            case "\"": out += "\\\""
+            case "\\": out += "\\\\"
+            case "\n": out += "\\n"
+            case "\r": out += "\\r"
+            case "\t": out += "\\t"
+            case "\u{08}": out += "\\b"
+            case "\u{0C}": out += "\\f"
+            case "\u{00}"..."\u{1F}":
+                let hex = String(scalar.value, radix: 16)
+                out += "\\u" + String(repeating: "0", count: 4 - hex.count) + hex
+            default:
+                out.unicodeScalars.append(scalar)
+            }
+        }
+        out += "\""
+    }
+
+    /// Parses UTF-8 JSON text whose top level is an object; nil if it is not valid JSON or not an object.
+    static func parseObject(_ text: [UInt8]) -> [String: JSONValue]? {
+        try? JSONDecoder().decode([String: JSONValue].self, from: Data(text))
+    }
+
+    /// The string, if this is `.string`.
+    public var stringValue: String? {
+        if case .string(let value) = self { return value }
+        return nil
+    }
+
+    /// The integer, if this is `.int`.
+    public var intValue: Int64? {
+        if case .int(let value) = self { return value }
+        return nil
+    }
+
+    /// The number as a `Double`, if this is `.double` or `.int`.
+    public var doubleValue: Double? {
+        switch self {
+        case .double(let value): return value
+        case .int(let value): return Double(value)
+        default: return nil
+        }
+    }
+
+    /// The Boolean, if this is `.bool`.
+    public var boolValue: Bool? {
+        if case .bool(let value) = self { return value }
+        return nil
+    }
+
+    /// The elements, if this is `.array`.
+    public var arrayValue: [JSONValue]? {
+        if case .array(let value) = self { return value }
+        return nil
+    }
+
+    /// The members, if this is `.object`.
+    public var objectValue: [String: JSONValue]? {
+        if case .object(let value) = self { return value }
+        return nil
+    }
+
+    /// Whether this is `.null`.
+    public var isNull: Bool { self == .null }
+
+    /// The member named `key`, if this is an object that has it.
+    public subscript(key: String) -> JSONValue? {
+        objectValue?[key]
+    }
+}
+
+extension JSONValue: ExpressibleByStringLiteral, ExpressibleByIntegerLiteral, ExpressibleByFloatLiteral,
+    ExpressibleByBooleanLiteral, ExpressibleByArrayLiteral, ExpressibleByDictionaryLiteral
+{
+    /// `.string(value)`.
+    public init(stringLiteral value: String) { self = .string(value) }
+    /// `.int(value)`.
+    public init(integerLiteral value: Int64) { self = .int(value) }
+    /// `.double(value)`.
+    public init(floatLiteral value: Double) { self = .double(value) }
+    /// `.bool(value)`.
+    public init(booleanLiteral value: Bool) { self = .bool(value) }
+    /// `.array(elements)`.
+    public init(arrayLiteral elements: JSONValue...) { self = .array(elements) }
+    /// `.object(elements)`; a repeated key keeps its last value.
+    public init(dictionaryLiteral elements: (String, JSONValue)...) {
+        self = .object(Dictionary(elements, uniquingKeysWith: { _, last in last }))
+    }
+}

@@ -1,0 +1,72 @@
+import COpenSSL
+
+/// A NUL-terminated C string that lives as long as the process.
+///
+/// OpenSSL keeps some name pointers it is given (`EVP_PKEY_CTX_new_from_name` keeps the key type,
+/// `OSSL_PARAM` keeps its keys), so names passed to it must not be Swift's call-scoped temporaries.
+struct OpenSSLName: @unchecked Sendable {  // the pointee is written once in init and never freed or changed
+    let pointer: UnsafePointer<CChar>
+
+    init(_ name: StaticString) {
+        let storage = UnsafeMutablePointer<CChar>.allocate(capacity: name.utf8CodeUnitCount + 1)
+        name.withUTF8Buffer { utf8 in
+            for (index, byte) in utf8.enumerated() { storage[index] = CChar(bitPattern: byte) }
+        }
+        storage[name.utf8CodeUnitCount] = 0
+        pointer = UnsafePointer(storage)
+    }
+
+    /// For OpenSSL parameters typed `char *` that OpenSSL only reads.
+    var mutablePointer: UnsafeMutablePointer<CChar> { UnsafeMutablePointer(mutating: pointer) }
+}
+
+/// The algorithm, parameter and curve names keymgr passes to OpenSSL.
+enum OpenSSLNames {
+    static let ec = OpenSSLName("EC")
+    static let p256 = OpenSSLName("prime256v1")
+    static let sha256 = OpenSSLName("SHA256")
+    static let hkdf = OpenSSLName("HKDF")
+    static let paramDigest = OpenSSLName("digest")
+    static let paramKey = OpenSSLName("key")
+    static let paramSalt = OpenSSLName("salt")
+    static let paramInfo = OpenSSLName("info")
+    static let paramGroupName = OpenSSLName("group")
+    static let paramPublicKey = OpenSSLName("pub")
+    static let paramPrivateKey = OpenSSLName("priv")
+    static let paramECPublicX = OpenSSLName("qx")
+    static let paramECPublicY = OpenSSLName("qy")
+}
+
+/// Selection flags for `EVP_PKEY_fromdata`, spelled out because Swift does not import the composite macros.
+enum OpenSSLKeySelection {
+    /// `EVP_PKEY_PUBLIC_KEY`: domain parameters, other parameters and the public key.
+    static let publicKey: Int32 = OSSL_KEYMGMT_SELECT_ALL_PARAMETERS | OSSL_KEYMGMT_SELECT_PUBLIC_KEY
+    /// `EVP_PKEY_KEYPAIR`: the public key and the private key.
+    static let keyPair: Int32 = publicKey | OSSL_KEYMGMT_SELECT_PRIVATE_KEY
+}
+
+/// Builds a `.failure` error for an OpenSSL call that failed, with OpenSSL's reason (never key material), and
+/// clears OpenSSL's thread-local error queue so the next operation starts clean.
+func openSSLFailure(_ what: String) -> KeyManagerError {
+    let code = ERR_peek_last_error()
+    var reason = ""
+    if code != 0 {
+        var buffer = [CChar](repeating: 0, count: 256)
+        ERR_error_string_n(code, &buffer, buffer.count)
+        reason = " (" + String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self) + ")"
+    }
+    ERR_clear_error()
+    return KeyManagerError(.failure, "\(what) failed\(reason)")
+}
+
+/// Runs `body` with a pointer to `bytes` that is never nil, even when `bytes` is empty,
+/// because several OpenSSL calls reject a NULL buffer of length zero.
+func withNonNullBytes<R>(_ bytes: [UInt8], _ body: (UnsafePointer<UInt8>, Int) throws -> R) rethrows -> R {
+    try bytes.withUnsafeBufferPointer { buffer in
+        guard let base = buffer.baseAddress, !buffer.isEmpty else {
+            var placeholder: UInt8 = 0
+            return try body(&placeholder, 0)
+        }
+        return try body(base, buffer.count)
+    }
+}

@@ -1,0 +1,198 @@
+import Foundation
+import Storage
+
+@_exported import struct Storage.AuditQuery
+@_exported import struct Storage.AuditChainReport
+@_exported import struct Storage.StoreHome
+
+/// How a key's user proves presence before the key signs (the Ping Device Binding auth types).
+public enum AuthType: String, CaseIterable, Sendable, Codable {
+    case none = "NONE"
+    case applicationPIN = "APPLICATION_PIN"
+    case biometricOnly = "BIOMETRIC_ONLY"
+    case biometricAllowFallback = "BIOMETRIC_ALLOW_FALLBACK"
+
+    /// Accepts the wire names (`APPLICATION_PIN`) or the flag names (`app-pin`), in any case.
+    public init?(flag: String) {
+        let normalized = flag.uppercased().replacingOccurrences(of: "-", with: "_")
+        switch normalized {
+        case "NONE": self = .none
+        case "APPLICATION_PIN", "APP_PIN": self = .applicationPIN
+        case "BIOMETRIC_ONLY": self = .biometricOnly
+        case "BIOMETRIC_ALLOW_FALLBACK": self = .biometricAllowFallback
+        default: return nil
+        }
+    }
+}
+
+/// The lifecycle of a key on this device.
+public enum KeyStatus: String, CaseIterable, Sendable, Codable {
+    case active, locked, revoked, superseded
+
+    /// The statuses of keys that still hold key material.
+    public static let usable: Set<KeyStatus> = [.active, .locked]
+}
+
+/// A user's device-bound key, as `list` and `bind` show it (the Ping SDK's UserKey plus its lifecycle).
+public struct UserKey: Sendable, Equatable {
+    public var kid: String
+    public var userId: String
+    public var username: String?
+    public var authType: AuthType
+    public var status: KeyStatus
+    /// `unregistered`, `registered`, `pendingDeletion` or `deleted`.
+    public var serverState: String
+    public var createdAt: Date
+    public var lastUsedAt: Date?
+    /// The name the server shows for this binding, once known.
+    public var deviceName: String?
+    /// When the server last saw this binding used, as its listing says.
+    public var serverLastAccessAt: Date?
+    public var issuer: String
+    public var revokedAt: Date?
+    public var revokeReason: String?
+
+    public init(kid: String, userId: String, username: String?, authType: AuthType, status: KeyStatus, serverState: String,
+                createdAt: Date, lastUsedAt: Date?, deviceName: String?, serverLastAccessAt: Date?, issuer: String,
+                revokedAt: Date?, revokeReason: String?) {
+        self.kid = kid
+        self.userId = userId
+        self.username = username
+        self.authType = authType
+        self.status = status
+        self.serverState = serverState
+        self.createdAt = createdAt
+        self.lastUsedAt = lastUsedAt
+        self.deviceName = deviceName
+        self.serverLastAccessAt = serverLastAccessAt
+        self.issuer = issuer
+        self.revokedAt = revokedAt
+        self.revokeReason = revokeReason
+    }
+}
+
+/// A user known on this device.
+public struct UserSummary: Sendable, Equatable {
+    public var userId: String
+    public var username: String?
+    /// Active or locked keys the user holds here.
+    public var activeKeys: Int
+    public var createdAt: Date
+}
+
+/// What `keymgr status` reports.
+public struct StoreStatus: Sendable, Equatable {
+    public var deviceId: String
+    public var deviceName: String
+    public var schemaVersion: Int
+    public var users: Int
+    public var keys: Int
+    public var lastSync: Date?
+}
+
+/// Settings chosen when a store is created.
+public struct InitOptions: Sendable {
+    public var deviceName: String?
+    /// The default `iss` of binding and signing JWS.
+    public var issuer: String = "keymgr"
+    /// Wrong PINs before a key locks (NIST SP 800-63B allows at most 10).
+    public var pinRetry: Int = 5
+    /// Shortest PIN accepted: 6 by default, as NIST SP 800-63B rev. 4 asks; 4 at the least.
+    public var pinMinLength: Int = 6
+    public var argon2: Argon2Parameters = .rfc9106SecondRecommendation
+    /// argv of the biometric verifier command; `{osUser}` and `{userId}` are substituted.
+    public var biometricVerifier: [String]?
+    /// argv of the device-credential verifier command (the fallback of BIOMETRIC_ALLOW_FALLBACK).
+    public var credentialVerifier: [String]?
+
+    public init() {}
+}
+
+/// Supplies a secret (a PIN) only when the operation turns out to need one.
+public typealias SecretProvider = () throws -> SecretBytes
+
+/// What to bind.
+public struct BindRequest: Sendable {
+    public var userId: String
+    public var username: String?
+    public var authType: AuthType = .none
+    /// The `iss` of the binding JWS and the issuer the key belongs to; nil means the store's default.
+    public var issuer: String?
+    /// A server challenge: when given, the result carries a binding JWS over it.
+    public var challenge: String?
+    /// Lifetime of the binding JWS in seconds (`exp = iat + expiresIn`).
+    public var expiresIn: Int = 60
+    /// How long a biometric or device-credential verifier may take.
+    public var verifierTimeout: TimeInterval = 60
+
+    public init(userId: String) {
+        self.userId = userId
+    }
+}
+
+/// A new key, its public JWK and, when a challenge was given, the binding JWS.
+public struct BindResult: Sendable {
+    public var key: UserKey
+    public var jwk: JWK
+    public var jws: String?
+}
+
+/// What to sign: the key is picked by `kid`, or by `userId` when the user holds exactly one usable key.
+public struct SignRequest: Sendable {
+    public var userId: String?
+    public var kid: String?
+    /// The server's challenge; a random one is made when nil.
+    public var challenge: String?
+    /// Custom claims; the reserved names `sub`, `exp`, `iat`, `nbf`, `iss`, `challenge` are refused.
+    public var claims: [String: JSONValue] = [:]
+    /// The `iss` claim; nil means the key's issuer.
+    public var issuer: String?
+    public var expiresIn: Int = 60
+    public var verifierTimeout: TimeInterval = 60
+
+    public init(userId: String?, kid: String?) {
+        self.userId = userId
+        self.kid = kid
+    }
+}
+
+/// A signing JWS and the key that made it.
+public struct SignResult: Sendable {
+    public var kid: String
+    public var jws: String
+}
+
+/// One entry of the audit log.
+public struct AuditEntry: Sendable, Equatable {
+    public var seq: Int64
+    public var at: String
+    public var event: String
+    public var userId: String?
+    public var kid: String?
+    /// The OS user who ran keymgr.
+    public var actor: String
+    /// A JSON object; never holds a secret.
+    public var details: JSONValue
+    public var hash: String
+    public var prevHash: String
+}
+
+/// The outcome of `master rotate`.
+public struct MasterKeyRotation: Sendable {
+    public var secretsRewrapped: Int
+}
+
+extension UserKey {
+    init(_ record: UserKeyRecord, username: String?) {
+        self.init(kid: record.kid, userId: record.userId, username: username,
+                  authType: AuthType(rawValue: record.authType) ?? .none,
+                  status: KeyStatus(rawValue: record.status.rawValue) ?? .revoked,
+                  serverState: record.serverState.rawValue, createdAt: record.createdAt, lastUsedAt: record.lastUsedAt,
+                  deviceName: record.deviceName, serverLastAccessAt: record.serverLastAccessAt, issuer: record.issuer, revokedAt: record.revokedAt,
+                  revokeReason: record.revokeReason)
+    }
+}
+
+extension KeyStatus {
+    var record: UserKeyRecord.Status { UserKeyRecord.Status(rawValue: rawValue) ?? .revoked }
+}

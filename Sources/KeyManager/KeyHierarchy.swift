@@ -1,0 +1,70 @@
+import Foundation
+import Storage
+
+/// Where a sealed value lives: the purpose its key is derived for, and the AAD that names its row and column.
+///
+/// Opening a value with another slot's AAD fails, so a ciphertext copied into another row is useless.
+struct SealedSlot: Sendable {
+    let purpose: String
+    let aad: [UInt8]
+
+    private init(purpose: String, parts: [String]) {
+        self.purpose = purpose
+        // Length-prefixed so that no choice of ids can make two slots' AAD alike.
+        self.aad = Array(parts.map { "\($0.utf8.count):\($0)" }.joined(separator: "|").utf8)
+    }
+
+    static func masterCheck(deviceId: String) -> SealedSlot {
+        SealedSlot(purpose: "device.master_key_check", parts: ["device", "master_key_check", deviceId])
+    }
+
+    static func privateKey(kid: String, userId: String) -> SealedSlot {
+        SealedSlot(purpose: "user_keys.private_key", parts: ["user_keys", "private_key", kid, userId])
+    }
+
+    /// The inner, PIN-keyed layer of an APPLICATION_PIN private key.
+    static func pinWrappedPrivateKey(kid: String, userId: String) -> SealedSlot {
+        SealedSlot(purpose: "user_keys.private_key.pin", parts: ["user_keys", "private_key", "pin", kid, userId])
+    }
+
+    static func pinVerifier(kid: String) -> SealedSlot {
+        SealedSlot(purpose: "app_pins.verifier", parts: ["app_pins", "verifier", kid])
+    }
+
+    static func registrationSecret(_ column: String, userId: String, serverName: String) -> SealedSlot {
+        SealedSlot(purpose: "registrations.\(column)", parts: ["registrations", column, userId, serverName])
+    }
+
+    static func tokenSecret(_ column: String, userId: String, serverName: String) -> SealedSlot {
+        SealedSlot(purpose: "tokens.\(column)", parts: ["tokens", column, userId, serverName])
+    }
+}
+
+/// Purpose keys derived from the master key (HKDF-SHA256), and sealing under them (AES-256-GCM).
+struct KeyHierarchy: Sendable {
+    private let master: SecretBytes
+
+    init(master: SecretBytes) {
+        self.master = master
+    }
+
+    func purposeKey(_ purpose: String) throws -> SecretBytes {
+        try HKDF.deriveKey(inputKeyMaterial: master, salt: Array("keymgr".utf8),
+                           info: Array("keymgr/v1/\(purpose)".utf8), outputByteCount: 32)
+    }
+
+    func seal(_ plaintext: SecretBytes, in slot: SealedSlot) throws -> Data {
+        Data(try AESGCM.seal(plaintext, key: try purposeKey(slot.purpose), aad: slot.aad))
+    }
+
+    func open(_ sealed: Data, in slot: SealedSlot) throws -> SecretBytes {
+        try AESGCM.open([UInt8](sealed), key: try purposeKey(slot.purpose), aad: slot.aad)
+    }
+
+    /// An HMAC of an identifier of a secret, for the audit log (as Vault's audit devices do).
+    func auditIdentifier(_ value: String) throws -> String {
+        Hex.encode(try HMACSHA256.authenticate(Array(value.utf8), key: try purposeKey("audit.identifier")))
+    }
+
+    static let masterCheckPlaintext = SecretBytes(utf8: "keymgr master key check v1")
+}

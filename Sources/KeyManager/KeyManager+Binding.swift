@@ -1,0 +1,189 @@
+import Foundation
+import Storage
+
+extension KeyManager {
+    /// Binds a new key for a user: checks the auth type is usable here, verifies the user, generates a P-256 key,
+    /// signs the binding JWS when a challenge is given, and in one transaction retires the user's previous key
+    /// for the same issuer (superseded, key material destroyed, queued for deletion on the server) and stores the new one.
+    public func bind(_ request: BindRequest, newPIN: SecretProvider) throws -> BindResult {
+        try bind(request, newPIN: newPIN, event: "key.bound")
+    }
+
+    /// Binds a new key with a new auth type (or a new PIN after a lockout) in place of the user's current one.
+    public func rebind(userId: String, kid: String?, authType: AuthType, newPIN: SecretProvider) throws -> BindResult {
+        let current = try selectKey(userId: userId, kid: kid, statuses: KeyStatus.usable, issuer: nil, verb: "rebind")
+        var request = BindRequest(userId: current.key.userId)
+        request.username = current.username
+        request.authType = authType
+        request.issuer = current.key.issuer
+        return try bind(request, newPIN: newPIN, event: "key.rebound")
+    }
+
+    func bind(_ request: BindRequest, newPIN: SecretProvider, event: String) throws -> BindResult {
+        try Self.validateIdentifier(request.userId, what: "user id")
+        let device = try device()
+        let issuer = request.issuer ?? device.issuer
+        guard (1...3600).contains(request.expiresIn) else {
+            throw KeyManagerError(.usage, "--expires-in must be between 1 and 3600 seconds")
+        }
+        let verification = verification(device)
+        try verification.ensureUsable(request.authType)
+
+        // Ask for the PIN (cheap to refuse) before anything slow; a biometric user proves presence now, as on a phone.
+        let pin: SecretBytes? = request.authType == .applicationPIN ? try newPIN() : nil
+        if let pin { try PINPolicy(minLength: device.pinMinLength).check(pin) }
+        try verification.verify(request.authType, userId: request.userId, timeout: request.verifierTimeout)
+
+        let kid = UUID().uuidString
+        let privateKey = try P256PrivateKey.generate()
+        let jwk = privateKey.publicKey.jwk(kid: kid)
+        let created = now()
+        var pinRecord: AppPINRecord?
+        let sealedKey: Data
+        if let pin {
+            let parameters = Argon2Parameters(device)
+            let salt = try SecureRandom.bytes(count: PINDerivation.saltLength)
+            let derivation = try PINDerivation(pin: pin, salt: salt, parameters: parameters, kid: kid)
+            sealedKey = try sealPINProtected(privateKey.rawRepresentation, pinKey: derivation.wrappingKey,
+                                             kid: kid, userId: request.userId)
+            pinRecord = AppPINRecord(
+                kid: kid, argon2MemoryKib: parameters.memoryKiB, argon2Iterations: parameters.iterations,
+                argon2Parallelism: parameters.parallelism, salt: Data(salt),
+                verifier: try hierarchy.seal(derivation.verifier, in: .pinVerifier(kid: kid)),
+                pinRetry: device.pinRetry, updatedAt: created)
+        } else {
+            sealedKey = try hierarchy.seal(privateKey.rawRepresentation, in: .privateKey(kid: kid, userId: request.userId))
+        }
+
+        var jws: String?
+        if let challenge = request.challenge {
+            jws = try JOSEClaims.bindingJWS(kid: kid, jwk: jwk, userId: request.userId, challenge: challenge,
+                                            issuer: issuer, issuedAt: created, expiresIn: request.expiresIn, key: privateKey)
+        }
+
+        let record = UserKeyRecord(kid: kid, userId: request.userId, issuer: issuer, authType: request.authType.rawValue,
+                                   publicJwk: jwk.jsonObject().canonicalJSON(), wrappedPrivateKey: sealedKey,
+                                   status: .active, serverState: .unregistered, createdAt: created)
+        let username = try write { writer -> String? in
+            try writer.upsertUser(userId: request.userId, username: request.username, at: created)
+            let retired = try retireUsableKeys(writer, userId: request.userId, issuer: issuer, supersededBy: kid, at: created)
+            try writer.insert(record)
+            if let pinRecord { try writer.save(pinRecord) }
+            try writer.appendAudit(auditEvent(event, userId: request.userId, kid: kid, details: [
+                "authType": .string(request.authType.rawValue), "issuer": .string(issuer),
+                "supersedes": .array(retired.map(JSONValue.string)),
+            ]))
+            return try writer.user(id: request.userId)?.username
+        }
+        logger.debug("bound key", metadata: ["kid": .string(kid), "authType": .string(request.authType.rawValue)])
+        return BindResult(key: UserKey(record, username: username), jwk: jwk, jws: jws)
+    }
+
+    /// Revokes keys: the one `kid`, or every usable key of `userId`. Destroys their key material, PINs, and the
+    /// user's tokens and registrations; keeps tombstone rows for the audit log and for sync to delete on the server.
+    public func revoke(userId: String?, kid: String?, reason: String?) throws -> [UserKey] {
+        guard userId != nil || kid != nil else { throw KeyManagerError(.usage, "name the key to revoke with --user or --kid") }
+        let at = now()
+        let reason = reason ?? "revoked by \(actor)"
+        return try write { writer in
+            var targets: [UserKeyRecord]
+            if let kid {
+                guard let key = try writer.key(kid: kid), userId == nil || key.userId == userId else {
+                    throw KeyManagerError(.clientNotRegistered, "no key \(kid)\(userId.map { " for user \($0)" } ?? "") on this device: see `keymgr list --status all`")
+                }
+                targets = [key]
+            } else {
+                targets = try writer.keys(userId: userId, statuses: [.active, .locked])
+            }
+            targets = targets.filter { $0.status == .active || $0.status == .locked }
+            guard !targets.isEmpty else {
+                throw KeyManagerError(.clientNotRegistered, "\(kid.map { "key \($0)" } ?? "user \(userId ?? "")") has no active or locked key on this device: nothing to revoke")
+            }
+            var revoked: [UserKey] = []
+            for var key in targets {
+                destroy(&key, status: .revoked, reason: reason, at: at)
+                try writer.update(key)
+                try writer.deleteAppPIN(kid: key.kid)
+                try writer.appendAudit(auditEvent("key.revoked", userId: key.userId, kid: key.kid,
+                                                  details: ["reason": .string(reason)]))
+                revoked.append(UserKey(key, username: try writer.user(id: key.userId)?.username))
+            }
+            for owner in Set(targets.map(\.userId)).sorted() {
+                let tokens = try writer.deleteTokenSets(userId: owner)
+                let registrations = try writer.deleteRegistrations(userId: owner)
+                if tokens + registrations > 0 {
+                    try writer.appendAudit(auditEvent("credentials.wiped", userId: owner, details: [
+                        "tokenSets": .int(Int64(tokens)), "registrations": .int(Int64(registrations)),
+                    ]))
+                }
+            }
+            return revoked
+        }
+    }
+
+    /// Marks the user's usable keys for `issuer` superseded (material destroyed, queued for server deletion).
+    func retireUsableKeys(_ writer: StoreWriter, userId: String, issuer: String, supersededBy kid: String,
+                          at: Date) throws -> [String] {
+        var retired: [String] = []
+        for var key in try writer.keys(userId: userId, statuses: [.active, .locked]) where key.issuer == issuer {
+            destroy(&key, status: .superseded, reason: "superseded by \(kid)", at: at)
+            try writer.update(key)
+            try writer.deleteAppPIN(kid: key.kid)
+            try writer.appendAudit(auditEvent("key.superseded", userId: userId, kid: key.kid,
+                                              details: ["supersededBy": .string(kid)]))
+            retired.append(key.kid)
+        }
+        return retired
+    }
+
+    /// Turns a key into a tombstone: no key material, and queued for deletion if the server knows it.
+    func destroy(_ key: inout UserKeyRecord, status: UserKeyRecord.Status, reason: String, at: Date) {
+        key.status = status
+        key.wrappedPrivateKey = nil
+        key.revokedAt = at
+        key.revokeReason = reason
+        if key.serverState == .registered { key.serverState = .pendingDeletion }
+    }
+
+    /// Seals a private key under the PIN layer, then under the master-key layer.
+    func sealPINProtected(_ privateKey: SecretBytes, pinKey: SecretBytes, kid: String, userId: String) throws -> Data {
+        let inner = try AESGCM.seal(privateKey, key: pinKey, aad: SealedSlot.pinWrappedPrivateKey(kid: kid, userId: userId).aad)
+        return try hierarchy.seal(SecretBytes(inner), in: .privateKey(kid: kid, userId: userId))
+    }
+
+    /// Picks one key: by kid, or the user's only key with a status in `statuses` (optionally for one issuer).
+    /// Several candidates: a usage error listing them, as the Ping SDK's key selection asks the user to choose.
+    func selectKey(userId: String?, kid: String?, statuses: Set<KeyStatus>, issuer: String?,
+                   verb: String) throws -> KeyListing {
+        try read { reader in
+            if let kid {
+                guard let key = try reader.key(kid: kid), userId == nil || key.userId == userId else {
+                    throw KeyManagerError(.clientNotRegistered, "no key \(kid)\(userId.map { " for user \($0)" } ?? "") on this device: see `keymgr list`")
+                }
+                guard key.status == .active || key.status == .locked else {
+                    throw KeyManagerError(.clientNotRegistered, "key \(kid) was \(key.status.rawValue)\(key.revokedAt.map { " at \(Timestamp.string(from: $0))" } ?? ""): bind the user again with `keymgr bind --user \(key.userId)`")
+                }
+                return KeyListing(key: key, username: try reader.user(id: key.userId)?.username)
+            }
+            guard let userId else { throw KeyManagerError(.usage, "name the key to \(verb) with --user or --kid") }
+            var candidates = try reader.keyListings(userId: userId, statuses: Set(statuses.map(\.record)))
+            if let issuer { candidates = candidates.filter { $0.key.issuer == issuer } }
+            guard let first = candidates.first else {
+                throw KeyManagerError(.clientNotRegistered, "user \(userId) has no key on this device: bind one with `keymgr bind --user \(userId)`")
+            }
+            guard candidates.count == 1 else {
+                let list = candidates.map { "\($0.key.kid) (issuer \($0.key.issuer), \($0.key.authType))" }.joined(separator: ", ")
+                throw KeyManagerError(.usage, "user \(userId) has \(candidates.count) keys on this device: choose one with --kid: \(list)")
+            }
+            return first
+        }
+    }
+
+    static func validateIdentifier(_ value: String, what: String) throws {
+        guard !value.isEmpty else { throw KeyManagerError(.usage, "the \(what) must not be empty") }
+        guard value.utf8.count <= 1024 else { throw KeyManagerError(.badInput, "the \(what) is longer than 1024 bytes") }
+        guard !value.unicodeScalars.contains(where: { $0.value < 0x20 || $0.value == 0x7f }) else {
+            throw KeyManagerError(.badInput, "the \(what) contains control characters")
+        }
+    }
+}

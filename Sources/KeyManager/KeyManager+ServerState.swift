@@ -1,0 +1,159 @@
+import Foundation
+import Storage
+
+/// Changes to one user's keys that follow from what the identity server said, applied in one transaction.
+///
+/// Built by the sync reconciler (and by journeys); applying the same changes twice writes nothing the second time.
+public struct ServerChanges: Sendable, Equatable {
+    /// A key the server lists: mark it registered and mirror the server's name and last access.
+    public struct Listed: Sendable, Equatable {
+        public var kid: String
+        public var deviceName: String?
+        public var lastAccessAt: Date?
+
+        public init(kid: String, deviceName: String?, lastAccessAt: Date?) {
+            self.kid = kid
+            self.deviceName = deviceName
+            self.lastAccessAt = lastAccessAt
+        }
+    }
+
+    public var userId: String
+    /// Keys the server lists (rule 1).
+    public var listed: [Listed] = []
+    /// Registered keys a complete listing no longer holds: revoked by the server (rule 2).
+    public var revokedByServer: [String] = []
+    /// Retired keys now gone from the server, by our DELETE or someone else's (rule 3).
+    public var deletedOnServer: [String] = []
+    /// Orphans this run deleted from the server with `--prune-orphans` (rule 4): audited only.
+    public var prunedOrphans: [String] = []
+
+    public init(userId: String) {
+        self.userId = userId
+    }
+
+    public var isEmpty: Bool { listed.isEmpty && revokedByServer.isEmpty && deletedOnServer.isEmpty && prunedOrphans.isEmpty }
+}
+
+/// What applying server changes did.
+public struct ServerChangesOutcome: Sendable, Equatable {
+    /// Kids that became `registered` now.
+    public var registered: [String] = []
+    /// Kids revoked locally because the server no longer holds them.
+    public var revoked: [String] = []
+    /// Kids now recorded as deleted on the server.
+    public var serverDeleted: [String] = []
+    /// Rows written (0 when everything was already in step).
+    public var writes: Int = 0
+}
+
+extension KeyManager {
+    /// The device's stable id and name, as the server sees them on every binding from here.
+    public func deviceIdentity() throws -> (deviceId: String, deviceName: String) {
+        let device = try device()
+        return (device.deviceId, device.deviceName)
+    }
+
+    /// Every key of every user with its server state: the local half of a sync.
+    public func allKeys() throws -> [UserKey] {
+        try keys(userId: nil, statuses: Set(KeyStatus.allCases))
+    }
+
+    /// Applies one user's server changes in one transaction, with an audit entry per change.
+    /// Only rows whose values really change are written.
+    @discardableResult
+    public func apply(_ changes: ServerChanges) throws -> ServerChangesOutcome {
+        guard !changes.isEmpty else { return ServerChangesOutcome() }
+        let at = now()
+        return try write { writer in
+            var outcome = ServerChangesOutcome()
+            for listed in changes.listed {
+                guard var key = try writer.key(kid: listed.kid), key.userId == changes.userId else { continue }
+                let before = key
+                if key.serverState == .unregistered && (key.status == .active || key.status == .locked) {
+                    key.serverState = .registered
+                    outcome.registered.append(key.kid)
+                    try writer.appendAudit(auditEvent("key.registered", userId: key.userId, kid: key.kid))
+                    outcome.writes += 1
+                }
+                if let name = listed.deviceName { key.deviceName = name }
+                if let access = listed.lastAccessAt { key.serverLastAccessAt = access }
+                if key != before {
+                    try writer.update(key)
+                    outcome.writes += 1
+                }
+            }
+            var wipeCredentials = false
+            for kid in changes.revokedByServer {
+                guard var key = try writer.key(kid: kid), key.userId == changes.userId,
+                      key.status == .active || key.status == .locked else { continue }
+                destroy(&key, status: .revoked, reason: "removed from the server", at: at)
+                key.serverState = .deleted
+                try writer.update(key)
+                try writer.deleteAppPIN(kid: kid)
+                try writer.appendAudit(auditEvent("key.revokedByServer", userId: key.userId, kid: kid))
+                outcome.revoked.append(kid)
+                outcome.writes += 2
+                wipeCredentials = true
+            }
+            for kid in changes.deletedOnServer {
+                guard var key = try writer.key(kid: kid), key.userId == changes.userId, key.serverState != .deleted else { continue }
+                key.serverState = .deleted
+                try writer.update(key)
+                try writer.appendAudit(auditEvent("key.deletedOnServer", userId: key.userId, kid: kid))
+                outcome.serverDeleted.append(kid)
+                outcome.writes += 2
+            }
+            for kid in changes.prunedOrphans {
+                try writer.appendAudit(auditEvent("orphan.deletedOnServer", userId: changes.userId, kid: kid))
+                outcome.writes += 1
+            }
+            if wipeCredentials {
+                // The server revoked the binding: the tokens and DPoP keys that rode on it go too.
+                let tokens = try writer.deleteTokenSets(userId: changes.userId)
+                if tokens > 0 {
+                    try writer.appendAudit(auditEvent("credentials.wiped", userId: changes.userId,
+                                                      details: ["tokenSets": .int(Int64(tokens))]))
+                    outcome.writes += tokens + 1
+                }
+            }
+            return outcome
+        }
+    }
+}
+
+extension KeyManager {
+    /// The server profile named `name`, or nil when none is configured.
+    public func serverSettings(name: String = "default") throws -> ServerRecord? {
+        try read { try $0.server(name: name) }
+    }
+
+    /// Saves a server profile (settings only: the admin credential stays in its file) and audits the change.
+    public func configureServer(_ settings: ServerRecord) throws {
+        var settings = settings
+        settings.updatedAt = now()
+        try write { writer in
+            try writer.save(settings)
+            try writer.appendAudit(auditEvent("server.configured", details: [
+                "name": .string(settings.name), "dialect": .string(settings.dialect), "baseUrl": .string(settings.baseUrl),
+            ]))
+        }
+    }
+
+    /// Records that the server accepted a binding made through a journey: the key is registered under `deviceName`.
+    public func markRegistered(kid: String, deviceName: String?) throws {
+        guard let key = try read({ try $0.key(kid: kid) }) else {
+            throw KeyManagerError(.clientNotRegistered, "no key \(kid) on this device")
+        }
+        var changes = ServerChanges(userId: key.userId)
+        changes.listed = [.init(kid: kid, deviceName: deviceName, lastAccessAt: nil)]
+        try apply(changes)
+    }
+}
+
+extension KeyManager {
+    /// Records the outcome of a sync run (bookkeeping: not audited, not counted as a reconciliation write).
+    public func recordSync(_ state: SyncStateRecord) throws {
+        try write { try $0.save(state) }
+    }
+}

@@ -1,0 +1,244 @@
+import Foundation
+import Logging
+import Storage
+
+/// The facade over a keymgr store: bind, sign, rebind, revoke, PINs and the audit log, for every user on this device.
+///
+/// Every change commits in one transaction together with its audit entry. Secrets are sealed under keys derived
+/// from the master key; PIN-protected keys also need the PIN. Nothing here prints; messages never carry a secret.
+public final class KeyManager: Sendable {
+    /// The store this manager works on.
+    public let store: Store
+    let hierarchy: KeyHierarchy
+    let masterKeySource: MasterKey.Source
+    let logger: Logger
+    let now: @Sendable () -> Date
+    /// The OS user running keymgr, recorded as the actor of audit entries.
+    public let actor: String
+
+    init(store: Store, masterKey: MasterKey, logger: Logger, now: @escaping @Sendable () -> Date) {
+        self.store = store
+        self.hierarchy = KeyHierarchy(master: masterKey.bytes)
+        self.masterKeySource = masterKey.source
+        self.logger = logger
+        self.now = now
+        self.actor = Self.osUserName()
+    }
+
+    /// Creates a store in `home`: the database, the device row and (unless one is supplied elsewhere) the master key.
+    public static func initialize(home: StoreHome, options: InitOptions,
+                                  environment: [String: String] = ProcessInfo.processInfo.environment,
+                                  logger: Logger = Logger(label: "keymgr"),
+                                  now: @escaping @Sendable () -> Date = { Date() }) throws -> KeyManager {
+        try validate(options)
+        let store = try mapped { try Store.open(home: home, create: true, digest: SHA256.hash) }
+        if try mapped({ try store.read { try $0.device() } }) != nil {
+            throw KeyManagerError(.config, "\(home.url.path) already holds a keymgr store: use it, or choose another --home")
+        }
+        let source = MasterKey.source(home: home, environment: environment)
+        let masterKey: MasterKey
+        if case .home(let path) = source, !FileManager.default.fileExists(atPath: path) {
+            masterKey = try MasterKey.create(at: path)
+        } else {
+            // A key supplied by systemd or KEYMGR_MASTER_KEY_FILE, or left by an init that stopped before its database write.
+            masterKey = try MasterKey.load(from: source)
+        }
+        let manager = KeyManager(store: store, masterKey: masterKey, logger: logger, now: now)
+        let deviceId = UUID().uuidString
+        let created = now()
+        let device = DeviceRecord(
+            deviceId: deviceId, deviceName: options.deviceName ?? Self.hostName(),
+            osName: "linux", osVersion: Self.osVersion(), model: Self.machine(),
+            issuer: options.issuer, pinRetry: options.pinRetry, pinMinLength: options.pinMinLength,
+            argon2MemoryKib: options.argon2.memoryKiB, argon2Iterations: options.argon2.iterations,
+            argon2Parallelism: options.argon2.parallelism,
+            biometricVerifier: try options.biometricVerifier.map(Self.encodeArgv),
+            credentialVerifier: try options.credentialVerifier.map(Self.encodeArgv),
+            masterKeyCheck: try manager.hierarchy.seal(KeyHierarchy.masterCheckPlaintext, in: .masterCheck(deviceId: deviceId)),
+            createdAt: created)
+        try manager.write { writer in
+            guard try writer.device() == nil else {
+                throw KeyManagerError(.config, "\(home.url.path) already holds a keymgr store: use it, or choose another --home")
+            }
+            try writer.save(device)
+            try writer.appendAudit(manager.auditEvent("store.initialized", details: [
+                "deviceId": .string(deviceId), "issuer": .string(options.issuer),
+                "masterKeySource": .string(Self.sourceKind(source)),
+            ]))
+        }
+        return manager
+    }
+
+    /// Opens the store in `home` with its master key.
+    ///
+    /// - Throws: `config` when there is no store, the master key is missing or is not this store's; `busy` when locked.
+    public static func open(home: StoreHome,
+                            environment: [String: String] = ProcessInfo.processInfo.environment,
+                            logger: Logger = Logger(label: "keymgr"),
+                            now: @escaping @Sendable () -> Date = { Date() }) throws -> KeyManager {
+        let store = try mapped { try Store.open(home: home, create: false, digest: SHA256.hash) }
+        guard let device = try mapped({ try store.read { try $0.device() } }) else {
+            throw KeyManagerError(.config, "the store at \(home.url.path) was never initialised: run `keymgr init`")
+        }
+        let source = MasterKey.source(home: home, environment: environment)
+        let masterKey = try MasterKey.load(from: source)
+        if let manager = try? opened(store, masterKey, device, logger, now) { return manager }
+        // A rotation that committed but stopped before renaming its new key file into place.
+        let pending = source.path + ".next"
+        if FileManager.default.fileExists(atPath: pending),
+           let next = try? MasterKey.load(from: .home(pending)),
+           let manager = try? opened(store, MasterKey(bytes: next.bytes, source: source), device, logger, now) {
+            if rename(pending, source.path) == 0 { return manager }
+        }
+        throw KeyManagerError(.config, "the master key from \(source.label) does not open this store: "
+            + "it is the wrong key (check KEYMGR_MASTER_KEY_FILE / $CREDENTIALS_DIRECTORY) or the store was damaged")
+    }
+
+    private static func opened(_ store: Store, _ masterKey: MasterKey, _ device: DeviceRecord, _ logger: Logger,
+                               _ now: @escaping @Sendable () -> Date) throws -> KeyManager {
+        let manager = KeyManager(store: store, masterKey: masterKey, logger: logger, now: now)
+        let check = try manager.hierarchy.open(device.masterKeyCheck, in: .masterCheck(deviceId: device.deviceId))
+        guard check == KeyHierarchy.masterCheckPlaintext else {
+            throw KeyManagerError(.config, "master key check value does not match")
+        }
+        return manager
+    }
+
+    // MARK: Reading
+
+    /// The device, schema version and counts `keymgr status` shows.
+    public func status() throws -> StoreStatus {
+        let schemaVersion = try Self.mapped { try store.schemaVersion() }
+        return try read { reader in
+            let device = try Self.requireDevice(reader)
+            let counts = try reader.counts()
+            return StoreStatus(deviceId: device.deviceId, deviceName: device.deviceName, schemaVersion: schemaVersion,
+                               users: counts.users, keys: counts.usableKeys, lastSync: try reader.lastSync()?.finishedAt)
+        }
+    }
+
+    /// Every user on this device, with how many usable keys each holds.
+    public func users() throws -> [UserSummary] {
+        try read { reader in
+            let usable = try reader.keys(statuses: [.active, .locked])
+            let perUser = Dictionary(grouping: usable, by: \.userId).mapValues(\.count)
+            return try reader.users().map {
+                UserSummary(userId: $0.userId, username: $0.username, activeKeys: perUser[$0.userId] ?? 0, createdAt: $0.createdAt)
+            }
+        }
+    }
+
+    /// Keys of one user (or all users) with a status in `statuses`.
+    public func keys(userId: String?, statuses: Set<KeyStatus>) throws -> [UserKey] {
+        try read { reader in
+            try reader.keyListings(userId: userId, statuses: Set(statuses.map(\.record))).map {
+                UserKey($0.key, username: $0.username)
+            }
+        }
+    }
+
+    // MARK: Shared plumbing
+
+    /// The store's settings row.
+    func device() throws -> DeviceRecord { try read { try Self.requireDevice($0) } }
+
+    static func requireDevice(_ reader: StoreReader) throws -> DeviceRecord {
+        guard let device = try reader.device() else {
+            throw KeyManagerError(.config, "the store was never initialised: run `keymgr init`")
+        }
+        return device
+    }
+
+    func read<T>(_ body: (StoreReader) throws -> T) throws -> T { try Self.mapped { try store.read(body) } }
+
+    @discardableResult
+    func write<T>(_ body: (StoreWriter) throws -> T) throws -> T { try Self.mapped { try store.write(body) } }
+
+    /// An audit entry stamped with now and this process's OS user.
+    func auditEvent(_ event: String, userId: String? = nil, kid: String? = nil,
+                    details: [String: JSONValue] = [:]) -> NewAuditEvent {
+        NewAuditEvent(at: now(), event: event, userId: userId, kid: kid, actor: actor,
+                      details: JSONValue.object(details).canonicalJSON())
+    }
+
+    func verification(_ device: DeviceRecord) -> UserVerification {
+        UserVerification(biometric: device.biometricVerifier.flatMap(Self.decodeArgv),
+                         credential: device.credentialVerifier.flatMap(Self.decodeArgv), osUser: actor)
+    }
+
+    /// Storage's errors in the taxonomy: busy stays busy, an unsafe or missing home is a configuration error.
+    static func mapped<T>(_ body: () throws -> T) throws -> T {
+        do {
+            return try body()
+        } catch let error as StorageError {
+            switch error.code {
+            case .busy: throw KeyManagerError(.busy, error.message)
+            case .insecureHome, .notInitialized, .newerSchema: throw KeyManagerError(.config, error.message)
+            case .notFound: throw KeyManagerError(.clientNotRegistered, error.message)
+            case .conflict, .failure: throw KeyManagerError(.failure, error.message)
+            }
+        }
+    }
+
+    private static func validate(_ options: InitOptions) throws {
+        guard (1...10).contains(options.pinRetry) else {
+            throw KeyManagerError(.usage, "--pin-retry must be between 1 and 10 (NIST SP 800-63B allows at most 10 failures)")
+        }
+        guard (4...64).contains(options.pinMinLength) else {
+            throw KeyManagerError(.usage, "--pin-min-length must be between 4 and 64")
+        }
+        let argon2 = options.argon2
+        guard argon2.parallelism >= 1, argon2.iterations >= 1, argon2.memoryKiB >= 8 * argon2.parallelism else {
+            throw KeyManagerError(.usage, "Argon2 needs parallelism >= 1, iterations >= 1 and memory >= 8 KiB per lane")
+        }
+        guard !options.issuer.isEmpty else { throw KeyManagerError(.usage, "--issuer must not be empty") }
+        for argv in [options.biometricVerifier, options.credentialVerifier].compactMap({ $0 }) {
+            guard let program = argv.first, program.hasPrefix("/") else {
+                throw KeyManagerError(.usage, "a verifier command must start with an absolute path, e.g. /usr/bin/fprintd-verify")
+            }
+        }
+    }
+
+    static func encodeArgv(_ argv: [String]) throws -> String {
+        JSONValue.array(argv.map(JSONValue.string)).canonicalJSON()
+    }
+
+    static func decodeArgv(_ json: String) -> [String]? {
+        guard let data = json.data(using: .utf8), let argv = try? JSONDecoder().decode([String].self, from: data),
+              !argv.isEmpty else { return nil }
+        return argv
+    }
+
+    private static func sourceKind(_ source: MasterKey.Source) -> String {
+        switch source {
+        case .systemdCredential: "systemd-credential"
+        case .environmentFile: "KEYMGR_MASTER_KEY_FILE"
+        case .home: "home"
+        }
+    }
+
+    static func osUserName() -> String {
+        if let entry = getpwuid(geteuid()), let name = entry.pointee.pw_name { return String(cString: name) }
+        return "uid:\(geteuid())"
+    }
+
+    private static func hostName() -> String {
+        var buffer = [CChar](repeating: 0, count: 256)
+        guard gethostname(&buffer, buffer.count) == 0 else { return "linux" }
+        return String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+    }
+
+    private static func uname() -> utsname {
+        var info = utsname()
+        _ = Glibc.uname(&info)
+        return info
+    }
+
+    private static func field<T>(_ value: T) -> String {
+        withUnsafeBytes(of: value) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
+    }
+
+    private static func osVersion() -> String { field(uname().release) }
+
+    private static func machine() -> String { field(uname().machine) }
+}

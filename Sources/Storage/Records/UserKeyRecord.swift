@@ -1,0 +1,68 @@
+import Foundation
+import GRDB
+
+/// One device-bound key of one user: the row of `user_keys`.
+public struct UserKeyRecord: KeymgrRecord, Equatable {
+    public static let databaseTableName = "user_keys"
+
+    /// `active` keys sign; `locked` ones wait for a rebind; `revoked` and `superseded` are tombstones.
+    public enum Status: String, Codable, Sendable, CaseIterable, DatabaseValueConvertible {
+        case active, locked, revoked, superseded
+    }
+
+    /// What the server knows of this key.
+    public enum ServerState: String, Codable, Sendable, CaseIterable, DatabaseValueConvertible {
+        case unregistered, registered, pendingDeletion, deleted
+    }
+
+    public var kid: String
+    public var userId: String
+    public var issuer: String
+    /// One of `NONE`, `APPLICATION_PIN`, `BIOMETRIC_ONLY`, `BIOMETRIC_ALLOW_FALLBACK`.
+    public var authType: String
+    public var algorithm: String = "ES256"
+    /// The public JWK, as JSON text.
+    public var publicJwk: String
+    /// The sealed private key; nil once the key material is destroyed.
+    public var wrappedPrivateKey: Data?
+    public var status: Status
+    public var serverState: ServerState
+    /// The name the server shows for this binding.
+    public var deviceName: String?
+    public var serverLastAccessAt: Date?
+    public var createdAt: Date
+    public var lastUsedAt: Date?
+    public var revokedAt: Date?
+    public var revokeReason: String?
+
+    public init(kid: String, userId: String, issuer: String, authType: String, publicJwk: String,
+                wrappedPrivateKey: Data?, status: Status, serverState: ServerState, deviceName: String? = nil,
+                serverLastAccessAt: Date? = nil, createdAt: Date, lastUsedAt: Date? = nil,
+                revokedAt: Date? = nil, revokeReason: String? = nil) {
+        self.kid = kid
+        self.userId = userId
+        self.issuer = issuer
+        self.authType = authType
+        self.publicJwk = publicJwk
+        self.wrappedPrivateKey = wrappedPrivateKey
+        self.status = status
+        self.serverState = serverState
+        self.deviceName = deviceName
+        self.serverLastAccessAt = serverLastAccessAt
+        self.createdAt = createdAt
+        self.lastUsedAt = lastUsedAt
+        self.revokedAt = revokedAt
+        self.revokeReason = revokeReason
+    }
+}
+
+/// A key with its owner's username, as `list` shows it.
+public struct KeyListing: Sendable, Equatable {
+    public var key: UserKeyRecord
+    public var username: String?
+
+    public init(key: UserKeyRecord, username: String?) {
+        self.key = key
+        self.username = username
+    }
+}

@@ -1,0 +1,32 @@
+/// Errors of the Storage layer: a code callers can act on and a message a person can act on.
+public struct StorageError: Error, Sendable, Equatable, CustomStringConvertible {
+    /// What kind of storage failure this is.
+    public enum Code: String, Sendable {
+        /// The home directory or database file is unsafe (another OS user could write it).
+        case insecureHome
+        /// There is no store in the home yet.
+        case notInitialized
+        /// The database was written by a newer keymgr.
+        case newerSchema
+        /// The database is locked by another process past the busy timeout.
+        case busy
+        /// A row that must exist does not.
+        case notFound
+        /// A uniqueness or integrity rule of the schema refused the change.
+        case conflict
+        /// Anything else SQLite or the file system reported.
+        case failure
+    }
+
+    /// What kind of failure this is.
+    public let code: Code
+    /// What went wrong and what to do next.
+    public let message: String
+
+    public init(_ code: Code, _ message: String) {
+        self.code = code
+        self.message = message
+    }
+
+    public var description: String { message }
+}

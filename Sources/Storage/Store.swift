@@ -1,0 +1,171 @@
+import Foundation
+import GRDB
+
+/// The SHA-256 function the audit chain uses, supplied by the crypto layer (Storage does no crypto itself).
+public typealias AuditDigest = @Sendable ([UInt8]) -> [UInt8]
+
+/// keymgr's SQLite store: one WAL `DatabasePool` per file for the life of the process.
+///
+/// Every write goes through `write(_:)`, one immediate transaction; the audit log is appended inside it.
+public final class Store: Sendable {
+    /// Where the store lives.
+    public let home: StoreHome
+    let pool: DatabasePool
+    let digest: AuditDigest
+
+    /// How long a statement waits for another process's lock before failing with `busy`.
+    public static let busyTimeout: TimeInterval = 5
+
+    private init(home: StoreHome, pool: DatabasePool, digest: @escaping AuditDigest) {
+        self.home = home
+        self.pool = pool
+        self.digest = digest
+    }
+
+    /// Opens the store in `home`, creating it when `create` is true, and brings its schema up to date.
+    ///
+    /// - Throws: `StorageError` `.notInitialized` when there is no store and `create` is false, `.insecureHome`
+    ///   when another OS user could write the home or the database, `.newerSchema` when a newer keymgr wrote it.
+    public static func open(home: StoreHome, create: Bool = false, digest: @escaping AuditDigest) throws -> Store {
+        try home.prepare(create: create)
+        let path = home.databaseURL.path
+        if !home.hasDatabase {
+            guard create else {
+                throw StorageError(.notInitialized, "no keymgr store at \(home.url.path): run `keymgr init` first (or pass --home)")
+            }
+            // Created 0600 before SQLite sees it: SQLite gives the -wal and -shm files the database's mode.
+            let descriptor = Foundation.open(path, O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC, 0o600)
+            guard descriptor >= 0 || errno == EEXIST else {
+                throw StorageError(.failure, "cannot create \(path): \(String(cString: strerror(errno)))")
+            }
+            if descriptor >= 0 { close(descriptor) }
+        }
+        try checkDatabaseFiles(home: home)
+
+        var configuration = Configuration()
+        configuration.busyMode = .timeout(busyTimeout)
+        configuration.foreignKeysEnabled = true
+        configuration.prepareDatabase { db in
+            try db.execute(sql: "PRAGMA secure_delete = ON")
+        }
+        let pool: DatabasePool
+        do {
+            pool = try DatabasePool(path: path, configuration: configuration)
+        } catch {
+            throw Store.mapped(error, doing: "open \(path)")
+        }
+        let store = Store(home: home, pool: pool, digest: digest)
+        try store.makeWriterDurable()
+        try store.migrate()
+        try checkDatabaseFiles(home: home)
+        return store
+    }
+
+    /// DatabasePool sets `synchronous=NORMAL` on open; a revocation must survive power loss, so FULL it is.
+    private func makeWriterDurable() throws {
+        try guarded("set up \(home.databaseURL.path)") {
+            try pool.barrierWriteWithoutTransaction { db in
+                try db.execute(sql: "PRAGMA synchronous = FULL")
+                let level = try Int.fetchOne(db, sql: "PRAGMA synchronous") ?? -1
+                guard level == 2 else {
+                    throw StorageError(.failure, "SQLite kept synchronous=\(level) instead of FULL on \(home.databaseURL.path)")
+                }
+            }
+        }
+    }
+
+    private static func checkDatabaseFiles(home: StoreHome) throws {
+        for suffix in ["", "-wal", "-shm"] {
+            let path = home.databaseURL.path + suffix
+            var info = stat()
+            guard lstat(path, &info) == 0 else { continue }
+            guard (info.st_mode & S_IFMT) == S_IFREG else {
+                throw StorageError(.insecureHome, "\(path) is not a regular file: move it away and try again")
+            }
+            try StoreHome.checkNotWritableByOthers(path: path, info: info, kind: "database file", fix: "chmod 600")
+            if info.st_mode & 0o077 != 0, info.st_uid == geteuid() {
+                chmod(path, 0o600)
+            }
+        }
+    }
+
+    // MARK: Schema
+
+    /// The schema version of the open database.
+    public func schemaVersion() throws -> Int {
+        try guarded("read the schema version") { try pool.read { try Int.fetchOne($0, sql: "PRAGMA user_version") ?? 0 } }
+    }
+
+    private func migrate() throws {
+        let latest = EmbeddedMigration.latestVersion
+        let current = try schemaVersion()
+        if current > latest {
+            throw StorageError(.newerSchema,
+                "\(home.databaseURL.path) has schema version \(current), written by a newer keymgr; this keymgr knows versions up to \(latest): upgrade keymgr")
+        }
+        guard current < latest else { return }
+        for migration in EmbeddedMigration.all where migration.version > current {
+            try guarded("apply migration \(migration.version) (\(migration.name))") {
+                try pool.writeWithoutTransaction { db in
+                    try db.inTransaction(.immediate) {
+                        // Another process may have migrated while we waited for the lock.
+                        let applied = try Int.fetchOne(db, sql: "PRAGMA user_version") ?? 0
+                        guard applied < migration.version else { return .commit }
+                        try db.execute(sql: migration.sql)
+                        try db.execute(sql: "PRAGMA user_version = \(migration.version)")
+                        return .commit
+                    }
+                }
+            }
+        }
+    }
+
+    // MARK: Access
+
+    /// Runs `body` in a read-only snapshot of the store.
+    public func read<T>(_ body: (StoreReader) throws -> T) throws -> T {
+        try guarded("read the store") { try pool.read { db in try body(StoreReader(db: db, digest: digest)) } }
+    }
+
+    /// Runs `body` in one immediate write transaction: everything it does commits together or not at all.
+    @discardableResult
+    public func write<T>(_ body: (StoreWriter) throws -> T) throws -> T {
+        try guarded("write the store") {
+            try pool.writeWithoutTransaction { db in
+                var result: T?
+                try db.inTransaction(.immediate) {
+                    result = try body(StoreWriter(db: db, digest: digest))
+                    return .commit
+                }
+                guard let result else { throw StorageError(.failure, "a write transaction produced no result") }
+                return result
+            }
+        }
+    }
+
+    /// Runs a checkpoint that folds the WAL back into the database file (used before inspecting raw bytes).
+    public func checkpoint() throws {
+        try guarded("checkpoint the WAL") { _ = try pool.writeWithoutTransaction { try $0.checkpoint(.truncate) } }
+    }
+
+    private func guarded<T>(_ doing: String, _ body: () throws -> T) throws -> T {
+        do { return try body() } catch { throw Store.mapped(error, doing: doing) }
+    }
+
+    /// Maps GRDB's errors onto StorageError; other errors (the caller's own) pass through unchanged.
+    static func mapped(_ error: Error, doing: String) -> Error {
+        guard let error = error as? DatabaseError else { return error }
+        switch error.resultCode {
+        case .SQLITE_BUSY, .SQLITE_LOCKED:
+            return StorageError(.busy, "the store is busy (another keymgr holds a lock): try again in a moment")
+        case .SQLITE_CONSTRAINT:
+            return StorageError(.conflict, "could not \(doing): \(error.message ?? "constraint failed")")
+        case .SQLITE_CORRUPT, .SQLITE_NOTADB:
+            return StorageError(.failure, "could not \(doing): the database file is damaged or not a keymgr store")
+        case .SQLITE_READONLY, .SQLITE_PERM, .SQLITE_CANTOPEN:
+            return StorageError(.failure, "could not \(doing): \(error.message ?? "permission denied") — check the home's owner and permissions")
+        default:
+            return StorageError(.failure, "could not \(doing): \(error.message ?? "\(error.resultCode)")")
+        }
+    }
+}

@@ -1,0 +1,166 @@
+import Foundation
+import KeyManager
+
+/// A device-binding record as PingAM's device REST lists it.
+public struct ServerDevice: Sendable, Equatable {
+    /// `_id` = `uuid` = the key's kid.
+    public var uuid: String
+    public var kid: String
+    public var deviceId: String?
+    public var deviceName: String?
+    public var createdAt: Date?
+    public var lastAccessAt: Date?
+}
+
+/// PingAM / PingOne Advanced Identity Cloud device management REST for device bindings.
+///
+/// `GET {base}/json{realm}/users/{user}/devices/2fa/binding?_queryFilter=true`, paged with `_pageSize` and
+/// `_pagedResultsCookie`; `PUT …/binding/{uuid}` with `If-Match: *` renames; `DELETE …/binding/{uuid}` deletes.
+public struct PingAMDeviceClient: Sendable {
+    public let profile: ServerProfile
+    let http: any HTTPClient
+    let adminHeader: (String, String)
+    public var pageSize = 100
+    /// A listing longer than this many pages is an endless paging cookie, not a real device list.
+    public var maxPages = 100
+    public var maxAttempts = 3
+    /// The longest `Retry-After` honoured; beyond it the user's listing fails for this run.
+    public var maxRetryAfter: TimeInterval = 30
+
+    public init(profile: ServerProfile, http: any HTTPClient, adminHeader: (String, String)) {
+        self.profile = profile
+        self.http = http
+        self.adminHeader = adminHeader
+    }
+
+    /// The user segment of the path: the `id=` value of a universalId, else the user id, as ONE encoded segment.
+    public static func userSegment(_ userId: String) -> String {
+        var serverId = userId
+        if userId.hasPrefix("id="), let comma = userId.firstIndex(of: ",") {
+            serverId = String(userId[userId.index(userId.startIndex, offsetBy: 3)..<comma])
+        }
+        return percentEncodedSegment(serverId)
+    }
+
+    /// Percent-encodes everything but ALPHA, DIGIT, `-`, `_` and `~`: `/`, `?`, `#`, `.` and spaces
+    /// can never change the path's shape.
+    public static func percentEncodedSegment(_ text: String) -> String {
+        var out = ""
+        for byte in text.utf8 {
+            switch byte {
+            case UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "a")...UInt8(ascii: "z"),
+                 UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "-"), UInt8(ascii: "_"), UInt8(ascii: "~"):
+                out.unicodeScalars.append(Unicode.Scalar(byte))
+            default:
+                out += String(format: "%%%02X", byte)
+            }
+        }
+        return out
+    }
+
+    func bindingsURL(userId: String, uuid: String? = nil, query: String? = nil) throws -> URL {
+        var text = profile.jsonBase + "/users/" + Self.userSegment(userId) + "/devices/2fa/binding"
+        if let uuid { text += "/" + Self.percentEncodedSegment(uuid) }
+        if let query { text += "?" + query }
+        guard let url = URL(string: text) else {
+            throw SyncFailure(.malformed, "cannot build a device URL from base \(profile.baseURL.absoluteString)")
+        }
+        return url
+    }
+
+    private var headers: [String: String] {
+        ["Accept-API-Version": "resource=1.0", "Accept": "application/json", adminHeader.0: adminHeader.1]
+    }
+
+    /// Every binding of `userId`, all pages; throws when any page fails or the listing is incomplete.
+    public func listDevices(userId: String) async throws -> [ServerDevice] {
+        var devices: [ServerDevice] = []
+        var cookie: String?
+        var seenCookies: Set<String> = []
+        for _ in 0..<maxPages {
+            var query = "_queryFilter=true&_pageSize=\(pageSize)"
+            if let cookie { query += "&_pagedResultsCookie=" + Self.percentEncodedSegment(cookie) }
+            let response = try await send(HTTPRequest(method: "GET", url: try bindingsURL(userId: userId, query: query), headers: headers))
+            guard response.status == 200 else { throw Self.failure(response, doing: "list the devices of \(userId)") }
+            let page = try Self.decodePage(response.body)
+            devices += page.devices
+            guard let next = page.cookie, !next.isEmpty else { return devices }
+            guard seenCookies.insert(next).inserted else {
+                throw SyncFailure(.malformed, "the server's device listing for \(userId) repeats a paging cookie: the listing is incomplete")
+            }
+            cookie = next
+        }
+        throw SyncFailure(.malformed, "the server's device listing for \(userId) did not end after \(maxPages) pages: the listing is incomplete")
+    }
+
+    /// Deletes a binding; 2xx or 404 (already gone) both confirm it is not on the server.
+    public func deleteDevice(userId: String, uuid: String) async throws {
+        let response = try await send(HTTPRequest(method: "DELETE", url: try bindingsURL(userId: userId, uuid: uuid), headers: headers))
+        guard (200..<300).contains(response.status) || response.status == 404 else {
+            throw Self.failure(response, doing: "delete binding \(uuid) of \(userId)")
+        }
+    }
+
+    /// Renames a binding (`PUT` with `If-Match: *`).
+    public func renameDevice(userId: String, uuid: String, deviceName: String) async throws {
+        var headers = headers
+        headers["If-Match"] = "*"
+        headers["Content-Type"] = "application/json"
+        let body = JSONValue.object(["deviceName": .string(deviceName)]).canonicalJSON()
+        let response = try await send(HTTPRequest(method: "PUT", url: try bindingsURL(userId: userId, uuid: uuid),
+                                                  headers: headers, body: Data(body.utf8)))
+        guard (200..<300).contains(response.status) else { throw Self.failure(response, doing: "rename binding \(uuid)") }
+    }
+
+    /// Sends with retries on 429 and 503, honouring `Retry-After` (seconds) up to `maxRetryAfter`, else backing off.
+    func send(_ request: HTTPRequest) async throws -> HTTPResponse {
+        var attempt = 1
+        while true {
+            let response = try await http.send(request)
+            guard response.status == 429 || response.status == 503, attempt < maxAttempts else { return response }
+            let advised = response.headers["retry-after"].flatMap(TimeInterval.init) ?? 0.25 * Double(1 << attempt)
+            guard advised <= maxRetryAfter else { return response }
+            try await Task.sleep(nanoseconds: UInt64(max(0, advised) * 1_000_000_000))
+            attempt += 1
+        }
+    }
+
+    static func failure(_ response: HTTPResponse, doing: String) -> SyncFailure {
+        let reason = (try? JSONDecoder().decode(JSONValue.self, from: response.body))?["message"]?.stringValue
+        let detail = "the server answered \(response.status)\(reason.map { " (\($0))" } ?? "") when asked to \(doing)"
+        switch response.status {
+        case 500...: return SyncFailure(.unavailable, detail)
+        case 401, 403: return SyncFailure(.rejected, detail + ": check the admin credential")
+        default: return SyncFailure(.rejected, detail)
+        }
+    }
+
+    static func decodePage(_ body: Data) throws -> (devices: [ServerDevice], cookie: String?) {
+        guard let page = try? JSONDecoder().decode(JSONValue.self, from: body), let object = page.objectValue else {
+            throw SyncFailure(.malformed, "the server's device listing is not JSON")
+        }
+        guard let results = object["result"]?.arrayValue else {
+            throw SyncFailure(.malformed, "the server's device listing has no result array")
+        }
+        var devices: [ServerDevice] = []
+        for entry in results {
+            let key = entry["key"]
+            guard let uuid = entry["uuid"]?.stringValue ?? entry["_id"]?.stringValue,
+                  let kid = key?["kid"]?.stringValue ?? entry["_id"]?.stringValue else {
+                throw SyncFailure(.malformed, "a device record in the server's listing has no uuid or key id")
+            }
+            devices.append(ServerDevice(uuid: uuid, kid: kid, deviceId: entry["deviceId"]?.stringValue,
+                                        deviceName: entry["deviceName"]?.stringValue,
+                                        createdAt: millis(entry["createdDate"]), lastAccessAt: millis(entry["lastAccessDate"])))
+        }
+        let cookie = object["pagedResultsCookie"]?.stringValue
+        return (devices, cookie)
+    }
+
+    private static func millis(_ value: JSONValue?) -> Date? {
+        guard let value else { return nil }
+        if let number = value.intValue { return Date(timeIntervalSince1970: Double(number) / 1000) }
+        if let number = value.doubleValue { return Date(timeIntervalSince1970: number / 1000) }
+        return nil
+    }
+}

@@ -1,0 +1,179 @@
+import Foundation
+import KeyManager
+import Logging
+import Storage
+
+/// How a sync run behaves.
+public struct SyncOptions: Sendable {
+    /// Plan and report, write nothing anywhere.
+    public var dryRun = false
+    /// Delete orphan records of this device from the server (rule 4).
+    public var pruneOrphans = false
+    /// Rule 7: the share of active keys one run may revoke without `force`.
+    public var maxRevokePercent: Double = 20
+    public var force = false
+    /// Users listed at once.
+    public var concurrency = 8
+
+    public init() {}
+}
+
+/// What a sync run did (or, with `dryRun`, would do).
+public struct SyncReport: Sendable, Equatable {
+    public struct UserError: Sendable, Equatable {
+        public var userId: String
+        public var code: String
+        public var message: String
+    }
+
+    public var dryRun: Bool
+    /// Users whose listing was asked for.
+    public var users = 0
+    /// Active keys the server lists that needed no change.
+    public var inSync = 0
+    /// Kids first seen on the server in this run.
+    public var registered: [String] = []
+    /// Kids revoked here because the server no longer holds them.
+    public var revoked: [String] = []
+    /// Kids recorded as deleted on the server (deleted by this run or found gone).
+    public var serverDeleted: [String] = []
+    /// Kids of records of this device that this store never held.
+    public var orphans: [String] = []
+    public var errors: [UserError] = []
+    /// Rows the reconciliation wrote to the store (the run's own bookkeeping row aside).
+    public var writes = 0
+    /// Rule 7 stopped the run: nothing was applied.
+    public var safetyValveTripped = false
+    /// When the valve trips: how many revocations were planned and how many are allowed.
+    public var plannedRevocations = 0
+    public var revocationLimit = 0
+}
+
+/// Reconciles the local keys with the server's registered devices (DESIGN.md "Sync" rules 1–4 and 6–10).
+public struct SyncService: Sendable {
+    public let manager: KeyManager
+    public let devices: PingAMDeviceClient
+    let logger: Logger
+
+    public init(manager: KeyManager, devices: PingAMDeviceClient, logger: Logger = Logger(label: "keymgr.sync")) {
+        self.manager = manager
+        self.devices = devices
+        self.logger = logger
+    }
+
+    /// Runs one sync. The caller holds the `SyncLease`.
+    /// - Parameter progress: called with (users done, users in all) as listings arrive.
+    public func run(_ options: SyncOptions, progress: @Sendable (Int, Int) -> Void = { _, _ in }) async throws -> SyncReport {
+        let startedAt = Date()
+        let identity = try manager.deviceIdentity()
+        let localKeys = try manager.allKeys()
+        let knownKids = Set(localKeys.map(\.kid))
+        let keysByUser = Dictionary(grouping: localKeys, by: \.userId)
+        let userIds = Reconciler.usersToReconcile(localKeys)
+
+        // Listings, a bounded number at a time; one user's failure is that user's alone (rule 6).
+        var plans: [UserSyncPlan] = []
+        plans.reserveCapacity(userIds.count)
+        try await withThrowingTaskGroup(of: UserSyncPlan.self) { group in
+            var next = 0
+            func schedule() {
+                guard next < userIds.count else { return }
+                let userId = userIds[next]
+                next += 1
+                let keys = keysByUser[userId] ?? []
+                group.addTask {
+                    let listing: Result<[ServerDevice], SyncFailure>
+                    do {
+                        listing = .success(try await devices.listDevices(userId: userId))
+                    } catch let failure as SyncFailure {
+                        listing = .failure(failure)
+                    } catch {
+                        listing = .failure(SyncFailure(.unavailable, "\(error)"))
+                    }
+                    return Reconciler.plan(userId: userId, localKeys: keys, listing: listing,
+                                           deviceId: identity.deviceId, knownKids: knownKids)
+                }
+            }
+            for _ in 0..<max(1, options.concurrency) { schedule() }
+            while let plan = try await group.next() {
+                plans.append(plan)
+                progress(plans.count, userIds.count)
+                schedule()
+            }
+        }
+        plans.sort { $0.userId < $1.userId }
+
+        var report = SyncReport(dryRun: options.dryRun)
+        report.users = userIds.count
+        for plan in plans {
+            report.inSync += plan.inSync
+            report.orphans += plan.orphans.map(\.kid)
+            if let error = plan.error {
+                report.errors.append(.init(userId: plan.userId, code: error.kind.rawValue, message: error.message))
+            }
+        }
+
+        // Rule 7: too many revocations at once looks like a server fault, not a wave of stolen devices.
+        let activeKeys = localKeys.filter { $0.status == .active }.count
+        let planned = plans.reduce(0) { $0 + $1.changes.revokedByServer.count }
+        report.plannedRevocations = planned
+        report.revocationLimit = Reconciler.revocationLimit(activeKeys: activeKeys, percent: options.maxRevokePercent)
+        if planned > report.revocationLimit && !options.force {
+            report.safetyValveTripped = true
+            return report
+        }
+
+        if options.dryRun {
+            for plan in plans where plan.error == nil {
+                let known = Dictionary(uniqueKeysWithValues: (keysByUser[plan.userId] ?? []).map { ($0.kid, $0) })
+                report.registered += plan.changes.listed.filter { known[$0.kid]?.serverState == "unregistered" }.map(\.kid)
+                report.revoked += plan.changes.revokedByServer
+                report.serverDeleted += plan.changes.deletedOnServer + plan.deleteOnServer.map(\.kid)
+            }
+            return report
+        }
+
+        for plan in plans where plan.error == nil && !plan.isEmpty {
+            do {
+                let outcome = try await execute(plan, options: options)
+                report.registered += outcome.registered
+                report.revoked += outcome.revoked
+                report.serverDeleted += outcome.serverDeleted
+                report.writes += outcome.writes
+            } catch let failure as SyncFailure {
+                report.errors.append(.init(userId: plan.userId, code: failure.kind.rawValue, message: failure.message))
+            } catch let error as KeyManagerError where error.code != .busy {
+                report.errors.append(.init(userId: plan.userId, code: error.code.rawValue, message: error.message))
+            }
+        }
+        try record(report, serverName: devices.profile.name, startedAt: startedAt)
+        return report
+    }
+
+    /// Server deletions first, then the user's local changes in one transaction; a failed deletion changes
+    /// nothing locally for the user, and the next run retries it.
+    private func execute(_ plan: UserSyncPlan, options: SyncOptions) async throws -> ServerChangesOutcome {
+        var changes = plan.changes
+        for device in plan.deleteOnServer {
+            try await devices.deleteDevice(userId: plan.userId, uuid: device.uuid)
+            changes.deletedOnServer.append(device.kid)
+        }
+        if options.pruneOrphans {
+            for orphan in plan.orphans {
+                try await devices.deleteDevice(userId: plan.userId, uuid: orphan.uuid)
+                changes.prunedOrphans.append(orphan.kid)
+            }
+        }
+        return try manager.apply(changes)
+    }
+
+    private func record(_ report: SyncReport, serverName: String, startedAt: Date) throws {
+        let summary = JSONValue.array(report.errors.map {
+            .object(["userId": .string($0.userId), "code": .string($0.code), "message": .string($0.message)])
+        }).canonicalJSON()
+        try manager.recordSync(SyncStateRecord(
+            serverName: serverName, startedAt: startedAt, finishedAt: Date(), users: report.users, inSync: report.inSync,
+            registered: report.registered.count, revoked: report.revoked.count, serverDeleted: report.serverDeleted.count,
+            orphans: report.orphans.count, errors: report.errors.count, errorSummary: summary))
+    }
+}

@@ -1,0 +1,167 @@
+import Foundation
+import GRDB
+@testable import KeyManager
+import Storage
+import XCTest
+
+final class KeyLifecycleTests: KeyManagerTestCase {
+    func testBindingJWSVerifiesIndependentlyWithTheDocumentedShape() throws {
+        let result = try bind("id=alice,ou=user,o=alpha", challenge: "c2VydmVyLWNoYWxsZW5nZQ==")
+        let jws = try XCTUnwrap(result.jws)
+        let verified = try IndependentVerifier.verify(jws, publicJWK: result.jwk)
+        XCTAssertEqual(verified.header["typ"]?.stringValue, "JWS")
+        XCTAssertEqual(verified.header["alg"]?.stringValue, "ES256")
+        XCTAssertEqual(verified.header["kid"]?.stringValue, result.key.kid)
+        let headerJWK = try XCTUnwrap(verified.header["jwk"]?.objectValue)
+        XCTAssertEqual(headerJWK["kty"]?.stringValue, "EC")
+        XCTAssertEqual(headerJWK["crv"]?.stringValue, "P-256")
+        XCTAssertEqual(headerJWK["use"]?.stringValue, "sig")
+        XCTAssertEqual(headerJWK["alg"]?.stringValue, "ES256")
+        XCTAssertEqual(headerJWK["kid"]?.stringValue, result.key.kid)
+        XCTAssertEqual(verified.claims["sub"]?.stringValue, "id=alice,ou=user,o=alpha")
+        XCTAssertEqual(verified.claims["challenge"]?.stringValue, "c2VydmVyLWNoYWxsZW5nZQ==")
+        XCTAssertEqual(verified.claims["iss"]?.stringValue, "keymgr")
+        XCTAssertEqual(verified.claims["platform"]?.stringValue, "linux")
+        let iat = try XCTUnwrap(verified.claims["iat"]?.intValue)
+        XCTAssertEqual(verified.claims["nbf"]?.intValue, iat)
+        XCTAssertEqual(verified.claims["exp"]?.intValue, iat + 60)
+        XCTAssertEqual(UUID(uuidString: result.key.kid)?.uuidString, result.key.kid, "kid is a UUID, as the Ping SDK makes it")
+    }
+
+    func testSigningJWSVerifiesIndependentlyWithCustomClaims() throws {
+        let bound = try bind("bob")
+        let signed = try sign("bob", claims: ["amount": .int(42), "purpose": "door"])
+        XCTAssertEqual(signed.kid, bound.key.kid)
+        let verified = try IndependentVerifier.verify(signed.jws, publicJWK: bound.jwk)
+        XCTAssertEqual(Set(verified.header.keys), ["alg", "kid", "typ"])
+        XCTAssertEqual(verified.header["kid"]?.stringValue, bound.key.kid)
+        XCTAssertEqual(verified.claims["sub"]?.stringValue, "bob")
+        XCTAssertEqual(verified.claims["challenge"]?.stringValue, "challenge-for-bob")
+        XCTAssertEqual(verified.claims["amount"]?.intValue, 42)
+        XCTAssertEqual(verified.claims["purpose"]?.stringValue, "door")
+        for name in ["iat", "nbf", "exp", "iss"] { XCTAssertNotNil(verified.claims[name], name) }
+        XCTAssertNotNil(try manager.keys(userId: "bob", statuses: [.active]).first?.lastUsedAt)
+    }
+
+    func testReservedCustomClaimsAreRefused() throws {
+        try bind("carol")
+        for name in JOSEClaims.reserved.sorted() {
+            assertCode(.invalidCustomClaims) { _ = try self.sign("carol", claims: [name: "x"]) }
+        }
+    }
+
+    func testBindSupersedesThePreviousKeyForTheSameIssuerOnly() throws {
+        let first = try bind("dave")
+        let other = try bind("dave", issuer: "other-app")
+        let second = try bind("dave")
+        let all = try manager.keys(userId: "dave", statuses: Set(KeyStatus.allCases))
+        XCTAssertEqual(all.first { $0.kid == first.key.kid }?.status, .superseded)
+        XCTAssertEqual(all.first { $0.kid == other.key.kid }?.status, .active)
+        XCTAssertEqual(all.first { $0.kid == second.key.kid }?.status, .active)
+        let material = try manager.store.read { try $0.key(kid: first.key.kid)?.wrappedPrivateKey }
+        XCTAssertNil(material, "a superseded key's material is destroyed")
+        // Two usable keys now: signing by user asks for a kid and names the candidates.
+        XCTAssertThrowsError(try sign("dave")) { error in
+            XCTAssertEqual((error as? KeyManagerError)?.code, .usage)
+            XCTAssertTrue("\(error)".contains(other.key.kid) && "\(error)".contains(second.key.kid))
+        }
+    }
+
+    func testRegisteredKeyIsQueuedForServerDeletionWhenRetired() throws {
+        let first = try bind("erin")
+        try manager.store.write { writer in
+            var key = try XCTUnwrap(try writer.key(kid: first.key.kid))
+            key.serverState = .registered
+            try writer.update(key)
+        }
+        _ = try manager.rebind(userId: "erin", kid: nil, authType: .applicationPIN, newPIN: pin("482916"))
+        XCTAssertEqual(try manager.store.read { try $0.key(kid: first.key.kid)?.serverState }, .pendingDeletion)
+    }
+
+    func testRevokeDestroysMaterialTokensAndRegistrationButKeepsATombstone() throws {
+        let bound = try bind("frank")
+        let now = Date()
+        try manager.store.write { writer in
+            try writer.save(ServerRecord(dialect: "curity", baseUrl: "http://127.0.0.1:1", updatedAt: now))
+            try writer.save(TokenRecord(userId: "frank", serverName: "default", clientId: "c", tokenType: "DPoP",
+                                        sealedAccessToken: Data([1]), sealedRefreshToken: nil, sealedIdToken: nil, scope: nil,
+                                        expiresAt: nil, jkt: nil, sealedDpopKey: Data([2]), updatedAt: now))
+            try writer.save(RegistrationRecord(userId: "frank", serverName: "default", clientId: "c", sealedClientSecret: Data([3]),
+                                               sealedRegistrationAccessToken: nil, registrationClientUri: nil, clientIdIssuedAt: nil,
+                                               clientSecretExpiresAt: nil, tokenEndpointAuthMethod: nil, grantTypes: nil,
+                                               scope: nil, softwareId: nil, createdAt: now, updatedAt: now))
+        }
+        let revoked = try manager.revoke(userId: "frank", kid: nil, reason: "lost badge")
+        XCTAssertEqual(revoked.map(\.kid), [bound.key.kid])
+        XCTAssertEqual(revoked.first?.status, .revoked)
+        XCTAssertEqual(revoked.first?.revokeReason, "lost badge")
+        try manager.store.read { reader in
+            XCTAssertNil(try reader.key(kid: bound.key.kid)?.wrappedPrivateKey)
+            XCTAssertNotNil(try reader.key(kid: bound.key.kid), "tombstone kept")
+            XCTAssertTrue(try reader.tokenSets(userId: "frank").isEmpty)
+            XCTAssertTrue(try reader.registrations(userId: "frank").isEmpty)
+        }
+        assertCode(.clientNotRegistered) { _ = try self.sign("frank") }
+        assertCode(.clientNotRegistered) { _ = try self.manager.revoke(userId: "frank", kid: nil, reason: nil) }
+    }
+
+    func testEveryChangeIsAuditedAndTheChainHolds() throws {
+        try bind("gina", .applicationPIN, pin: "482916")
+        _ = try sign("gina", pin: "482916")
+        _ = try manager.changePIN(userId: "gina", kid: nil, oldPIN: pin("482916"), newPIN: pin("730519"))
+        _ = try manager.revoke(userId: "gina", kid: nil, reason: nil)
+        let events = try manager.auditEntries().map(\.event)
+        XCTAssertEqual(events, ["store.initialized", "key.bound", "key.signed", "pin.changed", "key.revoked"])
+        XCTAssertTrue(try manager.verifyAudit().isIntact)
+        XCTAssertEqual(try manager.auditEntries().last?.actor, KeyManager.osUserName())
+    }
+
+    func testMasterKeyRotationKeepsEveryKeyUsable() throws {
+        try bind("hana", .applicationPIN, pin: "482916")
+        try bind("ivan")
+        let oldKey = try Data(contentsOf: home.url.appendingPathComponent("master.key"))
+        let rotation = try manager.rotateMasterKey()
+        XCTAssertEqual(rotation.secretsRewrapped, 4, "master check, two private keys, one PIN verifier")
+        XCTAssertNotEqual(try Data(contentsOf: home.url.appendingPathComponent("master.key")), oldKey)
+        manager = try reopen()
+        _ = try sign("hana", pin: "482916")
+        _ = try sign("ivan")
+        // The old key no longer opens the store.
+        let legacy = scratch.appendingPathComponent("old.key")
+        try oldKey.write(to: legacy)
+        assertCode(.config) { _ = try KeyManager.open(home: self.home, environment: ["KEYMGR_MASTER_KEY_FILE": legacy.path]) }
+    }
+
+    func testMasterKeyMissingOrWrongIsAConfigurationError() throws {
+        let keyFile = home.url.appendingPathComponent("master.key")
+        let wrong = scratch.appendingPathComponent("wrong.key")
+        try Data(repeating: 7, count: 32).write(to: wrong)
+        assertCode(.config) { _ = try KeyManager.open(home: self.home, environment: ["KEYMGR_MASTER_KEY_FILE": wrong.path]) }
+        try FileManager.default.removeItem(at: keyFile)
+        XCTAssertThrowsError(try reopen()) { error in
+            XCTAssertEqual((error as? KeyManagerError)?.code, .config)
+            XCTAssertTrue("\(error)".contains("missing"), "\(error)")
+        }
+    }
+
+    func testMasterKeyFromSystemdCredentialsDirectoryComesFirst() throws {
+        let credentials = scratch.appendingPathComponent("credentials")
+        try FileManager.default.createDirectory(at: credentials, withIntermediateDirectories: true)
+        try FileManager.default.copyItem(at: home.url.appendingPathComponent("master.key"),
+                                         to: credentials.appendingPathComponent("keymgr.master"))
+        try FileManager.default.removeItem(at: home.url.appendingPathComponent("master.key"))
+        let opened = try KeyManager.open(home: home, environment: ["CREDENTIALS_DIRECTORY": credentials.path])
+        XCTAssertNoThrow(try opened.status())
+    }
+
+    func testStatusCountsUsersAndUsableKeys() throws {
+        try bind("a")
+        try bind("b")
+        _ = try manager.revoke(userId: "b", kid: nil, reason: nil)
+        let status = try manager.status()
+        XCTAssertEqual(status.users, 2)
+        XCTAssertEqual(status.keys, 1)
+        XCTAssertEqual(status.schemaVersion, EmbeddedMigration.latestVersion)
+        XCTAssertEqual(try manager.users().map(\.activeKeys), [1, 0])
+    }
+}

@@ -1,0 +1,76 @@
+import Foundation
+import GRDB
+@testable import KeyManager
+import Storage
+import XCTest
+
+/// A fresh store in a temporary home per test, with small Argon2 parameters set through `InitOptions`,
+/// the same configuration `keymgr init` gives users.
+class KeyManagerTestCase: XCTestCase {
+    var scratch: URL!
+    var manager: KeyManager!
+
+    static let smallArgon2 = Argon2Parameters(memoryKiB: 64, iterations: 1, parallelism: 1)
+
+    override func setUpWithError() throws {
+        scratch = FileManager.default.temporaryDirectory.appendingPathComponent("keymgr-km-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: scratch, withIntermediateDirectories: true)
+        manager = try KeyManager.initialize(home: home, options: options(), environment: [:])
+    }
+
+    override func tearDownWithError() throws {
+        manager = nil
+        if let scratch { try? FileManager.default.removeItem(at: scratch) }
+    }
+
+    var home: StoreHome { StoreHome(url: scratch.appendingPathComponent("home")) }
+
+    /// Init options for tests: small Argon2, and verifier commands when asked for.
+    func options(biometric: [String]? = nil, credential: [String]? = nil) -> InitOptions {
+        var options = InitOptions()
+        options.argon2 = Self.smallArgon2
+        options.biometricVerifier = biometric
+        options.credentialVerifier = credential
+        return options
+    }
+
+    /// Re-creates the store with verifier commands configured.
+    func reinitialize(biometric: [String]? = nil, credential: [String]? = nil) throws {
+        manager = nil
+        try FileManager.default.removeItem(at: home.url)
+        manager = try KeyManager.initialize(home: home, options: options(biometric: biometric, credential: credential), environment: [:])
+    }
+
+    func reopen() throws -> KeyManager { try KeyManager.open(home: home, environment: [:]) }
+
+    func pin(_ text: String) -> SecretProvider { { SecretBytes(utf8: text) } }
+
+    let noPIN: SecretProvider = { throw KeyManagerError(.abort, "no PIN expected in this test") }
+
+    @discardableResult
+    func bind(_ userId: String, _ authType: AuthType = .none, pin text: String? = nil, challenge: String? = nil,
+              issuer: String? = nil) throws -> BindResult {
+        var request = BindRequest(userId: userId)
+        request.authType = authType
+        request.challenge = challenge
+        request.issuer = issuer
+        return try manager.bind(request, newPIN: text.map(pin) ?? noPIN)
+    }
+
+    func sign(_ userId: String, pin text: String? = nil, claims: [String: JSONValue] = [:]) throws -> SignResult {
+        var request = SignRequest(userId: userId, kid: nil)
+        request.challenge = "challenge-for-\(userId)"
+        request.claims = claims
+        return try manager.sign(request, pin: text.map(pin) ?? noPIN)
+    }
+
+    func rawConnection() throws -> DatabaseQueue { try DatabaseQueue(path: home.databaseURL.path) }
+
+    func assertCode(_ code: KeyManagerError.Code, file: StaticString = #filePath, line: UInt = #line,
+                    _ body: () throws -> Void) {
+        XCTAssertThrowsError(try body(), file: file, line: line) { error in
+            XCTAssertEqual((error as? KeyManagerError)?.code, code, "\(error)", file: file, line: line)
+            XCTAssertFalse((error as? KeyManagerError)?.message.isEmpty ?? true, file: file, line: line)
+        }
+    }
+}

@@ -1,0 +1,115 @@
+import Foundation
+import GRDB
+@testable import Storage
+import XCTest
+
+final class StoreOpeningTests: StorageTestCase {
+    func testFreshHomeIsCreatedPrivate() throws {
+        let store = try openStore()
+        try store.write { try $0.upsertUser(userId: "alice", username: nil, at: Date()) }
+        XCTAssertEqual(mode(home.url.path), 0o700)
+        XCTAssertEqual(mode(home.databaseURL.path), 0o600)
+        for suffix in ["-wal", "-shm"] where FileManager.default.fileExists(atPath: home.databaseURL.path + suffix) {
+            XCTAssertEqual(mode(home.databaseURL.path + suffix), 0o600, suffix)
+        }
+    }
+
+    func testWorldWritableHomeIsRefused() throws {
+        _ = try openStore()
+        chmod(home.url.path, 0o777)
+        XCTAssertThrowsError(try openStore(create: false)) { error in
+            XCTAssertEqual((error as? StorageError)?.code, .insecureHome)
+            XCTAssertTrue("\(error)".contains("chmod 700"), "\(error)")
+        }
+    }
+
+    func testGroupWritableDatabaseIsRefused() throws {
+        _ = try openStore()
+        chmod(home.databaseURL.path, 0o660)
+        XCTAssertThrowsError(try openStore(create: false)) { error in
+            XCTAssertEqual((error as? StorageError)?.code, .insecureHome)
+        }
+    }
+
+    func testHomeOwnedByAnotherUserIsRefused() throws {
+        try XCTSkipUnless(geteuid() == 0, "only root can give a directory to another user")
+        _ = try openStore()
+        XCTAssertEqual(chown(home.url.path, 65534, 65534), 0)
+        XCTAssertThrowsError(try openStore(create: false)) { error in
+            XCTAssertEqual((error as? StorageError)?.code, .insecureHome)
+        }
+    }
+
+    func testMissingStoreIsNotCreatedUnlessAsked() throws {
+        XCTAssertThrowsError(try openStore(create: false)) { error in
+            XCTAssertEqual((error as? StorageError)?.code, .notInitialized)
+            XCTAssertTrue("\(error)".contains("keymgr init"))
+        }
+        XCTAssertFalse(FileManager.default.fileExists(atPath: home.url.path))
+    }
+
+    func testEveryMigrationAppliesFromEmpty() throws {
+        let store = try openStore()
+        XCTAssertGreaterThan(EmbeddedMigration.latestVersion, 0)
+        XCTAssertEqual(try store.schemaVersion(), EmbeddedMigration.latestVersion)
+        let tables = try store.read { reader in
+            try String.fetchAll(reader.db, sql: "SELECT name FROM sqlite_master WHERE type = 'table'")
+        }
+        for table in ["device", "users", "user_keys", "app_pins", "servers", "registrations", "tokens",
+                      "audit_events", "sync_state"] {
+            XCTAssertTrue(tables.contains(table), "missing table \(table)")
+        }
+        // Reopening applies nothing twice.
+        XCTAssertEqual(try openStore(create: false).schemaVersion(), EmbeddedMigration.latestVersion)
+    }
+
+    func testDatabaseFromANewerKeymgrIsRefused() throws {
+        _ = try openStore()
+        let future = EmbeddedMigration.latestVersion + 1
+        try rawConnection().write { try $0.execute(sql: "PRAGMA user_version = \(future)") }
+        XCTAssertThrowsError(try openStore(create: false)) { error in
+            XCTAssertEqual((error as? StorageError)?.code, .newerSchema)
+            let message = "\(error)"
+            XCTAssertTrue(message.contains("\(future)") && message.contains("\(EmbeddedMigration.latestVersion)"), message)
+        }
+    }
+
+    func testWriterIsDurableWAL() throws {
+        let store = try openStore()
+        let (synchronous, journal, foreignKeys, secureDelete) = try store.pool.write { db in
+            (try Int.fetchOne(db, sql: "PRAGMA synchronous"), try String.fetchOne(db, sql: "PRAGMA journal_mode"),
+             try Int.fetchOne(db, sql: "PRAGMA foreign_keys"), try Int.fetchOne(db, sql: "PRAGMA secure_delete"))
+        }
+        XCTAssertEqual(synchronous, 2, "synchronous must be FULL")
+        XCTAssertEqual(journal, "wal")
+        XCTAssertEqual(foreignKeys, 1)
+        XCTAssertEqual(secureDelete, 1)
+    }
+
+    func testBusyStoreReportsBusy() throws {
+        let store = try openStore()
+        let blocker = try rawConnection()
+        try blocker.writeWithoutTransaction { db in
+            try db.execute(sql: "BEGIN EXCLUSIVE")
+            defer { try? db.execute(sql: "ROLLBACK") }
+            XCTAssertThrowsError(try store.write { try $0.upsertUser(userId: "bob", username: nil, at: Date()) }) { error in
+                XCTAssertEqual((error as? StorageError)?.code, .busy)
+            }
+        }
+    }
+
+    func testTimestampsRoundTripAndSortAsText() {
+        let dates = [Date(timeIntervalSince1970: 0), Date(timeIntervalSince1970: 1_795_000_000.123),
+                     Date(timeIntervalSince1970: 4_102_444_800.999)]
+        for date in dates {
+            let text = Timestamp.string(from: date)
+            XCTAssertEqual(text.count, 24, text)
+            XCTAssertEqual(Timestamp.date(from: text)?.timeIntervalSince1970 ?? -1, date.timeIntervalSince1970, accuracy: 0.001)
+        }
+        XCTAssertEqual(Timestamp.string(from: Date(timeIntervalSince1970: 0)), "1970-01-01T00:00:00.000Z")
+        XCTAssertEqual(dates.map(Timestamp.string(from:)), dates.map(Timestamp.string(from:)).sorted())
+        XCTAssertNil(Timestamp.date(from: "2026-13-01"))
+        XCTAssertNotNil(Timestamp.date(from: "2026-11-23"))
+        XCTAssertNotNil(Timestamp.date(from: "2026-11-23T10:00:00Z"))
+    }
+}

@@ -1,0 +1,94 @@
+import Foundation
+import GRDB
+@testable import Storage
+import XCTest
+
+final class StoreRecordsTests: StorageTestCase {
+    private func key(_ kid: String, user: String, issuer: String = "keymgr", status: UserKeyRecord.Status = .active) -> UserKeyRecord {
+        UserKeyRecord(kid: kid, userId: user, issuer: issuer, authType: "NONE", publicJwk: "{}",
+                      wrappedPrivateKey: status == .active || status == .locked ? Data([1, 2, 3]) : nil,
+                      status: status, serverState: .unregistered, createdAt: Date())
+    }
+
+    func testKeysRoundTripWithUsernames() throws {
+        let store = try openStore()
+        let now = Date(timeIntervalSince1970: 1_795_000_000.5)
+        var stored = key("k1", user: "ana lópez \"/\"")
+        stored.createdAt = now
+        try store.write { writer in
+            try writer.upsertUser(userId: "ana lópez \"/\"", username: "ana", at: now)
+            try writer.insert(stored)
+        }
+        let listings = try store.read { try $0.keyListings(statuses: [.active]) }
+        XCTAssertEqual(listings, [KeyListing(key: stored, username: "ana")])
+        XCTAssertEqual(try store.read { try $0.counts() }.usableKeys, 1)
+    }
+
+    func testOneUsableKeyPerUserAndIssuer() throws {
+        let store = try openStore()
+        try store.write { writer in
+            try writer.upsertUser(userId: "bob", username: nil, at: Date())
+            try writer.insert(key("k1", user: "bob"))
+            try writer.insert(key("k2", user: "bob", issuer: "other"))
+        }
+        XCTAssertThrowsError(try store.write { try $0.insert(self.key("k3", user: "bob")) }) { error in
+            XCTAssertEqual((error as? StorageError)?.code, .conflict)
+        }
+        XCTAssertEqual(try store.read { try $0.keys(userId: "bob", statuses: [.active]) }.map(\.kid), ["k1", "k2"])
+    }
+
+    func testFailedTransactionLeavesNothingBehind() throws {
+        let store = try openStore()
+        struct Stop: Error {}
+        XCTAssertThrowsError(try store.write { writer in
+            try writer.upsertUser(userId: "carol", username: nil, at: Date())
+            try writer.appendAudit(NewAuditEvent(at: Date(), event: "test", actor: "t"))
+            throw Stop()
+        })
+        XCTAssertNil(try store.read { try $0.user(id: "carol") })
+        XCTAssertEqual(try store.read { try $0.auditEvents() }.count, 0)
+    }
+
+    func testPINFailureCounterIsCommittedAndCounted() throws {
+        let store = try openStore()
+        try store.write { writer in
+            try writer.upsertUser(userId: "dan", username: nil, at: Date())
+            try writer.insert(key("k1", user: "dan"))
+            try writer.save(AppPINRecord(kid: "k1", argon2MemoryKib: 64, argon2Iterations: 1, argon2Parallelism: 1,
+                                         salt: Data(count: 16), verifier: Data(count: 32), pinRetry: 5, updatedAt: Date()))
+        }
+        XCTAssertEqual(try store.write { try $0.incrementPINFailures(kid: "k1", at: Date()) }, 1)
+        XCTAssertEqual(try store.write { try $0.incrementPINFailures(kid: "k1", at: Date()) }, 2)
+        XCTAssertEqual(try openStore(create: false).read { try $0.appPIN(kid: "k1") }?.failedAttempts, 2)
+        XCTAssertThrowsError(try store.write { try $0.incrementPINFailures(kid: "nope", at: Date()) })
+    }
+
+    func testServersRegistrationsTokensAndSyncState() throws {
+        let store = try openStore()
+        let now = Date()
+        try store.write { writer in
+            try writer.upsertUser(userId: "erin", username: nil, at: now)
+            try writer.save(ServerRecord(dialect: "pingam", baseUrl: "http://127.0.0.1:1", updatedAt: now))
+            try writer.save(RegistrationRecord(userId: "erin", serverName: "default", clientId: "c1", sealedClientSecret: Data([9]),
+                                               sealedRegistrationAccessToken: nil, registrationClientUri: nil, clientIdIssuedAt: 1,
+                                               clientSecretExpiresAt: 0, tokenEndpointAuthMethod: "client_secret_basic",
+                                               grantTypes: "[\"refresh_token\"]", scope: "openid", softwareId: nil,
+                                               createdAt: now, updatedAt: now))
+            try writer.save(TokenRecord(userId: "erin", serverName: "default", clientId: "c1", tokenType: "DPoP",
+                                        sealedAccessToken: Data([7]), sealedRefreshToken: nil, sealedIdToken: nil, scope: nil,
+                                        expiresAt: now, jkt: "abc", sealedDpopKey: Data([8]), updatedAt: now))
+            try writer.save(SyncStateRecord(serverName: "default", startedAt: now, finishedAt: now, users: 3))
+        }
+        try store.read { reader in
+            XCTAssertEqual(try reader.server()?.dialect, "pingam")
+            XCTAssertEqual(try reader.registration(userId: "erin", serverName: "default")?.clientId, "c1")
+            XCTAssertEqual(try reader.tokenSet(userId: "erin", serverName: "default")?.jkt, "abc")
+            XCTAssertEqual(try reader.lastSync()?.users, 3)
+        }
+        try store.write { writer in
+            XCTAssertEqual(try writer.deleteTokenSets(userId: "erin"), 1)
+            XCTAssertEqual(try writer.deleteRegistrations(userId: "erin"), 1)
+        }
+        XCTAssertTrue(try store.read { try $0.tokenSets() }.isEmpty)
+    }
+}
