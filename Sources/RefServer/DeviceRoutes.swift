@@ -1,5 +1,6 @@
 import Foundation
 import Hummingbird
+import KeyManager
 
 /// PingAM's bound-device REST for one user: query, update (rename) and delete
 /// (`/json{realm}/users/{user}/devices/2fa/binding[/{uuid}]`, resource version 1.0).
@@ -102,7 +103,7 @@ struct DeviceRoutes: Sendable {
         if endless {
             // Past the last record the cookie points beyond every row: empty pages, forever.
             let position = page.nextAfter ?? Int64.max
-            cookie = .string(DeviceRoutes.encodeCookie(after: position, nonce: randomToken(bytes: 8)))
+            cookie = .string(DeviceRoutes.encodeCookie(after: position, nonce: try randomToken(bytes: 8)))
         }
         var members: [String: WireJSON] = [
             "result": .array(page.devices.map(\.wireJSON)),
@@ -118,11 +119,11 @@ struct DeviceRoutes: Sendable {
 
     /// Cookies are opaque to clients; here they carry the last record's insertion sequence.
     static func encodeCookie(after seq: Int64, nonce: String? = nil) -> String {
-        base64URL(Array((nonce.map { "\(seq):\($0)" } ?? "\(seq)").utf8))
+        Base64URL.encode(Array((nonce.map { "\(seq):\($0)" } ?? "\(seq)").utf8))
     }
 
     static func decodeCookie(_ cookie: String) -> Int64? {
-        guard let bytes = base64URLDecode(cookie), let text = String(validating: bytes, as: UTF8.self),
+        guard let bytes = Base64URL.decode(cookie), let text = String(validating: bytes, as: UTF8.self),
             let first = text.split(separator: ":").first
         else { return nil }
         return Int64(first)

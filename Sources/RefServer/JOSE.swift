@@ -1,4 +1,5 @@
 import Foundation
+import KeyManager
 
 /// A compact JWS taken apart: protected header and claims.
 struct VerifiedToken: Sendable {
@@ -12,8 +13,7 @@ struct JWSRejection: Error, Sendable, CustomStringConvertible {
     init(_ description: String) { self.description = description }
 }
 
-/// What the journeys need from JOSE. The implementation wraps keymgr's `KeyManager.JWS` (never
-/// crypto of the server's own): decode a compact JWS without trusting it, and verify its ES256
+/// What the journeys need from JOSE: decode a compact JWS without trusting it, and verify its ES256
 /// signature under a public JWK.
 protocol JWSVerifier: Sendable {
     /// Header and claims of `compact`, signature NOT checked.
@@ -22,14 +22,40 @@ protocol JWSVerifier: Sendable {
     func verify(_ compact: String, publicJWK: [String: String]) throws -> VerifiedToken
 }
 
-/// Stands in until keymgr's JOSE API is available: refuses every JWS, so no journey can succeed
-/// on an unchecked signature.
-struct UnavailableJWSVerifier: JWSVerifier {
+/// The verifier the server runs with: keymgr's own `JWS` and `P256PublicKey` (OpenSSL underneath),
+/// never crypto of the server's own.
+struct KeyManagerJWSVerifier: JWSVerifier {
     func decodeUnverified(_ compact: String) throws -> VerifiedToken {
-        throw JWSRejection("JWS verification is not available in this build")
+        VerifiedToken(try JWS.decode(compact))
     }
 
     func verify(_ compact: String, publicJWK: [String: String]) throws -> VerifiedToken {
-        throw JWSRejection("JWS verification is not available in this build")
+        let jwk = JWK(
+            kty: publicJWK["kty"], crv: publicJWK["crv"], x: publicJWK["x"], y: publicJWK["y"],
+            use: publicJWK["use"], alg: publicJWK["alg"], kid: publicJWK["kid"])
+        let publicKey = try P256PublicKey(jwk: jwk)
+        return VerifiedToken(try JWS.verify(compact, publicKey: publicKey))
+    }
+}
+
+extension VerifiedToken {
+    init(_ decoded: DecodedJWS) {
+        header = WireJSON(.object(decoded.header))
+        claims = WireJSON(.object(decoded.claims))
+    }
+}
+
+extension WireJSON {
+    /// The same JSON value in the server's wire type.
+    init(_ value: JSONValue) {
+        switch value {
+        case .string(let text): self = .string(text)
+        case .int(let number): self = .integer(number)
+        case .double(let number): self = .number(number)
+        case .bool(let flag): self = .bool(flag)
+        case .null: self = .null
+        case .array(let elements): self = .array(elements.map(WireJSON.init))
+        case .object(let members): self = .object(members.mapValues(WireJSON.init))
+        }
     }
 }

@@ -46,7 +46,7 @@ struct JourneyRoutes: Sendable {
         let session = JourneySession(
             journey: journey, realm: realm, step: .credentials,
             expiresAt: now.addingTimeInterval(configuration.journeyLifetime))
-        return await next(session, callbacks: callbacks, now: now)
+        return try await next(session, callbacks: callbacks, now: now)
     }
 
     private func advance(_ session: JourneySession, inputs: [String: String], now: Date) async throws -> Response {
@@ -56,7 +56,7 @@ struct JourneyRoutes: Sendable {
                 let stored = try await handler.store.password(realm: realm.path, username: username),
                 constantTimeEqual(stored, password)
             else { throw AMError.loginFailure }
-            return await deviceStep(
+            return try await deviceStep(
                 session, username: username, now: now,
                 callback: { challenge in
                     JourneyRoutes.callback(
@@ -81,7 +81,7 @@ struct JourneyRoutes: Sendable {
             // The Device Signing Verifier node's noDeviceRegistered outcome ends in Failure.
             let page = try await handler.store.page(realm: realm.path, user: username, after: nil, limit: 1)
             guard !page.devices.isEmpty else { throw AMError.loginFailure }
-            return await deviceStep(
+            return try await deviceStep(
                 session, username: username, now: now,
                 callback: { challenge in
                     JourneyRoutes.callback(
@@ -107,15 +107,17 @@ struct JourneyRoutes: Sendable {
 
     private func deviceStep(
         _ session: JourneySession, username: String, now: Date, callback: (String) -> WireJSON
-    ) async -> Response {
-        let challenge = Data(randomBytes(32)).base64EncodedString()
+    ) async throws -> Response {
+        // 32 random bytes, base64 (with padding), as PingAM's nodes issue them.
+        let challenge = Data(try randomBytes(32)).base64EncodedString()
         var next = session
         next.step = .device(username: username, challenge: challenge)
-        return await self.next(next, callbacks: [callback(challenge)], now: now)
+        return try await self.next(next, callbacks: [callback(challenge)], now: now)
     }
 
-    private func next(_ session: JourneySession, callbacks: [WireJSON], now: Date) async -> Response {
-        let authId = await handler.state.createSession(session, now: now)
+    private func next(_ session: JourneySession, callbacks: [WireJSON], now: Date) async throws -> Response {
+        let authId = try randomToken(bytes: 32)
+        await handler.state.storeSession(session, authId: authId, now: now)
         return jsonResponse(.object(["authId": .string(authId), "callbacks": .array(callbacks)]))
     }
 
@@ -152,7 +154,7 @@ struct JourneyRoutes: Sendable {
             configuration.logger.info("binding refused: a record with kid \(kid) exists")
             throw AMError.loginFailure
         }
-        return success()
+        return try success()
     }
 
     private func completeSigning(
@@ -178,11 +180,11 @@ struct JourneyRoutes: Sendable {
         _ = try await handler.store.update(realm: realm.path, user: username, uuid: try check.headerKid(jws)) {
             $0.lastAccessDate = millis
         }
-        return success()
+        return try success()
     }
 
-    private func success() -> Response {
-        let tokenId = randomToken(bytes: 32) + "*"
+    private func success() throws -> Response {
+        let tokenId = try randomToken(bytes: 32) + "*"
         var headers = HTTPFields()
         headers[.setCookie] = "iPlanetDirectoryPro=\(tokenId); Path=/; HttpOnly"
         return jsonResponse(

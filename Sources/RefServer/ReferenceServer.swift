@@ -236,5 +236,5 @@ private func frameworkLogger(_ logger: Logger) -> Logger {
 
 /// The JWS verifier used by `start(configuration:)`.
 func defaultJWSVerifier() -> any JWSVerifier {
-    UnavailableJWSVerifier()
+    KeyManagerJWSVerifier()
 }

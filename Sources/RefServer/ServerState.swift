@@ -1,4 +1,5 @@
 import Foundation
+import KeyManager
 
 /// Where an unfinished journey stands: kept server-side under its opaque `authId`.
 struct JourneySession: Sendable {
@@ -53,11 +54,9 @@ actor ServerState {
 
     // MARK: journeys
 
-    func createSession(_ session: JourneySession, now: Date) -> String {
+    func storeSession(_ session: JourneySession, authId: String, now: Date) {
         sessions = sessions.filter { $0.value.expiresAt > now }
-        let authId = randomToken(bytes: 32)
         sessions[authId] = session
-        return authId
     }
 
     /// Removes and returns the session: every answer either ends the journey or opens a new `authId`.
@@ -79,28 +78,12 @@ actor ServerState {
     func clearRecordedRequests() { journal.removeAll() }
 }
 
-/// Random bytes from the system's CSPRNG (getrandom on Linux).
-func randomBytes(_ count: Int) -> [UInt8] {
-    var generator = SystemRandomNumberGenerator()
-    return (0..<count).map { _ in UInt8.random(in: .min ... .max, using: &generator) }
+/// Random bytes from keymgr's CSPRNG wrapper (OpenSSL's RAND_bytes).
+func randomBytes(_ count: Int) throws -> [UInt8] {
+    try SecureRandom.bytes(count: count)
 }
 
 /// A random opaque token, base64url without padding.
-func randomToken(bytes count: Int) -> String {
-    base64URL(randomBytes(count))
-}
-
-/// Base64url without padding (RFC 4648 §5), for opaque ids and cookies.
-func base64URL(_ bytes: [UInt8]) -> String {
-    Data(bytes).base64EncodedString()
-        .replacingOccurrences(of: "+", with: "-")
-        .replacingOccurrences(of: "/", with: "_")
-        .replacingOccurrences(of: "=", with: "")
-}
-
-/// Decodes base64url with or without padding.
-func base64URLDecode(_ text: String) -> [UInt8]? {
-    var base64 = text.replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
-    while base64.count % 4 != 0 { base64.append("=") }
-    return Data(base64Encoded: base64).map { Array($0) }
+func randomToken(bytes count: Int) throws -> String {
+    Base64URL.encode(try randomBytes(count))
 }
