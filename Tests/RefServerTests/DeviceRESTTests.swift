@@ -112,6 +112,21 @@ final class DeviceRESTTests: ServerTestCase {
             json: ["deviceName": "again"])
         XCTAssertEqual(stale.status, 412)
         XCTAssertEqual(try stale.object()["reason"] as? String, "Precondition Failed")
+
+        // Common REST maps a PUT without If-Match to an update without a revision check.
+        headers["If-Match"] = nil
+        let unconditional = try await send(
+            "PUT", devicesURL(user: "alice", uuid: device.uuid, query: nil), headers: headers,
+            json: ["deviceName": "no precondition"])
+        XCTAssertEqual(unconditional.status, 200)
+        XCTAssertEqual(try unconditional.object()["deviceName"] as? String, "no precondition")
+
+        // If-None-Match: * asks for a create, which bound devices do not support.
+        headers["If-None-Match"] = "*"
+        let create = try await send(
+            "PUT", devicesURL(user: "alice", uuid: "new-uuid", query: nil), headers: headers,
+            json: ["deviceName": "x"])
+        XCTAssertEqual(create.status, 501)
     }
 
     func testRenameRefusesNonJSONContentAndUnknownUUID() async throws {
