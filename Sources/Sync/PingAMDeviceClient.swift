@@ -35,11 +35,31 @@ public struct PingAMDeviceClient: Sendable {
 
     /// The user segment of the path: the `id=` value of a universalId, else the user id, as ONE encoded segment.
     public static func userSegment(_ userId: String) -> String {
-        var serverId = userId
-        if userId.hasPrefix("id="), let comma = userId.firstIndex(of: ",") {
-            serverId = String(userId[userId.index(userId.startIndex, offsetBy: 3)..<comma])
+        percentEncodedSegment(serverUserId(userId))
+    }
+
+    /// The `id=` value of a universalId (up to its first unescaped comma, RFC 4514 escapes undone), else `userId`.
+    static func serverUserId(_ userId: String) -> String {
+        guard userId.hasPrefix("id=") else { return userId }
+        var bytes: [UInt8] = []
+        var rest = Array(userId.utf8.dropFirst(3))[...]
+        while let byte = rest.first {
+            rest = rest.dropFirst()
+            if byte == UInt8(ascii: ",") { return String(decoding: bytes, as: UTF8.self) }
+            guard byte == UInt8(ascii: "\\"), let next = rest.first else {
+                bytes.append(byte)
+                continue
+            }
+            // `\,` escapes one character; `\2C` is a hex pair.
+            if rest.count >= 2, let pair = UInt8(String(decoding: rest.prefix(2), as: UTF8.self), radix: 16) {
+                bytes.append(pair)
+                rest = rest.dropFirst(2)
+            } else {
+                bytes.append(next)
+                rest = rest.dropFirst()
+            }
         }
-        return percentEncodedSegment(serverId)
+        return userId
     }
 
     /// Percent-encodes everything but ALPHA, DIGIT, `-`, `_` and `~`: `/`, `?`, `#`, `.` and spaces

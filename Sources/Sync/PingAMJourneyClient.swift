@@ -153,7 +153,7 @@ public struct PingAMJourneyClient: Sendable {
     private func post(_ url: URL, _ body: JSONValue) async throws -> HTTPResponse {
         let request = HTTPRequest(method: "POST", url: url, headers: [
             "Content-Type": "application/json", "Accept": "application/json",
-            "Accept-API-Version": "resource=2.1, protocol=1.0",
+            "Accept-API-Version": "resource=2.0, protocol=1.0",
         ], body: Data(body.canonicalJSON().utf8))
         do {
             return try await http.send(request)

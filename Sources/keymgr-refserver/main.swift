@@ -1,1 +1,168 @@
-print("keymgr-refserver")
+import ArgumentParser
+import Dispatch
+import Foundation
+import RefServer
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// `keymgr-refserver`: the reference identity server (PingAM's device REST and journeys) as a process.
+///
+/// Prints exactly one line on stdout, `listening on http://127.0.0.1:PORT`, once it accepts
+/// connections; logs go to stderr. Stops on SIGTERM/SIGINT, when `--parent-pid` dies, or after
+/// `--idle-exit` seconds without a request, so tests and demos never leave it running.
+struct RefServerCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "keymgr-refserver",
+        abstract: "A local stand-in for PingAM: device binding REST and journeys on 127.0.0.1.")
+
+    @Option(name: .customLong("db"), help: "The server's SQLite file (created when missing).")
+    var databasePath: String
+
+    @Option(help: "TCP port on 127.0.0.1; 0 lets the OS pick one.")
+    var port: Int = 0
+
+    @Option(
+        help: ArgumentHelp(
+            "File holding the admin token; created with a random token (mode 0600) when missing.",
+            discussion: "Without it the token is written to <db>.admin-token."))
+    var adminTokenFile: String?
+
+    @Option(name: .customLong("realm"), help: "A realm to serve, e.g. /realms/root/realms/alpha (repeatable).")
+    var realms: [String] = []
+
+    @Option(name: .customLong("issuer"), help: "An allowed JWS issuer (iss) (repeatable; default keymgr).")
+    var issuers: [String] = []
+
+    @Option(name: .customLong("add-user"), help: "NAME:PASSWORD, added to the first realm (repeatable).")
+    var users: [String] = []
+
+    @Option(help: "Auth type the binding journey asks for: NONE, APPLICATION_PIN, BIOMETRIC_ONLY, BIOMETRIC_ALLOW_FALLBACK.")
+    var authType: String = "NONE"
+
+    @Option(help: "Name of the binding journey.")
+    var bindingJourney: String = Journey.defaultBinding.name
+
+    @Option(help: "Name of the signing journey.")
+    var signingJourney: String = Journey.defaultSigning.name
+
+    @Option(help: "Stop after this many seconds without a request.")
+    var idleExit: Double?
+
+    @Option(help: "Stop when this process is gone.")
+    var parentPid: Int32?
+
+    func validate() throws {
+        guard (0...65_535).contains(port) else { throw ValidationError("--port must be in 0...65535") }
+        guard Self.authenticationType(authType) != nil else {
+            throw ValidationError("--auth-type must be NONE, APPLICATION_PIN, BIOMETRIC_ONLY or BIOMETRIC_ALLOW_FALLBACK")
+        }
+        for user in users where !user.contains(":") || user.hasPrefix(":") {
+            throw ValidationError("--add-user takes NAME:PASSWORD")
+        }
+        if let idleExit, idleExit <= 0 { throw ValidationError("--idle-exit must be positive") }
+        guard bindingJourney != signingJourney else {
+            throw ValidationError("--binding-journey and --signing-journey must differ")
+        }
+    }
+
+    static func authenticationType(_ text: String) -> AuthenticationType? {
+        switch text.lowercased() {
+        case "none": return AuthenticationType.none
+        case "application_pin", "app-pin": return .applicationPIN
+        case "biometric_only", "biometric-only": return .biometricOnly
+        case "biometric_allow_fallback", "biometric-allow-fallback": return .biometricAllowFallback
+        default: return nil
+        }
+    }
+
+    mutating func run() async throws {
+        let token = try adminToken()
+        let configuration = ReferenceServerConfiguration(
+            databasePath: databasePath, port: port,
+            realmPaths: realms.isEmpty ? ["/realms/root"] : realms,
+            adminToken: token,
+            allowedIssuers: issuers.isEmpty ? ["keymgr"] : issuers,
+            journeys: [
+                Journey(name: bindingJourney, kind: .deviceBinding(Self.authenticationType(authType) ?? .none)),
+                Journey(name: signingJourney, kind: .deviceSigning),
+            ])
+        let server: ReferenceServer
+        do {
+            server = try await ReferenceServer.start(configuration: configuration)
+        } catch {
+            throw ValidationError("\(error)")
+        }
+        for user in users {
+            let parts = user.split(separator: ":", maxSplits: 1, omittingEmptySubsequences: false)
+            try await server.addUser(String(parts[0]), password: String(parts[1]))
+        }
+        FileHandle.standardOutput.write(Data("listening on \(server.baseURL.absoluteString)\n".utf8))
+
+        let reason = await Self.waitForStop(server: server, idleExit: idleExit, parentPid: parentPid)
+        FileHandle.standardError.write(Data("keymgr-refserver: stopping (\(reason))\n".utf8))
+        await server.stop()
+    }
+
+    /// Reads the admin token, or creates a random one in the token file.
+    private func adminToken() throws -> String {
+        let path = adminTokenFile ?? databasePath + ".admin-token"
+        if let data = FileManager.default.contents(atPath: path) {
+            let token = String(decoding: data, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
+            guard !token.isEmpty else { throw ValidationError("the admin token file \(path) is empty") }
+            return token
+        }
+        var generator = SystemRandomNumberGenerator()
+        let bytes = (0..<32).map { _ in UInt8.random(in: .min ... .max, using: &generator) }
+        let token = Data(bytes).base64EncodedString()
+            .replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_")
+            .replacingOccurrences(of: "=", with: "")
+        guard
+            FileManager.default.createFile(
+                atPath: path, contents: Data((token + "\n").utf8), attributes: [.posixPermissions: 0o600])
+        else { throw ValidationError("cannot write the admin token file \(path)") }
+        FileHandle.standardError.write(Data("keymgr-refserver: admin token written to \(path)\n".utf8))
+        return token
+    }
+
+    /// Returns why the server should stop: a signal, the parent's death, or idleness.
+    private static func waitForStop(server: ReferenceServer, idleExit: Double?, parentPid: Int32?) async -> String {
+        let (reasons, continuation) = AsyncStream<String>.makeStream()
+        var sources: [any DispatchSourceSignal] = []
+        for (number, name) in [(SIGTERM, "SIGTERM"), (SIGINT, "SIGINT")] {
+            signal(number, SIG_IGN)
+            let source = DispatchSource.makeSignalSource(signal: number, queue: .global())
+            source.setEventHandler { continuation.yield(name) }
+            source.resume()
+            sources.append(source)
+        }
+        let watcher = Task {
+            while !Task.isCancelled {
+                try? await Task.sleep(nanoseconds: 250_000_000)
+                if let parentPid, kill(parentPid, 0) != 0, errno == ESRCH {
+                    continuation.yield("parent \(parentPid) is gone")
+                    return
+                }
+                if let idleExit, Date().timeIntervalSince(await server.lastActivity()) > idleExit {
+                    continuation.yield("idle for \(idleExit) s")
+                    return
+                }
+            }
+        }
+        var iterator = reasons.makeAsyncIterator()
+        let reason = await iterator.next() ?? "stream ended"
+        watcher.cancel()
+        sources.forEach { $0.cancel() }
+        return reason
+    }
+}
+
+/// Runs an async root command (a plain `Command.main()` in top-level code picks the synchronous overload).
+func runAsyncCommand<Command: AsyncParsableCommand>(_: Command.Type) async {
+    await Command.main(nil)
+}
+
+await runAsyncCommand(RefServerCommand.self)

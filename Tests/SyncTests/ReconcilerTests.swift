@@ -69,6 +69,9 @@ final class ReconcilerTests: XCTestCase {
 
     func testUserSegmentIsOneEncodedSegment() {
         XCTAssertEqual(PingAMDeviceClient.userSegment("id=demo,ou=user,o=alpha,ou=services,ou=am-config"), "demo")
+        // RFC 4514 escapes in the id= value are undone: the server's user is "smith, j+r".
+        XCTAssertEqual(PingAMDeviceClient.userSegment(#"id=smith\, j\+r,ou=user,ou=am-config"#), "smith%2C%20j%2Br")
+        XCTAssertEqual(PingAMDeviceClient.userSegment(#"id=a\2Cb,ou=user,ou=am-config"#), "a%2Cb")
         let hostile = "a/b ..?#c"
         let segment = PingAMDeviceClient.userSegment(hostile)
         XCTAssertFalse(segment.contains("/") || segment.contains("?") || segment.contains("#") || segment.contains(" ")

@@ -1,0 +1,84 @@
+import Foundation
+
+/// A misbehaviour the reference server can be told to show on the device REST for one user id, so
+/// tests can watch keymgr's sync survive a broken server (DESIGN.md, sync rules 6 and 10).
+public enum Fault: Sendable, Equatable {
+    /// Answer `500` with PingAM's JSON error body.
+    case status500
+    /// Answer `503` with `Retry-After: seconds` and PingAM's JSON error body.
+    case status503(retryAfter: Int)
+    /// Wait this many seconds, then answer normally.
+    case delay(seconds: Double)
+    /// Answer `200` with a JSON content type and a truncated, unparseable body.
+    case malformedJSON
+    /// Listing only: every page carries a new `pagedResultsCookie`, so paging never ends.
+    case endlessPaging
+    /// Answer with the normal body padded to 10 MiB (a well-formed listing plus a `_padding` member),
+    /// so a client without a response size limit still reads the right records.
+    case hugeBody
+
+    /// The fault's name on the admin HTTP surface.
+    public var name: String {
+        switch self {
+        case .status500: return "status500"
+        case .status503: return "status503"
+        case .delay: return "delay"
+        case .malformedJSON: return "malformedJSON"
+        case .endlessPaging: return "endlessPaging"
+        case .hugeBody: return "hugeBody"
+        }
+    }
+
+    /// The admin HTTP form: `{"fault":"delay","seconds":2}`.
+    var json: WireJSON {
+        switch self {
+        case .status503(let retryAfter):
+            return .object(["fault": .string(name), "retryAfter": .integer(Int64(retryAfter))])
+        case .delay(let seconds):
+            return .object(["fault": .string(name), "seconds": .number(seconds)])
+        default:
+            return .object(["fault": .string(name)])
+        }
+    }
+
+    /// Parses the admin HTTP form.
+    init?(json: WireJSON) {
+        switch json["fault"]?.stringValue {
+        case "status500": self = .status500
+        case "status503":
+            let retryAfter = json["retryAfter"]?.integerValue ?? 1
+            guard retryAfter >= 0, retryAfter <= 86_400 else { return nil }
+            self = .status503(retryAfter: Int(retryAfter))
+        case "delay":
+            let seconds: Double
+            switch json["seconds"] {
+            case .integer(let value): seconds = Double(value)
+            case .number(let value): seconds = value
+            default: return nil
+            }
+            guard seconds >= 0, seconds <= 3600 else { return nil }
+            self = .delay(seconds: seconds)
+        case "malformedJSON": self = .malformedJSON
+        case "endlessPaging": self = .endlessPaging
+        case "hugeBody": self = .hugeBody
+        default: return nil
+        }
+    }
+}
+
+/// One request as the server received it, for tests that check what keymgr sent.
+public struct RecordedRequest: Sendable, Equatable {
+    /// The HTTP method, e.g. `GET`.
+    public var method: String
+    /// The raw (still percent-encoded) request target, with its query.
+    public var target: String
+    /// The request headers; credential values (`Authorization`, `iPlanetDirectoryPro`) are replaced by `[redacted]`.
+    public var headers: [String: String]
+
+    var json: WireJSON {
+        .object([
+            "method": .string(method), "target": .string(target),
+            "headers": .object(headers.mapValues { .string($0) }),
+        ])
+    }
+}

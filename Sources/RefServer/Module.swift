@@ -1,1 +1,0 @@
-// RefServer module

@@ -1,0 +1,130 @@
+import Foundation
+import Hummingbird
+
+/// One request, read in full: what every route handler works from.
+struct IncomingRequest: Sendable {
+    var method: HTTPRequest.Method
+    var rawTarget: String
+    var target: RawTarget
+    var headers: HTTPFields
+    var body: [UInt8]
+
+    /// The body as JSON; PingAM's Common REST message when it is not.
+    func jsonBody() throws -> WireJSON {
+        do {
+            return try WireJSON.parse(body)
+        } catch {
+            throw AMError.badRequest("The request could not be processed because the provided content is not valid JSON")
+        }
+    }
+}
+
+/// Dispatches requests on the RAW path (Hummingbird's router would decode and split `%2F`), so a
+/// user id containing `/`, `?`, `#` or spaces arrives intact as one segment.
+struct RequestHandler: Sendable {
+    let configuration: ReferenceServerConfiguration
+    let realms: [Realm]
+    let store: Store
+    let state: ServerState
+    let verifier: any JWSVerifier
+
+    func respond(to request: Request) async -> Response {
+        let rawTarget = request.head.path ?? "/"
+        let now = configuration.clock()
+        do {
+            guard let target = RawTarget(rawTarget) else {
+                await state.record(recorded(request, rawTarget), at: now)
+                throw AMError.badRequest("The request path is not valid percent-encoded UTF-8")
+            }
+            let isAdmin = target.segments.first == "__refserver"
+            if !isAdmin { await state.record(recorded(request, rawTarget), at: now) }
+            var mutableRequest = request
+            let buffer: ByteBuffer
+            do {
+                buffer = try await mutableRequest.collectBody(upTo: configuration.maxRequestBodySize)
+            } catch {
+                throw AMError(status: 413, message: "The request body is larger than the server accepts")
+            }
+            let incoming = IncomingRequest(
+                method: request.method, rawTarget: rawTarget, target: target, headers: request.headers,
+                body: Array(buffer.readableBytesView))
+            if isAdmin {
+                return try await AdminRoutes(handler: self).respond(to: incoming)
+            }
+            guard target.segments.first == "json" else {
+                throw AMError.notFound("Resource '\(rawTarget)' not found")
+            }
+            return try await respondAM(to: incoming)
+        } catch let error as AMError {
+            return error.response
+        } catch {
+            configuration.logger.error("request failed: \(String(describing: error))")
+            return AMError.internalError("Internal Server Error").response
+        }
+    }
+
+    /// `/json{realm}/authenticate` and `/json{realm}/users/{user}/devices/2fa/binding[/{uuid}]`.
+    private func respondAM(to request: IncomingRequest) async throws -> Response {
+        var rest = ArraySlice(request.target.segments.dropFirst())
+        var realmSegments: [String] = []
+        while rest.count >= 2, rest.first == "realms" {
+            realmSegments.append(contentsOf: rest.prefix(2))
+            rest = rest.dropFirst(2)
+        }
+        let realmPath = realmSegments.isEmpty ? "/realms/root" : "/" + realmSegments.joined(separator: "/")
+        guard let realm = realms.first(where: { $0.path == realmPath }) else {
+            throw AMError.notFound("Realm \(realmPath) not found")
+        }
+        let resource = Array(rest)
+        if resource == ["authenticate"] {
+            guard request.method == .post else { throw AMError(status: 405, message: "Method Not Allowed") }
+            return try await JourneyRoutes(handler: self, realm: realm).respond(to: request)
+        }
+        if resource.count >= 5, resource[0] == "users", resource[2] == "devices", resource[3] == "2fa",
+            resource[4] == "binding", resource.count <= 6
+        {
+            try authorize(request)
+            return try await DeviceRoutes(handler: self, realm: realm, user: resource[1])
+                .respond(to: request, uuid: resource.count == 6 ? resource[5] : nil)
+        }
+        throw AMError.notFound("Resource '\(request.target.segments.joined(separator: "/"))' not found")
+    }
+
+    /// Checks the admin credential: `Authorization: Bearer <token>` or `iPlanetDirectoryPro: <token>`.
+    func authorize(_ request: IncomingRequest) throws {
+        var presented: [String] = []
+        if let authorization = request.headers[.authorization] {
+            let parts = authorization.split(separator: " ", maxSplits: 1)
+            if parts.count == 2, parts[0].lowercased() == "bearer" {
+                presented.append(String(parts[1]).trimmingCharacters(in: .whitespaces))
+            }
+        }
+        if let session = request.headers.value(named: "iPlanetDirectoryPro") {
+            presented.append(session)
+        }
+        guard presented.contains(where: { constantTimeEqual($0, configuration.adminToken) }) else {
+            throw AMError.accessDenied
+        }
+    }
+
+    private func recorded(_ request: Request, _ rawTarget: String) -> RecordedRequest {
+        var headers: [String: String] = [:]
+        for field in request.headers {
+            let name = field.name.canonicalName
+            let redacted = name == "authorization" || name == "iplanetdirectorypro"
+            let value = redacted ? "[redacted]" : field.value
+            headers[name] = headers[name].map { "\($0), \(value)" } ?? value
+        }
+        return RecordedRequest(method: request.method.rawValue, target: rawTarget, headers: headers)
+    }
+}
+
+/// Compares two strings without an early exit on the first difference.
+func constantTimeEqual(_ lhs: String, _ rhs: String) -> Bool {
+    let left = Array(lhs.utf8)
+    let right = Array(rhs.utf8)
+    guard left.count == right.count else { return false }
+    var difference: UInt8 = 0
+    for index in left.indices { difference |= left[index] ^ right[index] }
+    return difference == 0
+}

@@ -1,0 +1,73 @@
+import Foundation
+import Hummingbird
+
+/// PingAM's (Common REST) JSON error: `{"code":401,"reason":"Unauthorized","message":"Login failure"}`.
+struct AMError: Error, Sendable {
+    var status: Int
+    var message: String
+
+    static func badRequest(_ message: String) -> AMError { AMError(status: 400, message: message) }
+    static func unauthorized(_ message: String) -> AMError { AMError(status: 401, message: message) }
+    static func notFound(_ message: String) -> AMError { AMError(status: 404, message: message) }
+    static func preconditionFailed(_ message: String) -> AMError { AMError(status: 412, message: message) }
+    static func notSupported(_ message: String) -> AMError { AMError(status: 501, message: message) }
+    static func internalError(_ message: String) -> AMError { AMError(status: 500, message: message) }
+    /// The journeys' failure: what PingAM answers when a tree ends in its Failure node.
+    static let loginFailure = AMError(status: 401, message: "Login failure")
+    /// The device REST's answer to a request without a valid session or token.
+    static let accessDenied = AMError(status: 401, message: "Access Denied")
+
+    /// The standard reason phrase, as Common REST writes it in `reason`.
+    static func reason(for status: Int) -> String {
+        switch status {
+        case 400: return "Bad Request"
+        case 401: return "Unauthorized"
+        case 403: return "Forbidden"
+        case 404: return "Not Found"
+        case 405: return "Method Not Allowed"
+        case 409: return "Conflict"
+        case 412: return "Precondition Failed"
+        case 413: return "Request Entity Too Large"
+        case 428: return "Precondition Required"
+        case 429: return "Too Many Requests"
+        case 500: return "Internal Server Error"
+        case 501: return "Not Implemented"
+        case 503: return "Service Unavailable"
+        default: return HTTPResponse.Status(code: status).reasonPhrase
+        }
+    }
+
+    var json: WireJSON {
+        .object([
+            "code": .integer(Int64(status)),
+            "reason": .string(AMError.reason(for: status)),
+            "message": .string(message),
+        ])
+    }
+
+    var response: Response { jsonResponse(json, status: status) }
+}
+
+/// A JSON response with PingAM's content type.
+func jsonResponse(_ json: WireJSON, status: Int = 200, headers extra: HTTPFields = [:]) -> Response {
+    rawJSONResponse(json.encoded(), status: status, headers: extra)
+}
+
+/// A response whose body is the given bytes, labelled as JSON (used for malformed-JSON faults too).
+func rawJSONResponse(_ body: Data, status: Int = 200, headers extra: HTTPFields = [:]) -> Response {
+    var headers: HTTPFields = [.contentType: "application/json;charset=UTF-8"]
+    headers.append(contentsOf: extra)
+    headers[.cacheControl] = "no-store"
+    return Response(
+        status: HTTPResponse.Status(code: status), headers: headers,
+        body: ResponseBody(byteBuffer: ByteBuffer(bytes: body)))
+}
+
+extension HTTPFields {
+    /// The values of the header `name` (case-insensitive), joined with ", " when repeated.
+    func value(named name: String) -> String? {
+        let wanted = name.lowercased()
+        let values = self.filter { $0.name.canonicalName == wanted }.map(\.value)
+        return values.isEmpty ? nil : values.joined(separator: ", ")
+    }
+}

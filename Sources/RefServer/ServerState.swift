@@ -1,0 +1,89 @@
+import Foundation
+import KeyManager
+
+/// Where an unfinished journey stands: kept server-side under its opaque `authId`.
+struct JourneySession: Sendable {
+    enum Step: Sendable {
+        /// Waiting for NameCallback (and, for binding, PasswordCallback).
+        case credentials
+        /// Waiting for the DeviceBindingCallback or DeviceSigningVerifierCallback answer.
+        case device(username: String, challenge: String)
+    }
+
+    var journey: Journey
+    var realm: Realm
+    var step: Step
+    var expiresAt: Date
+}
+
+/// The server's mutable, in-memory state: faults, unfinished journeys, the request journal.
+actor ServerState {
+    private struct ArmedFault {
+        var fault: Fault
+        /// How many more requests it applies to; nil = until cleared.
+        var remaining: Int?
+    }
+
+    private var faults: [String: ArmedFault] = [:]
+    private var sessions: [String: JourneySession] = [:]
+    private var journal: [RecordedRequest] = []
+    private let journalLimit = 1000
+    private(set) var lastActivity = Date()
+
+    // MARK: faults
+
+    func setFault(_ fault: Fault, user: String, count: Int?) {
+        faults[user] = ArmedFault(fault: fault, remaining: count)
+    }
+
+    func clearFault(user: String) { faults[user] = nil }
+
+    func clearFaults() { faults.removeAll() }
+
+    func currentFaults() -> [String: Fault] { faults.mapValues(\.fault) }
+
+    /// The fault armed for `user` that applies to this request, counting it as used.
+    func takeFault(user: String, isListing: Bool) -> Fault? {
+        guard var armed = faults[user] else { return nil }
+        if armed.fault == .endlessPaging, !isListing { return nil }
+        if let remaining = armed.remaining {
+            if remaining <= 1 { faults[user] = nil } else { armed.remaining = remaining - 1; faults[user] = armed }
+        }
+        return armed.fault
+    }
+
+    // MARK: journeys
+
+    func storeSession(_ session: JourneySession, authId: String, now: Date) {
+        sessions = sessions.filter { $0.value.expiresAt > now }
+        sessions[authId] = session
+    }
+
+    /// Removes and returns the session: every answer either ends the journey or opens a new `authId`.
+    func takeSession(_ authId: String, now: Date) -> JourneySession? {
+        guard let session = sessions.removeValue(forKey: authId), session.expiresAt > now else { return nil }
+        return session
+    }
+
+    // MARK: journal
+
+    func record(_ request: RecordedRequest, at date: Date) {
+        lastActivity = date
+        journal.append(request)
+        if journal.count > journalLimit { journal.removeFirst(journal.count - journalLimit) }
+    }
+
+    func recordedRequests() -> [RecordedRequest] { journal }
+
+    func clearRecordedRequests() { journal.removeAll() }
+}
+
+/// Random bytes from keymgr's CSPRNG wrapper (OpenSSL's RAND_bytes).
+func randomBytes(_ count: Int) throws -> [UInt8] {
+    try SecureRandom.bytes(count: count)
+}
+
+/// A random opaque token, base64url without padding.
+func randomToken(bytes count: Int) throws -> String {
+    Base64URL.encode(try randomBytes(count))
+}
