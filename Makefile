@@ -27,7 +27,7 @@ build: deps
 
 test: deps
 	swift build --build-tests
-	swift test --skip-build --parallel --num-workers 2
+	swift test --skip-build --disable-swift-testing
 
 demo: build
 	./scripts/demo.sh "$$(swift build --show-bin-path)"

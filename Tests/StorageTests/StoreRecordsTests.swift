@@ -92,3 +92,25 @@ final class StoreRecordsTests: StorageTestCase {
         XCTAssertTrue(try store.read { try $0.tokenSets() }.isEmpty)
     }
 }
+
+final class StoredTimestampTests: StorageTestCase {
+    func testRecordDatesAreStoredAsKeymgrTimestamps() throws {
+        let store = try openStore()
+        let at = Date(timeIntervalSince1970: 1_795_000_000.123)
+        try store.write { writer in
+            try writer.upsertUser(userId: "alice", username: nil, at: at)
+            try writer.insert(UserKeyRecord(kid: "k1", userId: "alice", issuer: "keymgr", authType: "NONE", publicJwk: "{}",
+                                            wrappedPrivateKey: Data([1]), status: .active, serverState: .unregistered,
+                                            createdAt: at, lastUsedAt: at))
+        }
+        let raw = try store.read { reader in
+            try Row.fetchOne(reader.db, sql: "SELECT k.created_at, k.last_used_at, u.created_at AS user_created FROM user_keys k JOIN users u USING (user_id)")
+        }
+        let text = Timestamp.string(from: at)
+        XCTAssertEqual(text, "2026-11-18T11:06:40.123Z")
+        XCTAssertEqual(raw?["created_at"], text)
+        XCTAssertEqual(raw?["last_used_at"], text)
+        XCTAssertEqual(raw?["user_created"], text)
+        XCTAssertEqual(try store.read { try $0.key(kid: "k1") }?.createdAt, Timestamp.date(from: text))
+    }
+}

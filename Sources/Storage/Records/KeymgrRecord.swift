@@ -7,10 +7,10 @@ public protocol KeymgrRecord: Codable, Sendable, FetchableRecord, PersistableRec
 extension KeymgrRecord {
     public static var databaseColumnDecodingStrategy: DatabaseColumnDecodingStrategy { .convertFromSnakeCase }
     public static var databaseColumnEncodingStrategy: DatabaseColumnEncodingStrategy { .convertToSnakeCase }
-    public static var databaseDateEncodingStrategy: DatabaseDateEncodingStrategy {
+    public static func databaseDateEncodingStrategy(for column: String) -> DatabaseDateEncodingStrategy {
         .custom { Timestamp.string(from: $0) }
     }
-    public static var databaseDateDecodingStrategy: DatabaseDateDecodingStrategy {
+    public static func databaseDateDecodingStrategy(for column: String) -> DatabaseDateDecodingStrategy {
         .custom { value in String.fromDatabaseValue(value).flatMap(Timestamp.date(from:)) }
     }
 }
