@@ -1,4 +1,5 @@
 import Foundation
+import KeyManager
 import Hummingbird
 
 /// The test surface under `/__refserver/` (not part of PingAM), behind the admin credential:
@@ -32,7 +33,7 @@ struct AdminRoutes: Sendable {
             let devices = try await handler.store.allDevices()
             return jsonResponse(
                 .object([
-                    "result": .array(devices.map(\.adminJSON)), "resultCount": .integer(Int64(devices.count)),
+                    "result": .array(devices.map(\.adminJSON)), "resultCount": .int(Int64(devices.count)),
                 ]))
         case (.post, "devices", 1):
             let device = try deviceFromBody(try request.jsonBody())
@@ -54,7 +55,7 @@ struct AdminRoutes: Sendable {
                 throw AMError.badRequest(
                     "fault must be one of status500, status503 (retryAfter), delay (seconds), malformedJSON, endlessPaging, hugeBody")
             }
-            let count = body["count"]?.integerValue
+            let count = body["count"]?.intValue
             if let count, count < 1 { throw AMError.badRequest("count must be at least 1") }
             await handler.state.setFault(fault, user: path[1], count: count.map { Int($0) })
             return jsonResponse(fault.json)
@@ -84,7 +85,7 @@ struct AdminRoutes: Sendable {
     }
 
     /// `{"user","realm"?,"deviceId","deviceName","key":{…,"kid"},"createdDate"?,"lastAccessDate"?}`.
-    private func deviceFromBody(_ body: WireJSON) throws -> BoundDevice {
+    private func deviceFromBody(_ body: JSONValue) throws -> BoundDevice {
         guard let user = body["user"]?.stringValue, !user.isEmpty,
             let deviceId = body["deviceId"]?.stringValue,
             let members = body["key"]?.objectValue
@@ -93,10 +94,10 @@ struct AdminRoutes: Sendable {
         for (name, value) in members { if let text = value.stringValue { key[name] = text } }
         guard let kid = key["kid"], !kid.isEmpty else { throw AMError.badRequest("key.kid is required") }
         let now = Int64((handler.configuration.clock().timeIntervalSince1970 * 1000).rounded())
-        let created = body["createdDate"]?.integerValue ?? now
+        let created = body["createdDate"]?.intValue ?? now
         return BoundDevice(
             uuid: kid, realmPath: try realmPath(body["realm"]?.stringValue), user: user, deviceId: deviceId,
             deviceName: body["deviceName"]?.stringValue ?? "", createdDate: created,
-            lastAccessDate: body["lastAccessDate"]?.integerValue ?? created, key: key)
+            lastAccessDate: body["lastAccessDate"]?.intValue ?? created, key: key)
     }
 }

@@ -1,4 +1,5 @@
 import Foundation
+import KeyManager
 
 /// One device binding record, as PingAM keeps it under a user's profile
 /// (`/users/{user}/devices/2fa/binding`).
@@ -51,22 +52,22 @@ public struct BoundDevice: Sendable, Equatable {
     }
 
     /// The record exactly as PingAM's device REST returns it.
-    var wireJSON: WireJSON {
+    var wireJSON: JSONValue {
         .object([
             "_id": .string(uuid),
             "_rev": .string(revision),
             "uuid": .string(uuid),
             "deviceId": .string(deviceId),
             "deviceName": .string(deviceName),
-            "createdDate": .integer(createdDate),
-            "lastAccessDate": .integer(lastAccessDate),
+            "createdDate": .int(createdDate),
+            "lastAccessDate": .int(lastAccessDate),
             "key": .object(key.mapValues { .string($0) }),
             "deviceManagementStatus": .bool(deviceManagementStatus),
         ])
     }
 
     /// The record with the realm and user it belongs to, for the admin listing (not a PingAM shape).
-    var adminJSON: WireJSON {
+    var adminJSON: JSONValue {
         guard case .object(var members) = wireJSON else { return wireJSON }
         members["realm"] = .string(realmPath)
         members["user"] = .string(user)

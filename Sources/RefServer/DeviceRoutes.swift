@@ -99,19 +99,19 @@ struct DeviceRoutes: Sendable {
         if matchesAll {
             page = try await handler.store.page(realm: realm.path, user: user, after: after, limit: pageSize)
         }
-        var cookie: WireJSON = page.nextAfter.map { .string(DeviceRoutes.encodeCookie(after: $0)) } ?? .null
+        var cookie: JSONValue = page.nextAfter.map { .string(DeviceRoutes.encodeCookie(after: $0)) } ?? .null
         if endless {
             // Past the last record the cookie points beyond every row: empty pages, forever.
             let position = page.nextAfter ?? Int64.max
             cookie = .string(DeviceRoutes.encodeCookie(after: position, nonce: try randomToken(bytes: 8)))
         }
-        var members: [String: WireJSON] = [
+        var members: [String: JSONValue] = [
             "result": .array(page.devices.map(\.wireJSON)),
-            "resultCount": .integer(Int64(page.devices.count)),
+            "resultCount": .int(Int64(page.devices.count)),
             "pagedResultsCookie": cookie,
             "totalPagedResultsPolicy": .string("NONE"),
-            "totalPagedResults": .integer(-1),
-            "remainingPagedResults": .integer(-1),
+            "totalPagedResults": .int(-1),
+            "remainingPagedResults": .int(-1),
         ]
         if padded { members["_padding"] = .string(String(repeating: "x", count: DeviceRoutes.hugeBodySize)) }
         return jsonResponse(.object(members))

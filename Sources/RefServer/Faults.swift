@@ -1,4 +1,5 @@
 import Foundation
+import KeyManager
 
 /// A misbehaviour the reference server can be told to show on the device REST for one user id, so
 /// tests can watch keymgr's sync survive a broken server (DESIGN.md, sync rules 6 and 10).
@@ -30,30 +31,30 @@ public enum Fault: Sendable, Equatable {
     }
 
     /// The admin HTTP form: `{"fault":"delay","seconds":2}`.
-    var json: WireJSON {
+    var json: JSONValue {
         switch self {
         case .status503(let retryAfter):
-            return .object(["fault": .string(name), "retryAfter": .integer(Int64(retryAfter))])
+            return .object(["fault": .string(name), "retryAfter": .int(Int64(retryAfter))])
         case .delay(let seconds):
-            return .object(["fault": .string(name), "seconds": .number(seconds)])
+            return .object(["fault": .string(name), "seconds": .double(seconds)])
         default:
             return .object(["fault": .string(name)])
         }
     }
 
     /// Parses the admin HTTP form.
-    init?(json: WireJSON) {
+    init?(json: JSONValue) {
         switch json["fault"]?.stringValue {
         case "status500": self = .status500
         case "status503":
-            let retryAfter = json["retryAfter"]?.integerValue ?? 1
+            let retryAfter = json["retryAfter"]?.intValue ?? 1
             guard retryAfter >= 0, retryAfter <= 86_400 else { return nil }
             self = .status503(retryAfter: Int(retryAfter))
         case "delay":
             let seconds: Double
             switch json["seconds"] {
-            case .integer(let value): seconds = Double(value)
-            case .number(let value): seconds = value
+            case .int(let value): seconds = Double(value)
+            case .double(let value): seconds = value
             default: return nil
             }
             guard seconds >= 0, seconds <= 3600 else { return nil }
@@ -75,7 +76,7 @@ public struct RecordedRequest: Sendable, Equatable {
     /// The request headers; credential values (`Authorization`, `iPlanetDirectoryPro`) are replaced by `[redacted]`.
     public var headers: [String: String]
 
-    var json: WireJSON {
+    var json: JSONValue {
         .object([
             "method": .string(method), "target": .string(target),
             "headers": .object(headers.mapValues { .string($0) }),

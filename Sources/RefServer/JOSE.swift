@@ -3,8 +3,8 @@ import KeyManager
 
 /// A compact JWS taken apart: protected header and claims.
 struct VerifiedToken: Sendable {
-    var header: WireJSON
-    var claims: WireJSON
+    var header: JSONValue
+    var claims: JSONValue
 }
 
 /// Why a JWS was refused; the journey answers every one of them with PingAM's 401.
@@ -40,22 +40,7 @@ struct KeyManagerJWSVerifier: JWSVerifier {
 
 extension VerifiedToken {
     init(_ decoded: DecodedJWS) {
-        header = WireJSON(.object(decoded.header))
-        claims = WireJSON(.object(decoded.claims))
-    }
-}
-
-extension WireJSON {
-    /// The same JSON value in the server's wire type.
-    init(_ value: JSONValue) {
-        switch value {
-        case .string(let text): self = .string(text)
-        case .int(let number): self = .integer(number)
-        case .double(let number): self = .number(number)
-        case .bool(let flag): self = .bool(flag)
-        case .null: self = .null
-        case .array(let elements): self = .array(elements.map(WireJSON.init))
-        case .object(let members): self = .object(members.mapValues(WireJSON.init))
-        }
+        header = .object(decoded.header)
+        claims = .object(decoded.claims)
     }
 }

@@ -1,4 +1,5 @@
 import Foundation
+import KeyManager
 
 /// The checks PingAM's Device Binding and Device Signing Verifier nodes make on a JWS.
 struct JWSChecks: Sendable {
@@ -51,13 +52,13 @@ struct JWSChecks: Sendable {
         try checkClaims(token.claims, subject: subject, challenge: challenge)
     }
 
-    private func checkAlgorithm(_ header: WireJSON) throws {
+    private func checkAlgorithm(_ header: JSONValue) throws {
         guard header["alg"]?.stringValue == "ES256" else { throw JWSRejection("alg is not ES256") }
     }
 
     /// `sub` is the user's universal id, `challenge` the one issued, `iss` an allowed application id,
     /// and `exp`, `nbf`, `iat` (seconds since the epoch) hold within the allowed skew.
-    func checkClaims(_ claims: WireJSON, subject: String, challenge: String) throws {
+    func checkClaims(_ claims: JSONValue, subject: String, challenge: String) throws {
         guard claims["sub"]?.stringValue == subject else { throw JWSRejection("sub is not the user") }
         guard let presented = claims["challenge"]?.stringValue, constantTimeEqual(presented, challenge) else {
             throw JWSRejection("challenge does not match")
@@ -73,10 +74,10 @@ struct JWSChecks: Sendable {
         guard current >= iat - skew else { throw JWSRejection("the JWS was issued in the future") }
     }
 
-    private func seconds(_ value: WireJSON?) -> Double? {
+    private func seconds(_ value: JSONValue?) -> Double? {
         switch value {
-        case .integer(let seconds): return Double(seconds)
-        case .number(let seconds) where seconds.isFinite: return seconds
+        case .int(let seconds): return Double(seconds)
+        case .double(let seconds) where seconds.isFinite: return seconds
         default: return nil
         }
     }

@@ -1,4 +1,5 @@
 import Foundation
+import KeyManager
 import Hummingbird
 
 /// PingAM's authentication trees at `POST /json{realm}/authenticate?authIndexType=service&authIndexValue=<tree>`:
@@ -12,7 +13,7 @@ struct JourneyRoutes: Sendable {
 
     func respond(to request: IncomingRequest) async throws -> Response {
         let now = configuration.clock()
-        let body: WireJSON = request.body.isEmpty ? .object([:]) : try request.jsonBody()
+        let body: JSONValue = request.body.isEmpty ? .object([:]) : try request.jsonBody()
         if let authId = body["authId"]?.stringValue {
             guard let session = await handler.state.takeSession(authId, now: now), session.realm == realm else {
                 throw AMError.unauthorized("Session has timed out")
@@ -33,7 +34,7 @@ struct JourneyRoutes: Sendable {
         guard let journey = configuration.journeys.first(where: { $0.name == name }) else {
             throw AMError.badRequest("No configuration found for tree \(name)")
         }
-        var callbacks: [WireJSON] = [
+        var callbacks: [JSONValue] = [
             JourneyRoutes.callback(
                 "NameCallback", id: 0, output: [("prompt", .string("User Name"))], input: [("IDToken1", .string(""))])
         ]
@@ -69,7 +70,7 @@ struct JourneyRoutes: Sendable {
                             ("title", .string("Authentication required")),
                             ("subtitle", .string("Cryptography device binding")),
                             ("description", .string("Please complete with biometric to proceed")),
-                            ("timeout", .integer(Int64(configuration.callbackTimeout))),
+                            ("timeout", .int(Int64(configuration.callbackTimeout))),
                         ],
                         input: [
                             ("IDToken1jws", .string("")), ("IDToken1deviceName", .string("")),
@@ -92,7 +93,7 @@ struct JourneyRoutes: Sendable {
                             ("title", .string("Authentication required")),
                             ("subtitle", .string("Cryptography device binding")),
                             ("description", .string("Please complete with biometric to proceed")),
-                            ("timeout", .integer(Int64(configuration.callbackTimeout))),
+                            ("timeout", .int(Int64(configuration.callbackTimeout))),
                         ],
                         input: [("IDToken1jws", .string("")), ("IDToken1clientError", .string(""))])
                 })
@@ -106,7 +107,7 @@ struct JourneyRoutes: Sendable {
     }
 
     private func deviceStep(
-        _ session: JourneySession, username: String, now: Date, callback: (String) -> WireJSON
+        _ session: JourneySession, username: String, now: Date, callback: (String) -> JSONValue
     ) async throws -> Response {
         // 32 random bytes, base64 (with padding), as PingAM's nodes issue them.
         let challenge = Data(try randomBytes(32)).base64EncodedString()
@@ -115,7 +116,7 @@ struct JourneyRoutes: Sendable {
         return try await self.next(next, callbacks: [callback(challenge)], now: now)
     }
 
-    private func next(_ session: JourneySession, callbacks: [WireJSON], now: Date) async throws -> Response {
+    private func next(_ session: JourneySession, callbacks: [JSONValue], now: Date) async throws -> Response {
         let authId = try randomToken(bytes: 32)
         await handler.state.storeSession(session, authId: authId, now: now)
         return jsonResponse(.object(["authId": .string(authId), "callbacks": .array(callbacks)]))
@@ -197,25 +198,25 @@ struct JourneyRoutes: Sendable {
     // MARK: wire helpers
 
     static func callback(
-        _ type: String, id: Int, output: [(String, WireJSON)], input: [(String, WireJSON)]
-    ) -> WireJSON {
+        _ type: String, id: Int, output: [(String, JSONValue)], input: [(String, JSONValue)]
+    ) -> JSONValue {
         .object([
             "type": .string(type),
             "output": .array(output.map { .object(["name": .string($0.0), "value": $0.1]) }),
             "input": .array(input.map { .object(["name": .string($0.0), "value": $0.1]) }),
-            "_id": .integer(Int64(id)),
+            "_id": .int(Int64(id)),
         ])
     }
 
     /// Every callback input the client sent, by name (`IDToken1`, `IDToken1jws`, …).
-    static func inputs(of body: WireJSON) -> [String: String] {
+    static func inputs(of body: JSONValue) -> [String: String] {
         var inputs: [String: String] = [:]
         for callback in body["callbacks"]?.arrayValue ?? [] {
             for input in callback["input"]?.arrayValue ?? [] {
                 guard let name = input["name"]?.stringValue else { continue }
                 switch input["value"] {
                 case .string(let value): inputs[name] = value
-                case .integer(let value): inputs[name] = String(value)
+                case .int(let value): inputs[name] = String(value)
                 case .bool(let value): inputs[name] = String(value)
                 default: continue
                 }

@@ -1,4 +1,5 @@
 import Foundation
+import KeyManager
 import Hummingbird
 
 /// One request, read in full: what every route handler works from.
@@ -10,9 +11,9 @@ struct IncomingRequest: Sendable {
     var body: [UInt8]
 
     /// The body as JSON; PingAM's Common REST message when it is not.
-    func jsonBody() throws -> WireJSON {
+    func jsonBody() throws -> JSONValue {
         do {
-            return try WireJSON.parse(body)
+            return try JSONValue.parse(body)
         } catch {
             throw AMError.badRequest("The request could not be processed because the provided content is not valid JSON")
         }

@@ -1,4 +1,5 @@
 import Foundation
+import KeyManager
 import Hummingbird
 
 /// PingAM's (Common REST) JSON error: `{"code":401,"reason":"Unauthorized","message":"Login failure"}`.
@@ -37,9 +38,9 @@ struct AMError: Error, Sendable {
         }
     }
 
-    var json: WireJSON {
+    var json: JSONValue {
         .object([
-            "code": .integer(Int64(status)),
+            "code": .int(Int64(status)),
             "reason": .string(AMError.reason(for: status)),
             "message": .string(message),
         ])
@@ -49,7 +50,7 @@ struct AMError: Error, Sendable {
 }
 
 /// A JSON response with PingAM's content type.
-func jsonResponse(_ json: WireJSON, status: Int = 200, headers extra: HTTPFields = [:]) -> Response {
+func jsonResponse(_ json: JSONValue, status: Int = 200, headers extra: HTTPFields = [:]) -> Response {
     rawJSONResponse(json.encoded(), status: status, headers: extra)
 }
 
