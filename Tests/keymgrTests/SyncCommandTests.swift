@@ -199,7 +199,7 @@ final class SyncCommandTests: ServerTestCase {
 
         // People get a short summary on stdout, and no progress line when stderr is not a terminal.
         let human = try sandbox.succeed(["sync"])
-        XCTAssertTrue(human.stdout.contains("users:") && human.stdout.contains("keys in sync"), human.stdout)
+        XCTAssertTrue(human.stdout.contains("users checked:") && human.stdout.contains("keys unchanged"), human.stdout)
         XCTAssertFalse(human.stderr.contains("\r"), human.stderr)
         XCTAssertEqual(try sandbox.succeed(["audit", "verify"]).status, 0)
     }
@@ -341,7 +341,11 @@ final class SyncCommandTests: ServerTestCase {
 
         // An administrator removes it with the same one-segment path, and the next sync revokes it here.
         try server.deleteBinding(user: segment, uuid: try XCTUnwrap(key["kid"] as? String))
-        let revoked = try sync()
-        XCTAssertEqual(revoked["revoked"] as? [String], [key["kid"] as? String ?? ""])
+        let revoked = try sandbox.succeed(["sync"])
+        let kid = try XCTUnwrap(key["kid"] as? String)
+        let row = revoked.stdout.split(separator: "\n").first { $0.hasPrefix("revoked") }.map(String.init) ?? ""
+        XCTAssertTrue(row.contains(universalId(awkward)) && row.contains(kid), revoked.stdout)
+        XCTAssertTrue(revoked.stdout.contains("1 revoked"), revoked.stdout)
+        XCTAssertEqual(try keys()[kid]?["status"] as? String, "revoked")
     }
 }

@@ -69,7 +69,7 @@ struct SyncCommand: KeymgrCommand {
             if globals.json {
                 console.answer(json: SyncReport.json(dryRun: dryRun))
             } else {
-                console.answer("0 users: nothing to reconcile")
+                console.answer("0 users checked: nothing to reconcile")
             }
             return
         }
@@ -102,14 +102,15 @@ struct SyncCommand: KeymgrCommand {
                 look removed), then re-run with --force to revoke them
                 """)
         }
-        printReport(report, console: console)
+        printReport(report, console: console, owners: globals.json ? [:] : try Self.owners(of: report, in: manager))
         for error in report.errors {
             StandardStream.error.write("keymgr: \(TextTable.printable(error.userId)): \(error.message) (\(error.code))\n")
         }
         if !report.errors.isEmpty { throw ExitCode(2) }
     }
 
-    private func printReport(_ report: SyncReport, console: Console) {
+    /// The report: JSON, or for people a table of what changed (kid and user) and a one-line summary.
+    private func printReport(_ report: SyncReport, console: Console, owners: [String: String] = [:]) {
         if globals.json {
             console.answer(json: report.json)
             return
@@ -117,22 +118,28 @@ struct SyncCommand: KeymgrCommand {
         var rows: [[String]] = []
         for (change, kids) in [("registered", report.registered), ("revoked", report.revoked),
                                ("deleted on server", report.serverDeleted)] {
-            rows += kids.map { [change, $0] }
+            rows += kids.map { [change, HumanText.text(owners[$0]), $0] }
         }
         let orphanChange = pruneOrphans && !report.dryRun ? "orphan, deleted" : "orphan"
-        rows += report.orphans.map { [orphanChange, $0] }
+        rows += report.orphans.map { [orphanChange, "-", $0] }
         if !rows.isEmpty {
-            console.answer(TextTable(headers: [report.dryRun ? "PLANNED" : "CHANGE", "KID"], rows: rows).rendered)
+            console.answer(TextTable(headers: [report.dryRun ? "PLANNED" : "CHANGE", "USER ID", "KID"], rows: rows).rendered)
         }
-        let prefix = report.dryRun ? "dry run, nothing written: " : ""
-        var summary = "\(prefix)\(report.users) users: \(report.inSync) keys in sync, \(report.registered.count) newly registered, "
-            + "\(report.revoked.count) revoked, \(report.serverDeleted.count) deleted on the server, "
-            + "\(report.orphans.count) orphans, \(report.errors.count) users with errors"
-        if !report.dryRun { summary += "; \(report.writes) writes" }
+        var summary = report.dryRun ? "dry run, nothing written: " : ""
+        summary += "\(report.users) users checked: \(report.registered.count) newly registered, \(report.revoked.count) revoked, "
+            + "\(report.serverDeleted.count) deleted on the server, \(report.orphans.count) orphans, "
+            + "\(report.errors.count) users with errors; \(report.inSync) keys unchanged"
+        if !report.dryRun { summary += ", \(report.writes) writes" }
         console.answer(summary)
         if !report.orphans.isEmpty && !pruneOrphans {
             console.warn("orphans are bindings of this device the store never held: `keymgr sync --prune-orphans` deletes them on the server")
         }
+    }
+
+    /// The user id of each kid the report names, for the people's table.
+    private static func owners(of report: SyncReport, in manager: KeyManager) throws -> [String: String] {
+        guard !(report.registered.isEmpty && report.revoked.isEmpty && report.serverDeleted.isEmpty) else { return [:] }
+        return Dictionary(try manager.allKeys().map { ($0.kid, $0.userId) }, uniquingKeysWith: { first, _ in first })
     }
 
     /// The library's logs on stderr: warnings, or everything with --verbose.
