@@ -15,7 +15,8 @@ struct Keymgr: ParsableCommand {
             Example:
               keymgr --home /var/lib/keymgr init --device-name "kiosk 7"
               printf '482916\\n' | keymgr bind --user alice --auth-type app-pin --pin-stdin
-              keymgr server set --dialect pingam --base-url https://am.example.com/am --credential-file /etc/keymgr/admin.token
+              keymgr server set --dialect pingam --base-url https://am.example.com/am \\
+                --credential-file /etc/keymgr/admin.token
               keymgr sync
 
             Exit status: 0 success, 1 failure, 2 sync finished but some users could not be reconciled, \

@@ -307,6 +307,43 @@ final class SyncCommandTests: ServerTestCase {
         XCTAssertEqual(try sandbox.succeed(["audit", "verify", "--json"]).object()["intact"] as? Bool, true)
     }
 
+    func testAProgressLineIsShownOnATerminalAndClearedAtTheEnd() throws {
+        try start(users: ["alice", "bob"])
+        try registerSettled(["alice", "bob"])
+        // keymgr on a pseudo-terminal (stdout and stderr both), everything it wrote captured.
+        let driver = sandbox.root.appendingPathComponent("pty-run.py")
+        try """
+            import os, pty, sys
+            pid, fd = pty.fork()
+            if pid == 0:
+                os.execv(sys.argv[1], sys.argv[1:])
+            seen = b""
+            while True:
+                try:
+                    chunk = os.read(fd, 4096)
+                except OSError:
+                    break
+                if not chunk:
+                    break
+                seen += chunk
+            _, status = os.waitpid(pid, 0)
+            sys.stdout.buffer.write(seen)
+            sys.exit(os.waitstatus_to_exitcode(status))
+            """.write(to: driver, atomically: true, encoding: .utf8)
+        func onTerminal(_ arguments: [String]) throws -> Outcome {
+            try sandbox.run(URL(fileURLWithPath: "/usr/bin/env"),
+                            ["python3", driver.path, Sandbox.binary.path, "--home", sandbox.home.path] + arguments)
+        }
+        let shown = try onTerminal(["sync"])
+        XCTAssertEqual(shown.status, 0, shown.summary)
+        XCTAssertTrue(shown.stdout.contains("\rsyncing: 2/2 users"), shown.stdout.debugDescription)
+        let cleared = try XCTUnwrap(shown.stdout.range(of: "\r\u{1B}[K", options: .backwards))
+        XCTAssertTrue(shown.stdout[cleared.upperBound...].contains("2 users checked"), "cleared before the summary: \(shown.stdout.debugDescription)")
+        let quiet = try onTerminal(["sync", "--quiet"])
+        XCTAssertEqual(quiet.status, 0, quiet.summary)
+        XCTAssertFalse(quiet.stdout.contains("syncing:"), quiet.stdout.debugDescription)
+    }
+
     func testAnUnreachableServerFailsEveryUserWithExit2() throws {
         try start(users: ["alice"])
         try registerSettled(["alice"])

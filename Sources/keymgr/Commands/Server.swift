@@ -10,7 +10,8 @@ struct Server: ParsableCommand {
         abstract: "Configure the identity server keymgr syncs with, or show it.",
         discussion: """
             Example:
-              keymgr server set --dialect pingam --base-url https://am.example.com/am --credential-file /etc/keymgr/admin.token
+              keymgr server set --dialect pingam --base-url https://am.example.com/am \\
+                --credential-file /etc/keymgr/admin.token
               keymgr server show
             """,
         subcommands: [Configure.self, Show.self])
@@ -26,7 +27,7 @@ struct Server: ParsableCommand {
 
         static func help(for value: TokenBinding) -> ArgumentHelp? {
             switch value {
-            case .bound: "Ask for DPoP-bound tokens (the default)."
+            case .bound: "Ask for DPoP-bound tokens."
             case .unbound: "Ask for tokens not bound to a key."
             }
         }
@@ -46,8 +47,10 @@ struct Server: ParsableCommand {
                 With --json prints the `server show` object.
 
                 Example:
-                  keymgr server set --dialect pingam --base-url https://am.example.com/am --realm-path /realms/root/realms/alpha \\
-                    --credential-file /etc/keymgr/admin.token --credential-header iPlanetDirectoryPro
+                  keymgr server set --dialect pingam --base-url https://am.example.com/am \\
+                    --realm-path /realms/root/realms/alpha \\
+                    --credential-file /etc/keymgr/admin.token \\
+                    --credential-header iPlanetDirectoryPro
                 """)
 
         @OptionGroup var globals: GlobalOptions
@@ -58,7 +61,7 @@ struct Server: ParsableCommand {
         @Option(help: ArgumentHelp("The server's base URL (http or https), e.g. https://am.example.com/am.", valueName: "url"))
         var baseUrl: String
 
-        @Option(help: ArgumentHelp("PingAM's realm path (default: /realms/root).", valueName: "path"))
+        @Option(help: ArgumentHelp("PingAM's realm path.", valueName: "path"))
         var realmPath: String = "/realms/root"
 
         @Option(help: ArgumentHelp("The file holding the admin token (mode 0600).", valueName: "file"), completion: .file())

@@ -39,20 +39,20 @@ struct SyncCommand: KeymgrCommand {
     @Option(help: ArgumentHelp(
         "Revoke at most this percentage of the active keys in one run (at least 1 key) unless --force (default: 20).",
         valueName: "percent"))
-    var maxRevoke: Double = 20
+    var maxRevoke: Double?
 
     @Flag(help: "Apply revocations even beyond --max-revoke (check the server first).")
     var force = false
 
     @Option(help: ArgumentHelp("Seconds to wait for each server request (default: 15).", valueName: "s"))
-    var timeout: Double = 15
+    var timeout: Double?
 
-    @Option(help: ArgumentHelp("Users listed at once (default: 8).", valueName: "n"))
+    @Option(help: ArgumentHelp("Users listed at once.", valueName: "n"))
     var concurrency: Int = 8
 
     func validate() throws {
-        guard (0...100).contains(maxRevoke) else { throw ValidationError("--max-revoke must be a percentage from 0 to 100") }
-        guard timeout > 0, timeout <= 3600 else { throw ValidationError("--timeout must be more than 0 and at most 3600 seconds") }
+        if let maxRevoke, !(0...100).contains(maxRevoke) { throw ValidationError("--max-revoke must be a percentage from 0 to 100") }
+        if let timeout, !(timeout > 0 && timeout <= 3600) { throw ValidationError("--timeout must be more than 0 and at most 3600 seconds") }
         guard (1...64).contains(concurrency) else { throw ValidationError("--concurrency must be from 1 to 64") }
     }
 
@@ -73,14 +73,14 @@ struct SyncCommand: KeymgrCommand {
             }
             return
         }
-        let devices = PingAMDeviceClient(profile: profile, http: URLSessionHTTPClient(timeout: timeout),
+        let devices = PingAMDeviceClient(profile: profile, http: URLSessionHTTPClient(timeout: timeout ?? 15),
                                          adminHeader: try profile.adminHeader())
         let service = SyncService(manager: manager, devices: devices, logger: logger)
         let options = {
             var options = SyncOptions()
             options.dryRun = dryRun
             options.pruneOrphans = pruneOrphans
-            options.maxRevokePercent = maxRevoke
+            options.maxRevokePercent = maxRevoke ?? options.maxRevokePercent
             options.force = force
             options.concurrency = concurrency
             return options
@@ -97,7 +97,7 @@ struct SyncCommand: KeymgrCommand {
         if report.safetyValveTripped {
             throw KeyManagerError(.safetyValve, """
                 safety valve: this run would revoke \(report.plannedRevocations) keys the server no longer lists, \
-                more than the limit of \(report.revocationLimit) (--max-revoke \(Self.percent(maxRevoke)) of the active keys); \
+                more than the limit of \(report.revocationLimit) (--max-revoke \(Self.percent(options.maxRevokePercent)) of the active keys); \
                 nothing was applied. Check the server (a wrong realm or credential, or a server fault, can make keys \
                 look removed), then re-run with --force to revoke them
                 """)
