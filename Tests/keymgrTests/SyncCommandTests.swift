@@ -108,6 +108,10 @@ final class ServerCommandTests: XCTestCase {
 
     func testSyncWithoutAServerOrCredentialIsAConfigurationError() throws {
         let sandbox = try Sandbox()
+        let noStore = try sandbox.keymgr(["sync", "--json"])
+        try assertJSONError(noStore, status: 78, code: "config")
+        XCTAssertTrue(noStore.stderr.contains("keymgr init"), noStore.stderr)
+        XCTAssertFalse(FileManager.default.fileExists(atPath: sandbox.home.path), "sync creates no home")
         try sandbox.initialise()
         try assertJSONError(try sandbox.keymgr(["sync", "--json"]), status: 78, code: "config")
         try sandbox.succeed(["server", "set", "--dialect", "pingam", "--base-url", "http://127.0.0.1:9"])
