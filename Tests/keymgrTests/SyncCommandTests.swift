@@ -8,6 +8,22 @@ final class ServerCommandTests: XCTestCase {
         "registrationEndpoint", "revocationEndpoint", "deviceAuthorizationEndpoint", "tokenBinding", "updatedAt",
     ]
 
+    func testTheNewCommandsHaveHelpWithAnExample() throws {
+        let sandbox = try Sandbox()
+        for command in [["server"], ["server", "set"], ["server", "show"], ["sync"]] {
+            let help = try sandbox.keymgr(command + ["--help"])
+            XCTAssertEqual(help.status, 0, help.summary)
+            XCTAssertTrue(help.stdout.contains("Example:"), "no example in `keymgr \(command.joined(separator: " ")) --help`")
+        }
+        for command in ["bind", "sign"] {
+            let help = try sandbox.keymgr([command, "--help"]).stdout
+            XCTAssertTrue(help.contains("--journey") && help.contains("--password-fd"), help)
+            XCTAssertTrue(help.contains("keymgr \(command) --journey"), "an example of \(command) --journey: \(help)")
+        }
+        let root = try sandbox.keymgr(["--help"]).stdout
+        XCTAssertTrue(root.contains("  server ") && root.contains("  sync "), root)
+    }
+
     func testServerSetAndShowKeepSettingsNeverTheCredential() throws {
         let sandbox = try Sandbox()
         try sandbox.initialise()

@@ -18,7 +18,7 @@ struct Bind: KeymgrCommand {
             challenge and the user id; the key is stored as registered. With --json the key object carries "jws", \
             the JWS the server accepted.
 
-            Examples:
+            Example:
               printf '482916\\n' | keymgr bind --user alice --username "Alice Liddell" --auth-type app-pin --pin-stdin
               keymgr bind --journey RegisterDevice --user alice --password-fd 3 3<password.txt
             """)

@@ -20,7 +20,7 @@ struct Sign: KeymgrCommand {
             with the password from --password-fd N (else a no-echo prompt), then signs the challenge of the \
             server's DeviceSigningVerifierCallback and prints the JWS the server accepted.
 
-            Examples:
+            Example:
               printf '482916\\n' | keymgr sign --user alice --challenge "$CHALLENGE" --claim txn=4711 --pin-stdin
               keymgr sign --journey SignIn --user alice --claim purpose=door
             """)
