@@ -3,7 +3,13 @@
 set -euo pipefail
 bin="${1:?usage: demo.sh BIN_DIR}"
 home="$(mktemp -d)/keymgr-demo"
-trap 'rm -rf "$(dirname "$home")"' EXIT
+server_pid=""
+# The reference server, if started, stops with the demo; then the temporary files go.
+cleanup() {
+    if [ -n "$server_pid" ]; then kill "$server_pid" 2>/dev/null || true; wait "$server_pid" 2>/dev/null || true; fi
+    rm -rf "$(dirname "$home")"
+}
+trap cleanup EXIT
 # Arguments as a shell would need them typed: quoted when they hold anything unusual.
 quoted() { local arg; for arg in "$@"; do
     if [[ "$arg" =~ ^[A-Za-z0-9_./=,:@%+-]+$ ]]; then printf ' %s' "$arg"; else printf " '%s'" "${arg//\'/\'\\\'\'}"; fi
@@ -14,6 +20,11 @@ run_with_pin() {
     local pin="$1"; shift
     printf '\n$ printf '"'"'%%s\\n'"'"' "$PIN" | keymgr%s\n' "$(quoted "$@")"
     printf '%s\n' "$pin" | "$bin/keymgr" --home "$home" "$@"
+}
+# Journey passwords go in on file descriptor 3, never as arguments.
+run_with_password() {
+    printf '\n$ keymgr%s 3<<<"$PASSWORD"\n' "$(quoted "$@")"
+    "$bin/keymgr" --home "$home" "$@" 3<<<"$password"
 }
 
 # Small Argon2 parameters keep the demo quick (the default is RFC 9106's 64 MiB, t=3, p=4).
@@ -41,4 +52,55 @@ run users
 
 # Everything above is in the hash-chained audit log.
 run audit
+run audit verify
+
+# An identity server: keymgr-refserver stands in for PingAM on 127.0.0.1 (a port the OS picks). It stops
+# with this script, or by itself if the script dies (--parent-pid) or nothing talks to it for 5 minutes.
+server_dir="$(dirname "$home")/refserver"
+mkdir -p "$server_dir"
+token_file="$server_dir/admin.token"   # created by the server: a random admin token, mode 0600
+password="correct horse battery staple"
+printf '\n$ keymgr-refserver --db refserver.db --port 0 --admin-token-file admin.token'
+printf ' --add-user "dave:$PASSWORD" --add-user "erin:$PASSWORD" --add-user "frank:$PASSWORD" --parent-pid $$ --idle-exit 300 &\n'
+"$bin/keymgr-refserver" --db "$server_dir/refserver.db" --port 0 --admin-token-file "$token_file" \
+    --add-user "dave:$password" --add-user "erin:$password" --add-user "frank:$password" \
+    --parent-pid $$ --idle-exit 300 >"$server_dir/stdout" 2>"$server_dir/stderr" &
+server_pid=$!
+url=""
+for _ in $(seq 300); do
+    url="$(sed -n 's/^listening on //p' "$server_dir/stdout")"
+    [ -n "$url" ] && break
+    kill -0 "$server_pid" 2>/dev/null || break
+    sleep 0.1
+done
+if [ -z "$url" ]; then echo "keymgr-refserver did not start:" >&2; cat "$server_dir/stderr" >&2; exit 1; fi
+echo "listening on $url"
+
+run server set --dialect pingam --base-url "$url" --credential-file "$token_file"
+run server show
+
+# Three users register this device through the server's binding journey (name and password callbacks).
+for user in dave erin frank; do
+    run_with_password bind --journey RegisterDevice --user "$user" --password-fd 3
+done
+# dave signs in: the signing journey's challenge, answered with his key.
+run sign --journey SignIn --user dave --claim purpose=demo
+run sync
+
+# erin's tablet is reported stolen: an administrator deletes her binding with PingAM's device REST.
+# (The admin token goes to curl in a header file, never on its command line.)
+erin_kid="$("$bin/keymgr" --home "$home" list --json | python3 -c '
+import json, sys
+print(next(k["kid"] for k in json.load(sys.stdin) if k["username"] == "erin" and k["status"] == "active"))')"
+headers="$server_dir/admin.headers"
+(umask 077 && printf 'Authorization: Bearer %s\n' "$(<"$token_file")" >"$headers")
+binding="$url/json/realms/root/users/erin/devices/2fa/binding/$erin_kid"
+printf '\n$ curl -X DELETE -H @admin.headers -H "Accept-API-Version: resource=1.0" %s\n' "$binding"
+curl -sS --fail-with-body -X DELETE -H @"$headers" -H "Accept-API-Version: resource=1.0" "$binding" >/dev/null
+echo "deleted binding $erin_kid of erin"
+
+# The next sync sees it gone and revokes erin's key here.
+run sync
+run list --status all
+run audit --event key.revokedByServer
 run audit verify

@@ -15,14 +15,18 @@ struct Keymgr: ParsableCommand {
             Example:
               keymgr --home /var/lib/keymgr init --device-name "kiosk 7"
               printf '482916\\n' | keymgr bind --user alice --auth-type app-pin --pin-stdin
+              keymgr server set --dialect pingam --base-url https://am.example.com/am \\
+                --credential-file /etc/keymgr/admin.token
+              keymgr sync
 
-            Exit status: 0 success, 1 failure, 64 usage, 65 bad input data, 66 no such user or key, \
+            Exit status: 0 success, 1 failure, 2 sync finished but some users could not be reconciled, \
+            3 sync safety valve (nothing applied), 64 usage, 65 bad input data, 66 no such user or key, \
             69 server or verifier unavailable, 75 busy or timed out (try again), 76 server rejected, \
             77 not authenticated (wrong PIN, locked, aborted), 78 configuration error.
             """,
         subcommands: [
             Init.self, Status.self, Users.self, List.self, Bind.self, Sign.self, Rebind.self, Revoke.self,
-            Pin.self, Audit.self, Master.self,
+            Pin.self, Audit.self, Server.self, SyncCommand.self, Master.self,
         ])
 
     @OptionGroup var globals: GlobalOptions

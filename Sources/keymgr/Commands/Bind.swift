@@ -1,5 +1,6 @@
 import ArgumentParser
 import KeyManager
+import Sync
 
 /// `keymgr bind`: creates a new device-bound key for a user.
 struct Bind: KeymgrCommand {
@@ -11,8 +12,15 @@ struct Bind: KeymgrCommand {
             identity server on stdout. A user's earlier key for the same issuer is superseded. With --json: the \
             key object plus "jwk" and, with --challenge, "jws".
 
+            With --journey, the key is bound through a PingAM journey on the configured server (`keymgr server \
+            set`): keymgr answers the NameCallback with --username (else --user) and the PasswordCallback with \
+            the password from --password-fd N (else a no-echo prompt). The server chooses the auth type, the \
+            challenge and the user id; the key is stored as registered. With --json the key object carries "jws", \
+            the JWS the server accepted.
+
             Example:
               printf '482916\\n' | keymgr bind --user alice --username "Alice Liddell" --auth-type app-pin --pin-stdin
+              keymgr bind --journey RegisterDevice --user alice --password-fd 3 3<password.txt
             """)
 
     @OptionGroup var globals: GlobalOptions
@@ -42,12 +50,19 @@ struct Bind: KeymgrCommand {
 
     @OptionGroup(title: "PIN") var pin: PINOptions
 
+    @OptionGroup(title: "Journey") var journey: JourneyOptions
+
     func validate() throws {
         if let expiresIn, expiresIn < 1 { throw ValidationError("--expires-in must be 1 second or more") }
         if let timeout, !(timeout > 0) { throw ValidationError("--timeout must be more than 0 seconds") }
+        if journey.journey != nil {
+            try JourneyOptions.refuse([("--challenge", challenge != nil), ("--expires-in", expiresIn != nil),
+                                       ("--issuer", issuer != nil), ("--timeout", timeout != nil)])
+        }
     }
 
     func run() throws {
+        if let name = journey.journey { return try bind(through: name) }
         var request = BindRequest(userId: user)
         request.username = username
         if let authType { request.authType = authType.authType }
@@ -65,5 +80,30 @@ struct Bind: KeymgrCommand {
         }
         console.confirm("bound \(user): key \(result.key.kid) (\(result.key.authType.rawValue))")
         if let jws = result.jws { console.answer(jws) }
+    }
+
+    /// Binds through the journey `name`: the server's callback decides the user id, auth type and challenge.
+    private func bind(through name: String) throws {
+        let manager = try globals.openManager()
+        let client = try JourneyOptions.client(for: manager)
+        let login = username ?? user
+        let password = journey.passwordSource(for: login)
+        let credentials = PingAMJourneyClient.Credentials(username: login) { try password.read() }
+        let requested = authType?.authType
+        let (pinStdin, pinFd, user) = (pin.pinStdin, pin.pinFd, user)
+        let outcome = try AsyncBridge.wait {
+            try await client.bind(journey: name, credentials: credentials, requestedAuthType: requested, manager: manager,
+                                  newPIN: PINSource.choose(stdin: pinStdin, fd: pinFd).new(for: user))
+        }
+        guard let result = outcome.bound else {
+            throw KeyManagerError(.serverRejected, "the journey \(name) ended without binding a key")
+        }
+        let console = globals.console
+        if globals.json {
+            console.answer(json: result.json)
+            return
+        }
+        console.confirm("bound \(result.key.userId) through \(name): key \(result.key.kid) (\(result.key.authType.rawValue)), "
+            + "registered with the server as \"\(result.key.deviceName ?? "")\"")
     }
 }

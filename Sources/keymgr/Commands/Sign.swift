@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import KeyManager
+import Sync
 
 /// `keymgr sign`: signs a server challenge with a user's key.
 struct Sign: KeymgrCommand {
@@ -14,8 +15,14 @@ struct Sign: KeymgrCommand {
             other JSON value, e.g. --claim amount=json:42 or --claim ctx='json:{"a":1}'. The claims sub, exp, \
             iat, nbf, iss and challenge are refused (status 65).
 
+            With --journey, keymgr runs the PingAM signing journey on the configured server (`keymgr server set`): \
+            it answers the NameCallback with the user's username (else --user) and a PasswordCallback, if any, \
+            with the password from --password-fd N (else a no-echo prompt), then signs the challenge of the \
+            server's DeviceSigningVerifierCallback and prints the JWS the server accepted.
+
             Example:
               printf '482916\\n' | keymgr sign --user alice --challenge "$CHALLENGE" --claim txn=4711 --pin-stdin
+              keymgr sign --journey SignIn --user alice --claim purpose=door
             """)
 
     @OptionGroup var globals: GlobalOptions
@@ -45,8 +52,15 @@ struct Sign: KeymgrCommand {
 
     @OptionGroup(title: "PIN") var pin: PINOptions
 
+    @OptionGroup(title: "Journey") var journey: JourneyOptions
+
     func validate() throws {
         if user == nil && kid == nil { throw ValidationError("say whose key signs: --user ID or --kid KID") }
+        if journey.journey != nil {
+            if user == nil { throw ValidationError("--journey signs as the user the server names: give --user ID, not --kid") }
+            try JourneyOptions.refuse([("--kid", kid != nil), ("--challenge", challenge != nil), ("--expires-in", expiresIn != nil),
+                                       ("--issuer", issuer != nil), ("--timeout", timeout != nil)])
+        }
         if let expiresIn, expiresIn < 1 { throw ValidationError("--expires-in must be 1 second or more") }
         if let timeout, !(timeout > 0) { throw ValidationError("--timeout must be more than 0 seconds") }
         var names = Set<String>()
@@ -68,6 +82,9 @@ struct Sign: KeymgrCommand {
         }
 
         let manager = try globals.openManager()
+        if let name = journey.journey, let user {
+            return try sign(through: name, user: user, claims: request.claims, manager: manager)
+        }
         let result = try manager.sign(request, pin: pin.source().current(for: user ?? kid ?? "the key"))
         let console = globals.console
         if globals.json {
@@ -75,6 +92,30 @@ struct Sign: KeymgrCommand {
         } else {
             console.answer(result.jws)
         }
+    }
+
+    /// Signs through the journey `name`: the server's callback decides the user, the challenge and the lifetime.
+    private func sign(through name: String, user: String, claims: [String: JSONValue], manager: KeyManager) throws {
+        let client = try JourneyOptions.client(for: manager)
+        // The server knows its users by login name: the one stored with the user's keys, else --user itself.
+        let login = try manager.keys(userId: user, statuses: Set(KeyStatus.allCases)).lazy.compactMap(\.username).first ?? user
+        let password = journey.passwordSource(for: login)
+        let credentials = PingAMJourneyClient.Credentials(username: login) { try password.read() }
+        let (pinStdin, pinFd) = (pin.pinStdin, pin.pinFd)
+        let outcome = try AsyncBridge.wait {
+            try await client.sign(journey: name, credentials: credentials, claims: claims, manager: manager,
+                                  pin: PINSource.choose(stdin: pinStdin, fd: pinFd).current(for: user))
+        }
+        guard let result = outcome.signed else {
+            throw KeyManagerError(.serverRejected, "the journey \(name) ended without a signature")
+        }
+        let console = globals.console
+        if globals.json {
+            console.answer(json: .object(["kid": .string(result.kid), "jws": .string(result.jws)]))
+            return
+        }
+        console.answer(result.jws)
+        console.confirm("the server accepted the signature of key \(result.kid) in the journey \(name)")
     }
 
     /// `NAME=VALUE` at the first `=`; the name must not be empty.

@@ -1,6 +1,7 @@
 import Foundation
 import KeyManager
 import Storage
+import Sync
 
 // The JSON objects of DESIGN.md's CLI contract, built in one place so every command prints the same shapes.
 // Absent optional values are `null`, never missing; timestamps are ISO 8601 UTC (`Timestamp`).
@@ -119,5 +120,54 @@ enum HumanText {
     static func text(_ value: String?) -> String {
         guard let value, !value.isEmpty else { return "-" }
         return value
+    }
+}
+
+extension ServerRecord {
+    /// `{"name","dialect","baseUrl","realmPath","credentialFile","credentialHeader","tokenEndpoint",
+    /// "registrationEndpoint","revocationEndpoint","deviceAuthorizationEndpoint","tokenBinding","updatedAt"}`:
+    /// where the credential is read from, never the credential.
+    var json: JSONValue {
+        .object([
+            "name": .string(name),
+            "dialect": .string(dialect),
+            "baseUrl": .string(baseUrl),
+            "realmPath": .string(realmPath),
+            "credentialFile": .optional(credentialFile),
+            "credentialHeader": .string(credentialHeader),
+            "tokenEndpoint": .optional(tokenEndpoint),
+            "registrationEndpoint": .optional(registrationEndpoint),
+            "revocationEndpoint": .optional(revocationEndpoint),
+            "deviceAuthorizationEndpoint": .optional(deviceAuthorizationEndpoint),
+            "tokenBinding": .string(tokenBinding),
+            "updatedAt": .timestamp(updatedAt),
+        ])
+    }
+}
+
+extension SyncReport {
+    /// `{"dryRun","users","inSync","registered","revoked","serverDeleted","orphans","errors":[{"userId","code","message"}],"writes"}`;
+    /// the four lists hold kids.
+    var json: JSONValue {
+        Self.json(dryRun: dryRun, users: users, inSync: inSync, registered: registered, revoked: revoked,
+                  serverDeleted: serverDeleted, orphans: orphans, errors: errors, writes: writes)
+    }
+
+    /// The report's JSON from its parts; with only `dryRun`, the report of a run that had nothing to reconcile.
+    static func json(dryRun: Bool, users: Int = 0, inSync: Int = 0, registered: [String] = [], revoked: [String] = [],
+                     serverDeleted: [String] = [], orphans: [String] = [], errors: [UserError] = [], writes: Int = 0) -> JSONValue {
+        .object([
+            "dryRun": .bool(dryRun),
+            "users": .integer(users),
+            "inSync": .integer(inSync),
+            "registered": .array(registered.map(JSONValue.string)),
+            "revoked": .array(revoked.map(JSONValue.string)),
+            "serverDeleted": .array(serverDeleted.map(JSONValue.string)),
+            "orphans": .array(orphans.map(JSONValue.string)),
+            "errors": .array(errors.map {
+                .object(["userId": .string($0.userId), "code": .string($0.code), "message": .string($0.message)])
+            }),
+            "writes": .integer(writes),
+        ])
     }
 }

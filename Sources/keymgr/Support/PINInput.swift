@@ -20,12 +20,7 @@ struct PINOptions: ParsableArguments {
     }
 
     /// The PIN source these options choose; a terminal prompt only when stdin is a terminal.
-    func source() -> PINSource {
-        if pinStdin { return PINSource(kind: .lines(LineInput(descriptor: STDIN_FILENO, name: "stdin"))) }
-        if let pinFd { return PINSource(kind: .lines(LineInput(descriptor: pinFd, name: "file descriptor \(pinFd)"))) }
-        if isatty(STDIN_FILENO) == 1 { return PINSource(kind: .terminal) }
-        return PINSource(kind: .none)
-    }
+    func source() -> PINSource { PINSource.choose(stdin: pinStdin, fd: pinFd) }
 }
 
 /// Hands the library `SecretProvider`s that read a PIN only when the operation turns out to need one.
@@ -42,6 +37,14 @@ final class PINSource {
     private let kind: Kind
 
     init(kind: Kind) { self.kind = kind }
+
+    /// `--pin-stdin`, else `--pin-fd N`, else a terminal prompt when stdin is a terminal, else none.
+    static func choose(stdin: Bool, fd: Int32?) -> PINSource {
+        if stdin { return PINSource(kind: .lines(LineInput(descriptor: STDIN_FILENO, name: "stdin"))) }
+        if let fd { return PINSource(kind: .lines(LineInput(descriptor: fd, name: "file descriptor \(fd)"))) }
+        if isatty(STDIN_FILENO) == 1 { return PINSource(kind: .terminal) }
+        return PINSource(kind: .none)
+    }
 
     /// The PIN of an existing key (line 1).
     func current(for what: String) -> SecretProvider {
@@ -120,7 +123,7 @@ final class LineInput {
                 if count < 0 {
                     if errno == EINTR { continue }
                     line.wipe()
-                    throw KeyManagerError(.badInput, "cannot read the PIN from \(name): \(String(cString: strerror(errno)))")
+                    throw KeyManagerError(.badInput, "cannot read from \(name): \(String(cString: strerror(errno)))")
                 }
                 if count == 0 { ended = true; break }
                 sawAny = true
@@ -138,15 +141,19 @@ final class LineInput {
 /// The controlling terminal, for prompts that must not echo.
 enum Terminal {
     /// Reads one line from /dev/tty with echo off, restoring the terminal afterwards (and on Ctrl-C).
-    static func readHidden(prompt: String) throws -> [UInt8] {
+    /// - Parameters:
+    ///   - secret: what is asked for, for messages ("the PIN", "the password").
+    ///   - alternative: the options that give it without a terminal.
+    static func readHidden(prompt: String, secret: String = "the PIN",
+                           alternative: String = "--pin-stdin or --pin-fd N") throws -> [UInt8] {
         let tty = open("/dev/tty", O_RDWR | O_NOCTTY | O_CLOEXEC)
         guard tty >= 0 else {
-            throw KeyManagerError(.abort, "cannot open the terminal to ask for the PIN: pass --pin-stdin or --pin-fd N")
+            throw KeyManagerError(.abort, "cannot open the terminal to ask for \(secret): pass \(alternative)")
         }
         defer { close(tty) }
         var saved = termios()
         guard tcgetattr(tty, &saved) == 0 else {
-            throw KeyManagerError(.abort, "cannot switch off echo on the terminal: pass --pin-stdin or --pin-fd N")
+            throw KeyManagerError(.abort, "cannot switch off echo on the terminal: pass \(alternative)")
         }
         var hidden = saved
         hidden.c_lflag &= ~tcflag_t(ECHO | ECHOE | ECHOK | ECHONL)
@@ -158,13 +165,13 @@ enum Terminal {
         }
         // Echo goes off before the prompt appears, so nothing typed after the prompt can be echoed.
         guard tcsetattr(tty, TCSAFLUSH, &hidden) == 0 else {
-            throw KeyManagerError(.abort, "cannot switch off echo on the terminal: pass --pin-stdin or --pin-fd N")
+            throw KeyManagerError(.abort, "cannot switch off echo on the terminal: pass \(alternative)")
         }
         StandardStream(descriptor: tty).write(prompt)
         let input = LineInput(descriptor: tty, name: "the terminal")
         let line = try input.line(0)
         StandardStream(descriptor: tty).write("\n")
-        guard let line else { throw KeyManagerError(.abort, "no PIN entered: nothing was done") }
+        guard let line else { throw KeyManagerError(.abort, "\(secret) was not entered: nothing was done") }
         return line
     }
 }

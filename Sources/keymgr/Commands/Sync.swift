@@ -1,0 +1,182 @@
+import ArgumentParser
+import Foundation
+import KeyManager
+import Logging
+import Synchronization
+import Sync
+
+/// `keymgr sync`: reconciles the local keys with the identity server's registered devices.
+struct SyncCommand: KeymgrCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "sync",
+        abstract: "Reconcile this device's keys with the identity server.",
+        discussion: """
+            Lists every user's device bindings on the configured server (`keymgr server set`) and follows \
+            DESIGN.md's sync rules: keys the server lists are marked registered, keys an administrator removed \
+            there are revoked here, keys retired here are deleted there, and bindings of this device unknown \
+            here are reported as orphans (deleted with --prune-orphans). A user whose listing fails is left \
+            untouched. One sync runs at a time per store: an overlapping run exits 75 at once.
+
+            With --json: {"dryRun","users","inSync","registered","revoked","serverDeleted","orphans",\
+            "errors":[{"userId","code","message"}],"writes"}; the lists hold kids.
+
+            Exit status: 0 all users reconciled, 2 some users could not be (the report is still printed), \
+            3 the safety valve stopped the run (nothing applied), 75 another sync is running, 78 no server \
+            or admin credential configured.
+
+            Example:
+              keymgr sync --json --max-revoke 10 --timeout 30
+            """)
+
+    @OptionGroup var globals: GlobalOptions
+
+    @Flag(help: "Plan and report, change nothing here or on the server.")
+    var dryRun = false
+
+    @Flag(help: "Delete bindings of this device that this store never held from the server.")
+    var pruneOrphans = false
+
+    @Option(help: ArgumentHelp(
+        "Revoke at most this percentage of the active keys in one run (at least 1 key) unless --force (default: 20).",
+        valueName: "percent"))
+    var maxRevoke: Double?
+
+    @Flag(help: "Apply revocations even beyond --max-revoke (check the server first).")
+    var force = false
+
+    @Option(help: ArgumentHelp("Seconds to wait for each server request (default: 15).", valueName: "s"))
+    var timeout: Double?
+
+    @Option(help: ArgumentHelp("Users listed at once.", valueName: "n"))
+    var concurrency: Int = 8
+
+    func validate() throws {
+        if let maxRevoke, !(0...100).contains(maxRevoke) { throw ValidationError("--max-revoke must be a percentage from 0 to 100") }
+        if let timeout, !(timeout > 0 && timeout <= 3600) { throw ValidationError("--timeout must be more than 0 and at most 3600 seconds") }
+        guard (1...64).contains(concurrency) else { throw ValidationError("--concurrency must be from 1 to 64") }
+    }
+
+    func run() throws {
+        // Without a home there is nothing to lock: opening the store says so in its own words.
+        if !FileManager.default.fileExists(atPath: globals.storeHome.url.path) { _ = try globals.openManager() }
+        // The lease comes first: an overlapping run leaves before touching the store or the server.
+        let lease = try SyncLease(home: globals.storeHome)
+        defer { lease.release() }
+        let console = globals.console
+        let manager = try globals.openManager()
+        let profile = try manager.serverProfile(name: Server.profileName)
+        guard profile.dialect == .pingam else {
+            // Curity keeps no device registry; its registrations (rule 5) are not synced yet.
+            console.warn("the \(profile.dialect.rawValue) server has no device registry: there are no device bindings to reconcile")
+            if globals.json {
+                console.answer(json: SyncReport.json(dryRun: dryRun))
+            } else {
+                console.answer("0 users checked: nothing to reconcile")
+            }
+            return
+        }
+        let devices = PingAMDeviceClient(profile: profile, http: URLSessionHTTPClient(timeout: timeout ?? 15),
+                                         adminHeader: try profile.adminHeader())
+        let service = SyncService(manager: manager, devices: devices, logger: logger)
+        let options = {
+            var options = SyncOptions()
+            options.dryRun = dryRun
+            options.pruneOrphans = pruneOrphans
+            options.maxRevokePercent = maxRevoke ?? options.maxRevokePercent
+            options.force = force
+            options.concurrency = concurrency
+            return options
+        }()
+        console.detail("syncing with \(profile.baseURL.absoluteString) (realm \(profile.realmPath))")
+
+        let progress = ProgressLine(enabled: isatty(STDERR_FILENO) == 1 && !globals.quiet)
+        let report: SyncReport
+        do {
+            defer { progress.clear() }
+            report = try AsyncBridge.wait { try await service.run(options) { progress.show(done: $0, total: $1) } }
+        }
+
+        if report.safetyValveTripped {
+            throw KeyManagerError(.safetyValve, """
+                safety valve: this run would revoke \(report.plannedRevocations) keys the server no longer lists, \
+                more than the limit of \(report.revocationLimit) (--max-revoke \(Self.percent(options.maxRevokePercent)) of the active keys); \
+                nothing was applied. Check the server (a wrong realm or credential, or a server fault, can make keys \
+                look removed), then re-run with --force to revoke them
+                """)
+        }
+        printReport(report, console: console, owners: globals.json ? [:] : try Self.owners(of: report, in: manager))
+        for error in report.errors {
+            StandardStream.error.write("keymgr: \(TextTable.printable(error.userId)): \(error.message) (\(error.code))\n")
+        }
+        if !report.errors.isEmpty { throw ExitCode(2) }
+    }
+
+    /// The report: JSON, or for people a table of what changed (kid and user) and a one-line summary.
+    private func printReport(_ report: SyncReport, console: Console, owners: [String: String] = [:]) {
+        if globals.json {
+            console.answer(json: report.json)
+            return
+        }
+        var rows: [[String]] = []
+        for (change, kids) in [("registered", report.registered), ("revoked", report.revoked),
+                               ("deleted on server", report.serverDeleted)] {
+            rows += kids.map { [change, HumanText.text(owners[$0]), $0] }
+        }
+        let orphanChange = pruneOrphans && !report.dryRun ? "orphan, deleted" : "orphan"
+        rows += report.orphans.map { [orphanChange, "-", $0] }
+        if !rows.isEmpty {
+            console.answer(TextTable(headers: [report.dryRun ? "PLANNED" : "CHANGE", "USER ID", "KID"], rows: rows).rendered)
+        }
+        var summary = report.dryRun ? "dry run, nothing written: " : ""
+        summary += "\(report.users) users checked: \(report.registered.count) newly registered, \(report.revoked.count) revoked, "
+            + "\(report.serverDeleted.count) deleted on the server, \(report.orphans.count) orphans, "
+            + "\(report.errors.count) users with errors; \(report.inSync) keys unchanged"
+        if !report.dryRun { summary += ", \(report.writes) writes" }
+        console.answer(summary)
+        if !report.orphans.isEmpty && !pruneOrphans {
+            console.warn("orphans are bindings of this device the store never held: `keymgr sync --prune-orphans` deletes them on the server")
+        }
+    }
+
+    /// The user id of each kid the report names, for the people's table.
+    private static func owners(of report: SyncReport, in manager: KeyManager) throws -> [String: String] {
+        guard !(report.registered.isEmpty && report.revoked.isEmpty && report.serverDeleted.isEmpty) else { return [:] }
+        return Dictionary(try manager.allKeys().map { ($0.kid, $0.userId) }, uniquingKeysWith: { first, _ in first })
+    }
+
+    /// The library's logs on stderr: warnings, or everything with --verbose.
+    private var logger: Logger {
+        var logger = Logger(label: "keymgr.sync") { StreamLogHandler.standardError(label: $0) }
+        logger.logLevel = globals.verbose ? .debug : .warning
+        return logger
+    }
+
+    static func percent(_ value: Double) -> String {
+        value == value.rounded() ? "\(Int(value)) %" : "\(value) %"
+    }
+}
+
+/// A `\r`-updated progress line on stderr (only when it is a terminal), cleared when the work ends.
+final class ProgressLine: Sendable {
+    private let enabled: Bool
+    private let shown = Mutex(false)
+
+    init(enabled: Bool) {
+        self.enabled = enabled
+    }
+
+    func show(done: Int, total: Int) {
+        guard enabled else { return }
+        shown.withLock { shown in
+            StandardStream.error.write("\rsyncing: \(done)/\(total) users\u{1B}[K")
+            shown = true
+        }
+    }
+
+    func clear() {
+        shown.withLock { shown in
+            if shown { StandardStream.error.write("\r\u{1B}[K") }
+            shown = false
+        }
+    }
+}

@@ -1,0 +1,34 @@
+import Dispatch
+import KeyManager
+import Synchronization
+
+/// Runs async library work from keymgr's synchronous commands and waits for its result.
+///
+/// The work runs in a detached task on the global executor while the calling thread blocks on a semaphore,
+/// which is safe here: the caller is the process's main thread, never one of the cooperative pool's.
+enum AsyncBridge {
+    static func wait<Value: Sendable>(_ work: @escaping @Sendable () async throws -> Value) throws -> Value {
+        let outcome = Outcome<Value>()
+        let done = DispatchSemaphore(value: 0)
+        Task.detached {
+            let result: Result<Value, any Error>
+            do {
+                result = .success(try await work())
+            } catch {
+                result = .failure(error)
+            }
+            outcome.result.withLock { $0 = result }
+            done.signal()
+        }
+        done.wait()
+        guard let result = outcome.result.withLock({ $0 }) else {
+            throw KeyManagerError(.failure, "internal error: a task ended without a result")
+        }
+        return try result.get()
+    }
+
+    /// Where the task leaves its result for the waiting thread.
+    private final class Outcome<Value: Sendable>: Sendable {
+        let result = Mutex<Result<Value, any Error>?>(nil)
+    }
+}

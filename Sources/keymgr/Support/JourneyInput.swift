@@ -1,0 +1,97 @@
+import ArgumentParser
+import Foundation
+import KeyManager
+import Synchronization
+import Sync
+
+/// `--journey NAME [--password-fd N]`: run a PingAM journey against the configured server instead of working locally.
+struct JourneyOptions: ParsableArguments {
+    @Option(help: ArgumentHelp(
+        "Run this PingAM journey (authentication tree) on the configured server; it supplies the challenge.",
+        valueName: "name"))
+    var journey: String?
+
+    @Option(help: ArgumentHelp(
+        "Read the journey's password from the first line of open file descriptor N (else a no-echo prompt).",
+        valueName: "n"))
+    var passwordFd: Int32?
+
+    func validate() throws {
+        if let journey, journey.isEmpty { throw ValidationError("--journey needs the journey's name") }
+        if passwordFd != nil && journey == nil { throw ValidationError("--password-fd is for --journey: add --journey NAME") }
+        if let passwordFd, passwordFd < 0 { throw ValidationError("--password-fd needs a file descriptor number (0 or more)") }
+    }
+
+    /// Refuses, with a usage error, options whose values the journey's server decides.
+    static func refuse(_ options: [(name: String, given: Bool)]) throws {
+        let given = options.filter(\.given).map(\.name)
+        guard !given.isEmpty else { return }
+        throw ValidationError("with --journey the server decides \(given.joined(separator: ", ")): drop \(given.count == 1 ? "it" : "them")")
+    }
+
+    /// The password for the journey's PasswordCallback: `--password-fd N`, else a no-echo prompt on the terminal.
+    func passwordSource(for login: String) -> PasswordSource {
+        if let passwordFd { return PasswordSource(kind: .descriptor(passwordFd), login: login) }
+        return PasswordSource(kind: isatty(STDIN_FILENO) == 1 ? .terminal : .none, login: login)
+    }
+
+    /// The journey client for the configured server; journeys are PingAM's.
+    static func client(for manager: KeyManager) throws -> PingAMJourneyClient {
+        let profile = try manager.serverProfile(name: Server.profileName)
+        guard profile.dialect == .pingam else {
+            throw KeyManagerError(.config, "the configured server is \(profile.dialect.rawValue): journeys are PingAM's; "
+                + "run `keymgr server set --dialect pingam …` to use them")
+        }
+        return PingAMJourneyClient(profile: profile, http: URLSessionHTTPClient())
+    }
+}
+
+/// Reads the journey's password once, only if the journey asks for it, and keeps it for a repeated callback.
+final class PasswordSource: Sendable {
+    enum Kind: Sendable {
+        case descriptor(Int32)
+        case terminal
+        case none
+    }
+
+    private let kind: Kind
+    private let login: String
+    private let password = Mutex<SecretBytes?>(nil)
+
+    init(kind: Kind, login: String) {
+        self.kind = kind
+        self.login = login
+    }
+
+    func read() throws -> SecretBytes {
+        try password.withLock { password in
+            if let password { return password }
+            let read = try fetch()
+            password = read
+            return read
+        }
+    }
+
+    private func fetch() throws -> SecretBytes {
+        var bytes: [UInt8]
+        switch kind {
+        case .descriptor(let descriptor):
+            let input = LineInput(descriptor: descriptor, name: "file descriptor \(descriptor)")
+            guard let line = try input.line(0) else {
+                throw KeyManagerError(.abort, "no password on file descriptor \(descriptor): expected it on the first line")
+            }
+            bytes = line
+        case .terminal:
+            bytes = try Terminal.readHidden(prompt: "Password for \(login): ", secret: "the password",
+                                            alternative: "--password-fd N")
+        case .none:
+            throw KeyManagerError(.abort, "the journey asks for a password and there is no terminal to ask on: pass --password-fd N")
+        }
+        defer { bytes.wipe() }
+        guard !bytes.isEmpty else { throw KeyManagerError(.abort, "no password entered: nothing was done") }
+        guard let text = String(validating: bytes, as: UTF8.self) else {
+            throw KeyManagerError(.badInput, "the password is not valid UTF-8 text")
+        }
+        return SecretBytes(utf8: text)
+    }
+}

@@ -1,0 +1,122 @@
+import Foundation
+import XCTest
+
+/// `keymgr bind --journey` and `keymgr sign --journey` against the reference server process.
+final class JourneyCommandTests: ServerTestCase {
+
+    func testBindThroughTheJourneyRegistersTheKeyOnTheServer() throws {
+        try start(users: ["alice"])
+        let outcome = try sandbox.keymgr(["bind", "--journey", "RegisterDevice", "--user", "alice", "--password-fd", "0", "--json"],
+                                         stdin: RefServerProcess.password + "\n")
+        XCTAssertEqual(outcome.status, 0, outcome.summary)
+        XCTAssertEqual(outcome.stderr, "")
+        let key = try outcome.object()
+        assertKeyObject(key, userId: universalId("alice"), username: "alice", authType: "NONE", status: "active",
+                        extraFields: ["jwk", "jws"])
+        XCTAssertEqual(key["serverState"] as? String, "registered")
+        XCTAssertEqual(key["deviceName"] as? String, "test kiosk")
+        let kid = try XCTUnwrap(key["kid"] as? String)
+        XCTAssertEqual((key["jwk"] as? [String: Any])?["kid"] as? String, kid)
+        let binding = try jwsParts(try XCTUnwrap(key["jws"] as? String))
+        XCTAssertEqual(binding.payload["sub"] as? String, universalId("alice"))
+        XCTAssertNotNil(binding.payload["challenge"] as? String)
+
+        let deviceId = try XCTUnwrap(try sandbox.succeed(["status", "--json"]).object()["deviceId"] as? String)
+        let onServer = try server.devices().filter { $0["user"] as? String == "alice" }
+        XCTAssertEqual(onServer.map { $0["uuid"] as? String }, [kid])
+        XCTAssertEqual(onServer.first?["deviceId"] as? String, deviceId)
+        XCTAssertEqual(onServer.first?["deviceName"] as? String, "test kiosk")
+        XCTAssertEqual(try keys()[kid]?["serverState"] as? String, "registered")
+
+        let human = try sandbox.keymgr(["bind", "--journey", "RegisterDevice", "--user", "alice", "--password-fd", "0"],
+                                       stdin: RefServerProcess.password + "\n")
+        XCTAssertEqual(human.status, 0, human.summary)
+        XCTAssertTrue(human.stderr.contains("bound \(universalId("alice")) through RegisterDevice"), human.stderr)
+        XCTAssertEqual(try keys()[kid]?["status"] as? String, "superseded", "a second binding retires the first")
+        for run in [outcome, human] {
+            XCTAssertFalse(run.stdout.contains(RefServerProcess.password) || run.stderr.contains(RefServerProcess.password))
+        }
+    }
+
+    func testSignThroughTheJourneyAnswersTheServersChallenge() throws {
+        try start(users: ["alice"])
+        let kid = try XCTUnwrap(register("alice")["kid"] as? String)
+        // By login name, or by the user id the server gave (keymgr then answers NameCallback with the stored username).
+        for user in ["alice", universalId("alice")] {
+            let outcome = try sandbox.keymgr(["sign", "--journey", "SignIn", "--user", user, "--claim", "purpose=door", "--json"])
+            XCTAssertEqual(outcome.status, 0, outcome.summary)
+            let object = try outcome.object()
+            XCTAssertEqual(Set(object.keys), ["kid", "jws"])
+            XCTAssertEqual(object["kid"] as? String, kid)
+            let signed = try jwsParts(try XCTUnwrap(object["jws"] as? String))
+            XCTAssertEqual(signed.header["kid"] as? String, kid)
+            XCTAssertEqual(signed.payload["sub"] as? String, universalId("alice"))
+            XCTAssertEqual(signed.payload["purpose"] as? String, "door")
+        }
+        let human = try sandbox.keymgr(["sign", "--journey", "SignIn", "--user", "alice"])
+        XCTAssertEqual(human.status, 0, human.summary)
+        XCTAssertTrue(human.stdout.hasPrefix("eyJ"), human.stdout)
+        XCTAssertNotNil(try keys()[kid]?["lastUsedAt"] as? String)
+    }
+
+    func testJourneyFailuresMapToTheirExitStatuses() throws {
+        try start(users: ["alice"])
+        // Wrong password: the server ends the journey (76); nothing is bound.
+        let wrong = try sandbox.keymgr(["bind", "--journey", "RegisterDevice", "--user", "alice", "--password-fd", "0", "--json"],
+                                       stdin: "not the password\n")
+        try assertJSONError(wrong, status: 76, code: "serverRejected")
+        XCTAssertFalse(wrong.stdout.contains("not the password") || wrong.stderr.contains("not the password"))
+        XCTAssertEqual(try keys().count, 0)
+
+        // The journey binds NONE keys: asking for another auth type is a usage error, and nothing is bound.
+        let conflicting = try sandbox.keymgr(["bind", "--journey", "RegisterDevice", "--user", "alice", "--auth-type", "app-pin",
+                                              "--password-fd", "0", "--json"], stdin: RefServerProcess.password + "\n")
+        try assertJSONError(conflicting, status: 64, code: "usage")
+        XCTAssertTrue(conflicting.stderr.contains("--auth-type"), conflicting.stderr)
+        XCTAssertEqual(try keys().count, 0)
+        XCTAssertEqual(try server.devices().count, 0)
+
+        // No --password-fd and no terminal: abort (77) before anything is bound.
+        try assertJSONError(try sandbox.keymgr(["bind", "--journey", "RegisterDevice", "--user", "alice", "--json"]),
+                            status: 77, code: "abort")
+        try assertJSONError(try sandbox.keymgr(["bind", "--journey", "RegisterDevice", "--user", "alice", "--password-fd", "0",
+                                                "--json"]), status: 77, code: "abort")
+
+        // What the server decides cannot be given too.
+        for extra in [["--challenge", "c"], ["--expires-in", "30"], ["--issuer", "other"]] {
+            try assertJSONError(try sandbox.keymgr(["bind", "--journey", "RegisterDevice", "--user", "alice", "--json"] + extra),
+                                status: 64, code: "usage")
+        }
+        try assertJSONError(try sandbox.keymgr(["bind", "--user", "alice", "--password-fd", "0", "--json"]), status: 64, code: "usage")
+        try assertJSONError(try sandbox.keymgr(["sign", "--journey", "SignIn", "--kid", "k", "--json"]), status: 64, code: "usage")
+
+        // Signing without a binding on the server: the journey fails there.
+        try assertJSONError(try sandbox.keymgr(["sign", "--journey", "SignIn", "--user", "alice", "--json"]),
+                            status: 76, code: "serverRejected")
+        try assertJSONError(try sandbox.keymgr(["bind", "--journey", "NoSuchJourney", "--user", "alice", "--password-fd", "0",
+                                                "--json"], stdin: RefServerProcess.password + "\n"),
+                            status: 76, code: "serverRejected")
+
+        // A server that does not answer: 69.
+        server.stop()
+        try assertJSONError(try sandbox.keymgr(["bind", "--journey", "RegisterDevice", "--user", "alice", "--password-fd", "0",
+                                                "--json"], stdin: RefServerProcess.password + "\n"),
+                            status: 69, code: "serverUnavailable")
+        XCTAssertEqual(try keys().count, 0)
+    }
+
+    func testAnApplicationPINJourneyReadsThePINAndThePasswordFromTheirOwnSources() throws {
+        try start(users: ["bob"], serverArguments: ["--auth-type", "APPLICATION_PIN"])
+        // The password on fd 0 (stdin) and the PIN on stdin too would clash: the PIN comes second, on line 2.
+        let outcome = try sandbox.keymgr(["bind", "--journey", "RegisterDevice", "--user", "bob", "--password-fd", "0",
+                                          "--pin-fd", "0", "--json"], stdin: RefServerProcess.password + "\n482916\n")
+        XCTAssertEqual(outcome.status, 0, outcome.summary)
+        let key = try outcome.object()
+        XCTAssertEqual(key["authType"] as? String, "APPLICATION_PIN")
+        XCTAssertEqual(key["serverState"] as? String, "registered")
+        let signed = try sandbox.keymgr(["sign", "--journey", "SignIn", "--user", "bob", "--pin-stdin", "--json"], stdin: "482916\n")
+        XCTAssertEqual(signed.status, 0, signed.summary)
+        let wrongPIN = try sandbox.keymgr(["sign", "--journey", "SignIn", "--user", "bob", "--pin-stdin", "--json"], stdin: "111111\n")
+        XCTAssertEqual(wrongPIN.status, 77, wrongPIN.summary)
+    }
+}
