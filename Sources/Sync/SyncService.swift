@@ -47,6 +47,11 @@ public struct SyncReport: Sendable, Equatable {
     /// When the valve trips: how many revocations were planned and how many are allowed.
     public var plannedRevocations = 0
     public var revocationLimit = 0
+
+    /// An empty report: a run that had nothing to reconcile.
+    public init(dryRun: Bool) {
+        self.dryRun = dryRun
+    }
 }
 
 /// Reconciles the local keys with the server's registered devices (DESIGN.md "Sync" rules 1–4 and 6–10).

@@ -136,6 +136,17 @@ final class RunningKeymgr {
     let startedAt = Date()
     private let stdoutURL: URL
     private let stderrURL: URL
+    /// When the process really exited, stamped by its termination handler (not when `finish` got round to it).
+    private let exit = ExitTime()
+
+    private final class ExitTime: @unchecked Sendable {
+        private let lock = NSLock()
+        private var date: Date?
+
+        func stamp() { lock.withLock { date = Date() } }
+
+        var value: Date? { lock.withLock { date } }
+    }
 
     init(_ sandbox: Sandbox, _ arguments: [String], directory: URL? = nil) throws {
         let name = UUID().uuidString
@@ -152,6 +163,8 @@ final class RunningKeymgr {
         process.standardInput = FileHandle.nullDevice
         process.standardOutput = try FileHandle(forWritingTo: stdoutURL)
         process.standardError = try FileHandle(forWritingTo: stderrURL)
+        let exit = exit
+        process.terminationHandler = { _ in exit.stamp() }
         try process.run()
     }
 
@@ -168,7 +181,7 @@ final class RunningKeymgr {
             XCTFail("`keymgr \(arguments.joined(separator: " "))` ran longer than \(timeout) s", file: file, line: line)
         }
         process.waitUntilExit()
-        let ended = Date()
+        let ended = exit.value ?? Date()
         let outcome = Outcome(status: process.terminationStatus,
                               stdout: String(decoding: try Data(contentsOf: stdoutURL), as: UTF8.self),
                               stderr: String(decoding: try Data(contentsOf: stderrURL), as: UTF8.self),

@@ -69,7 +69,7 @@ struct SyncCommand: KeymgrCommand {
             // Curity keeps no device registry; its registrations (rule 5) are not synced yet.
             console.warn("the \(profile.dialect.rawValue) server has no device registry: there are no device bindings to reconcile")
             if globals.json {
-                console.answer(json: SyncReport.json(dryRun: dryRun))
+                console.answer(json: SyncReport(dryRun: dryRun).json)
             } else {
                 console.answer("0 users checked: nothing to reconcile")
             }

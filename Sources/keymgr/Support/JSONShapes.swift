@@ -149,13 +149,6 @@ extension SyncReport {
     /// `{"dryRun","users","inSync","registered","revoked","serverDeleted","orphans","errors":[{"userId","code","message"}],"writes"}`;
     /// the four lists hold kids.
     var json: JSONValue {
-        Self.json(dryRun: dryRun, users: users, inSync: inSync, registered: registered, revoked: revoked,
-                  serverDeleted: serverDeleted, orphans: orphans, errors: errors, writes: writes)
-    }
-
-    /// The report's JSON from its parts; with only `dryRun`, the report of a run that had nothing to reconcile.
-    static func json(dryRun: Bool, users: Int = 0, inSync: Int = 0, registered: [String] = [], revoked: [String] = [],
-                     serverDeleted: [String] = [], orphans: [String] = [], errors: [UserError] = [], writes: Int = 0) -> JSONValue {
         .object([
             "dryRun": .bool(dryRun),
             "users": .integer(users),
