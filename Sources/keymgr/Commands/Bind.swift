@@ -34,30 +34,15 @@ struct Bind: KeymgrCommand {
     @Option(help: ArgumentHelp("How the key is unlocked (default: none).", valueName: "type"))
     var authType: AuthTypeArgument?
 
-    @Option(help: ArgumentHelp("The issuer (`iss`) of the binding JWS (default: the one given at init).", valueName: "iss"))
-    var issuer: String?
-
-    @Option(help: ArgumentHelp("A server challenge to sign into a binding JWS.", valueName: "c"))
-    var challenge: String?
-
-    @Option(help: ArgumentHelp("Seconds until the binding JWS expires (default: 60).", valueName: "s"))
-    var expiresIn: Int?
-
-    @Option(help: ArgumentHelp(
-        "Seconds to wait for the biometric or device-credential verifier before giving up (status 75; default: 60).",
-        valueName: "s"))
-    var timeout: Double?
+    @OptionGroup(title: "JWS") var jws: JWSOptions
 
     @OptionGroup(title: "PIN") var pin: PINOptions
 
     @OptionGroup(title: "Journey") var journey: JourneyOptions
 
     func validate() throws {
-        if let expiresIn, expiresIn < 1 { throw ValidationError("--expires-in must be 1 second or more") }
-        if let timeout, !(timeout > 0) { throw ValidationError("--timeout must be more than 0 seconds") }
         if journey.journey != nil {
-            try JourneyOptions.refuse([("--challenge", challenge != nil), ("--expires-in", expiresIn != nil),
-                                       ("--issuer", issuer != nil), ("--timeout", timeout != nil)])
+            try JourneyOptions.refuse(jws.decidedByTheServer)
         }
     }
 
@@ -66,10 +51,10 @@ struct Bind: KeymgrCommand {
         var request = BindRequest(userId: user)
         request.username = username
         if let authType { request.authType = authType.authType }
-        request.issuer = issuer
-        request.challenge = challenge
-        if let expiresIn { request.expiresIn = expiresIn }
-        if let timeout { request.verifierTimeout = timeout }
+        request.issuer = jws.issuer
+        request.challenge = jws.challenge
+        if let expiresIn = jws.expiresIn { request.expiresIn = expiresIn }
+        if let timeout = jws.timeout { request.verifierTimeout = timeout }
 
         let manager = try globals.openManager()
         let result = try manager.bind(request, newPIN: pin.source().new(for: user))

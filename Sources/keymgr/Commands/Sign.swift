@@ -33,22 +33,10 @@ struct Sign: KeymgrCommand {
     @Option(help: ArgumentHelp("Sign with this key.", valueName: "kid"))
     var kid: String?
 
-    @Option(help: ArgumentHelp("The server challenge to sign.", valueName: "c"))
-    var challenge: String?
-
     @Option(name: .customLong("claim"), help: ArgumentHelp("A custom claim; repeatable.", valueName: "name=value"))
     var claims: [String] = []
 
-    @Option(help: ArgumentHelp("The issuer (`iss`) of the JWS (default: the one given at init).", valueName: "iss"))
-    var issuer: String?
-
-    @Option(help: ArgumentHelp("Seconds until the JWS expires (default: 60).", valueName: "s"))
-    var expiresIn: Int?
-
-    @Option(help: ArgumentHelp(
-        "Seconds to wait for the biometric or device-credential verifier before giving up (status 75; default: 60).",
-        valueName: "s"))
-    var timeout: Double?
+    @OptionGroup(title: "JWS") var jws: JWSOptions
 
     @OptionGroup(title: "PIN") var pin: PINOptions
 
@@ -58,11 +46,8 @@ struct Sign: KeymgrCommand {
         if user == nil && kid == nil { throw ValidationError("say whose key signs: --user ID or --kid KID") }
         if journey.journey != nil {
             if user == nil { throw ValidationError("--journey signs as the user the server names: give --user ID, not --kid") }
-            try JourneyOptions.refuse([("--kid", kid != nil), ("--challenge", challenge != nil), ("--expires-in", expiresIn != nil),
-                                       ("--issuer", issuer != nil), ("--timeout", timeout != nil)])
+            try JourneyOptions.refuse([("--kid", kid != nil)] + jws.decidedByTheServer)
         }
-        if let expiresIn, expiresIn < 1 { throw ValidationError("--expires-in must be 1 second or more") }
-        if let timeout, !(timeout > 0) { throw ValidationError("--timeout must be more than 0 seconds") }
         var names = Set<String>()
         for claim in claims {
             let name = try Self.split(claim).name
@@ -72,10 +57,10 @@ struct Sign: KeymgrCommand {
 
     func run() throws {
         var request = SignRequest(userId: user, kid: kid)
-        request.challenge = challenge
-        request.issuer = issuer
-        if let expiresIn { request.expiresIn = expiresIn }
-        if let timeout { request.verifierTimeout = timeout }
+        request.challenge = jws.challenge
+        request.issuer = jws.issuer
+        if let expiresIn = jws.expiresIn { request.expiresIn = expiresIn }
+        if let timeout = jws.timeout { request.verifierTimeout = timeout }
         for claim in claims {
             let (name, value) = try Self.split(claim)
             request.claims[name] = try Self.claimValue(value, name: name)
