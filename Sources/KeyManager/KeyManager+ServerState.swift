@@ -48,10 +48,6 @@ public struct ServerChangesOutcome: Sendable, Equatable {
 }
 
 extension KeyManager {
-    static func millis(_ date: Date?) -> Int64? {
-        date.map { Int64(($0.timeIntervalSince1970 * 1000).rounded()) }
-    }
-
     /// The device's stable id and name, as the server sees them on every binding from here.
     public func deviceIdentity() throws -> (deviceId: String, deviceName: String) {
         let device = try device()
@@ -81,7 +77,7 @@ extension KeyManager {
                     outcome.writes += 1
                 }
                 if let name = listed.deviceName { key.deviceName = name }
-                if let access = listed.lastAccessAt, Self.millis(access) != Self.millis(key.serverLastAccessAt) {
+                if let access = listed.lastAccessAt, Timestamp.milliseconds(access) != key.serverLastAccessAt.map(Timestamp.milliseconds) {
                     key.serverLastAccessAt = access
                 }
                 if key != before {

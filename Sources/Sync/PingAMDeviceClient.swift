@@ -1,5 +1,6 @@
 import Foundation
 import KeyManager
+import Storage
 
 /// A device-binding record as PingAM's device REST lists it.
 public struct ServerDevice: Sendable, Equatable {
@@ -178,9 +179,8 @@ public struct PingAMDeviceClient: Sendable {
     }
 
     private static func millis(_ value: JSONValue?) -> Date? {
-        guard let value else { return nil }
-        if let number = value.intValue { return Date(timeIntervalSince1970: Double(number) / 1000) }
-        if let number = value.doubleValue { return Date(timeIntervalSince1970: number / 1000) }
-        return nil
+        // Epoch milliseconds; anything outside the years 1 to 9999 is not a date the server meant.
+        guard let millis = value?.intValue.map(Double.init) ?? value?.doubleValue else { return nil }
+        return Timestamp.date(milliseconds: millis)
     }
 }

@@ -1,5 +1,6 @@
 import Foundation
 import KeyManager
+import Storage
 
 /// One user's part of a sync plan: what to change locally and on the server.
 public struct UserSyncPlan: Sendable, Equatable {
@@ -60,7 +61,7 @@ public enum Reconciler {
                     // Rule 1: registered and in step; mirror the server's name and last access.
                     let changesSomething = key.serverState != "registered"
                         || (device.deviceName != nil && device.deviceName != key.deviceName)
-                        || (device.lastAccessAt != nil && millis(device.lastAccessAt) != millis(key.serverLastAccessAt))
+                        || (device.lastAccessAt != nil && device.lastAccessAt.map(Timestamp.milliseconds) != key.serverLastAccessAt.map(Timestamp.milliseconds))
                     if changesSomething {
                         plan.changes.listed.append(.init(kid: key.kid, deviceName: device.deviceName, lastAccessAt: device.lastAccessAt))
                     } else {
@@ -81,11 +82,6 @@ public enum Reconciler {
         // Rule 4: records of this device that this store never held.
         plan.orphans = devices.filter { $0.deviceId == deviceId && !knownKids.contains($0.kid) }
         return plan
-    }
-
-    /// Times compare at the store's precision (milliseconds), so a value read back equals the one written.
-    static func millis(_ date: Date?) -> Int64? {
-        date.map { Int64(($0.timeIntervalSince1970 * 1000).rounded()) }
     }
 
     /// Rule 7: the most revocations a run may apply without `--force`: `percent` of the active keys, at least 1.

@@ -113,3 +113,14 @@ final class StoreOpeningTests: StorageTestCase {
         XCTAssertNotNil(Timestamp.date(from: "2026-11-23T10:00:00Z"))
     }
 }
+
+final class TimestampLimitsTests: XCTestCase {
+    func testDatesOutsideYears1To9999AreClampedNotFatal() {
+        XCTAssertEqual(Timestamp.string(from: Date(timeIntervalSince1970: 1e15)), "9999-12-31T23:59:59.999Z")
+        XCTAssertEqual(Timestamp.string(from: Date(timeIntervalSince1970: -1e15)), "0001-01-01T00:00:00.000Z")
+        XCTAssertEqual(Timestamp.string(from: .distantFuture), "4001-01-01T00:00:00.000Z")
+        XCTAssertEqual(Timestamp.string(from: .distantPast), "0001-01-01T00:00:00.000Z")
+        XCTAssertEqual(Timestamp.milliseconds(Date(timeIntervalSince1970: 1e300)), Timestamp.milliseconds(Date(timeIntervalSince1970: 1e15)))
+        XCTAssertEqual(Timestamp.milliseconds(Date(timeIntervalSince1970: 1.2345)), 1235)
+    }
+}

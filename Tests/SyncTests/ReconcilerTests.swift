@@ -79,3 +79,21 @@ final class ReconcilerTests: XCTestCase {
         XCTAssertEqual(segment.removingPercentEncoding, hostile)
     }
 }
+
+/// What a server sends can be anything: absurd dates in a listing must not crash keymgr.
+final class HostileListingTests: XCTestCase {
+    func testAbsurdDatesInAListingAreIgnoredNotFatal() throws {
+        let body = """
+            {"result":[
+              {"_id":"k1","uuid":"k1","deviceId":"d","key":{"kid":"k1"},"createdDate":9223372036854775807,"lastAccessDate":-9223372036854775807},
+              {"_id":"k2","uuid":"k2","deviceId":"d","key":{"kid":"k2"},"createdDate":1.0e300,"lastAccessDate":1795000000123}
+            ],"resultCount":2,"pagedResultsCookie":null}
+            """
+        let page = try PingAMDeviceClient.decodePage(Data(body.utf8))
+        XCTAssertEqual(page.devices.map(\.kid), ["k1", "k2"])
+        XCTAssertNil(page.devices[0].createdAt)
+        XCTAssertNil(page.devices[0].lastAccessAt)
+        XCTAssertNil(page.devices[1].createdAt)
+        XCTAssertEqual(page.devices[1].lastAccessAt, Date(timeIntervalSince1970: 1_795_000_000.123))
+    }
+}
