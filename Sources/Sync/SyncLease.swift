@@ -8,8 +8,14 @@ import Storage
 public final class SyncLease {
     private var descriptor: Int32
 
-    /// Takes the lease at once, or throws `busy` when another sync holds it.
+    /// Takes the lease at once, or throws `busy` when another sync holds it, and `config` when the home is
+    /// missing or another OS user could write it (no lock file is made there).
     public init(home: StoreHome) throws {
+        do {
+            try home.prepare(create: false)
+        } catch let error as StorageError {
+            throw KeyManagerError(.config, error.message)
+        }
         let path = home.url.appendingPathComponent("sync.lock").path
         descriptor = open(path, O_CREAT | O_RDWR | O_CLOEXEC, 0o600)
         guard descriptor >= 0 else {

@@ -170,6 +170,21 @@ final class SyncRulesTests: SyncTestCase {
         XCTAssertNoThrow(try SyncLease(home: home))
     }
 
+    func testTheLeaseRefusesAMissingOrUnsafeHomeWithoutTouchingIt() throws {
+        let missing = StoreHome(url: scratch.appendingPathComponent("nowhere"))
+        XCTAssertThrowsError(try SyncLease(home: missing)) { error in
+            XCTAssertEqual((error as? KeyManagerError)?.code, .config)
+            XCTAssertTrue("\(error)".contains("keymgr init"), "\(error)")
+        }
+        XCTAssertFalse(FileManager.default.fileExists(atPath: missing.url.path))
+        chmod(home.url.path, 0o777)
+        defer { chmod(home.url.path, 0o700) }
+        XCTAssertThrowsError(try SyncLease(home: home)) { error in
+            XCTAssertEqual((error as? KeyManagerError)?.code, .config)
+        }
+        XCTAssertFalse(FileManager.default.fileExists(atPath: home.url.appendingPathComponent("sync.lock").path))
+    }
+
     func testHostileUserIdReachesTheServerAsOneEncodedSegment() async throws {
         let userId = "a/b ..?# c"
         var request = BindRequest(userId: userId)

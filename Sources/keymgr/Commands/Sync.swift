@@ -57,8 +57,6 @@ struct SyncCommand: KeymgrCommand {
     }
 
     func run() throws {
-        // Without a home there is nothing to lock: opening the store says so in its own words.
-        if !FileManager.default.fileExists(atPath: globals.storeHome.url.path) { _ = try globals.openManager() }
         // The lease comes first: an overlapping run leaves before touching the store or the server.
         let lease = try SyncLease(home: globals.storeHome)
         defer { lease.release() }
