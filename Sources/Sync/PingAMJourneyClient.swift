@@ -30,88 +30,77 @@ public struct PingAMJourneyClient: Sendable {
         }
     }
 
-    /// The outcome of a journey that ended in success.
-    public struct Outcome: Sendable {
-        /// The key bound, for a binding journey.
-        public var bound: BindResult?
-        /// The key that signed, for a signing journey.
-        public var signed: SignResult?
-    }
-
-    /// Runs `journey`, binding a key when the server sends a DeviceBindingCallback.
+    /// Runs `journey`, binding a key when the server sends a DeviceBindingCallback; returns the key, registered.
     ///
     /// The callback's `authenticationType` decides the auth type; a conflicting `requestedAuthType` is a usage error.
     /// - Parameter newPIN: asked only when the server wants an APPLICATION_PIN key.
     public func bind(journey: String, credentials: Credentials, requestedAuthType: AuthType?, manager: KeyManager,
-                     newPIN: @escaping SecretProvider) async throws -> Outcome {
-        try await run(journey: journey, credentials: credentials) { callback in
-            guard callback.type == "DeviceBindingCallback" else { return nil }
-            let userId = try callback.output("userId")
+                     newPIN: @escaping SecretProvider) async throws -> BindResult {
+        let identity = try manager.deviceIdentity()
+        var bound = try await run(journey: journey, credentials: credentials, answering: "DeviceBindingCallback") { callback in
             guard let authName = callback.outputValue("authenticationType")?.stringValue, let authType = AuthType(flag: authName) else {
                 throw KeyManagerError(.unsupported, "the server asked for an auth type keymgr does not know")
             }
             if let requestedAuthType, requestedAuthType != authType {
                 throw KeyManagerError(.usage, "the journey \(journey) binds with \(authType.rawValue), but --auth-type says \(requestedAuthType.rawValue): drop --auth-type")
             }
-            var request = BindRequest(userId: userId)
+            var request = BindRequest(userId: try callback.output("userId"))
             request.username = callback.outputValue("username")?.stringValue ?? credentials.username
             request.authType = authType
             request.challenge = try callback.output("challenge")
-            request.expiresIn = callback.outputValue("timeout")?.intValue.map(Int.init) ?? 60
-            let identity = try manager.deviceIdentity()
+            request.expiresIn = try Self.lifetime(of: callback)
             let result = try manager.bind(request, newPIN: newPIN)
             callback.set("jws", .string(result.jws ?? ""))
             callback.set("deviceName", .string(identity.deviceName))
             callback.set("deviceId", .string(identity.deviceId))
-            return .bound(result, identity.deviceName)
-        } finished: { step in
-            if case .bound(let result, let deviceName) = step {
-                try manager.markRegistered(kid: result.key.kid, deviceName: deviceName)
-                var registered = result
-                registered.key.serverState = "registered"
-                registered.key.deviceName = deviceName
-                return Outcome(bound: registered, signed: nil)
-            }
-            throw KeyManagerError(.serverRejected, "the journey \(journey) ended without asking to bind a device: check the journey name")
+            return result
         }
+        try manager.markRegistered(kid: bound.key.kid, deviceName: identity.deviceName)
+        bound.key.serverState = "registered"
+        bound.key.deviceName = identity.deviceName
+        return bound
     }
 
     /// Runs `journey`, signing the server's challenge when it sends a DeviceSigningVerifierCallback.
     public func sign(journey: String, credentials: Credentials, claims: [String: JSONValue], manager: KeyManager,
-                     pin: @escaping SecretProvider) async throws -> Outcome {
-        try await run(journey: journey, credentials: credentials) { callback in
-            guard callback.type == "DeviceSigningVerifierCallback" else { return nil }
+                     pin: @escaping SecretProvider) async throws -> SignResult {
+        try await run(journey: journey, credentials: credentials, answering: "DeviceSigningVerifierCallback") { callback in
             var request = SignRequest(userId: try callback.output("userId"), kid: nil)
             request.challenge = try callback.output("challenge")
             request.claims = claims
-            request.expiresIn = callback.outputValue("timeout")?.intValue.map(Int.init) ?? 60
+            request.expiresIn = try Self.lifetime(of: callback)
             let result = try manager.sign(request, pin: pin)
             callback.set("jws", .string(result.jws))
-            return .signed(result)
-        } finished: { step in
-            if case .signed(let result) = step { return Outcome(bound: nil, signed: result) }
-            throw KeyManagerError(.serverRejected, "the journey \(journey) ended without a signing challenge: check the journey name")
+            return result
         }
     }
 
-    enum Step {
-        case bound(BindResult, String)
-        case signed(SignResult)
+    /// The JWS lifetime the callback asks for (`timeout`, default 60 s); keymgr signs for 1 to 3600 seconds.
+    static func lifetime(of callback: Callback) throws -> Int {
+        guard let value = callback.outputValue("timeout") else { return 60 }
+        guard let seconds = value.intValue, (1...3600).contains(seconds) else {
+            throw KeyManagerError(.serverRejected, "the server's \(callback.type) asks for a JWS lifetime of \(value.canonicalJSON()) seconds; keymgr signs for 1 to 3600")
+        }
+        return Int(seconds)
     }
 
-    /// Drives the journey; `answer` handles the device callback, `finished` turns the handled step into the outcome.
-    private func run(journey: String, credentials: Credentials, answer: (Callback) throws -> Step?,
-                     finished: (Step?) throws -> Outcome) async throws -> Outcome {
+    /// Drives the journey, answering Name and Password callbacks and handing the `device` callback to `answer`;
+    /// returns what `answer` made once the server reports success.
+    private func run<Result>(journey: String, credentials: Credentials, answering device: String,
+                             answer: (Callback) throws -> Result) async throws -> Result {
         let url = try authenticateURL(journey: journey)
         var body: JSONValue = .object([:])
-        var handled: Step?
+        var handled: Result?
         for _ in 0..<maxSteps {
             let response = try await post(url, body)
             guard let object = try? JSONDecoder().decode(JSONValue.self, from: response.body).objectValue else {
                 throw KeyManagerError(.serverUnavailable, "the server's journey answer is not JSON (HTTP \(response.status))")
             }
             if response.status == 200, object["tokenId"] != nil || object["successUrl"] != nil {
-                return try finished(handled)
+                guard let handled else {
+                    throw KeyManagerError(.serverRejected, "the journey \(journey) ended without a \(device): check the journey name")
+                }
+                return handled
             }
             guard response.status == 200, let callbacks = object["callbacks"]?.arrayValue else {
                 let message = object["message"]?.stringValue ?? "HTTP \(response.status)"
@@ -127,9 +116,9 @@ public struct PingAMJourneyClient: Sendable {
                 case "PasswordCallback":
                     let password = try credentials.password()
                     callback.setFirstInput(.string(password.withUnsafeBytes { String(decoding: $0, as: UTF8.self) }))
-                default:
+                case device:
                     do {
-                        if let step = try answer(callback) { handled = step }
+                        handled = try answer(callback)
                     } catch let error as KeyManagerError {
                         // Tell the server why, as the SDKs do with clientError, then report the local error.
                         if let clientError = Self.clientError(for: error.code) {
@@ -140,6 +129,8 @@ public struct PingAMJourneyClient: Sendable {
                         }
                         throw error
                     }
+                default:
+                    break
                 }
                 answered.append(callback.json)
             }

@@ -22,11 +22,31 @@ final class SyncRulesTests: SyncTestCase {
     func testSigningJourneyAnswersTheServersChallenge() async throws {
         try await register("alice")
         let journeys = PingAMJourneyClient(profile: try profile(), http: URLSessionHTTPClient(timeout: 5))
-        let outcome = try await journeys.sign(journey: "SignIn", credentials: .init(username: "alice") { SecretBytes(utf8: "") },
+        let signed = try await journeys.sign(journey: "SignIn", credentials: .init(username: "alice") { SecretBytes(utf8: "") },
                                               claims: ["purpose": "door"], manager: manager,
                                               pin: { throw KeyManagerError(.abort, "no PIN") })
-        XCTAssertNotNil(outcome.signed)
-        XCTAssertNotNil(try self.key(XCTUnwrap(outcome.signed?.kid))?.lastUsedAt)
+        XCTAssertNotNil(try self.key(signed.kid)?.lastUsedAt)
+    }
+
+    func testAJourneyAskingForAnAbsurdJWSLifetimeIsAServerErrorNotAUsageError() async throws {
+        let odd = try await ReferenceServer.start(configuration: ReferenceServerConfiguration(
+            databasePath: scratch.appendingPathComponent("odd.db").path, adminToken: adminToken, callbackTimeout: 7200))
+        defer { Task { await odd.stop() } }
+        try await odd.addUser("alice", password: password)
+        var profile = try profile()
+        profile.baseURL = odd.baseURL
+        let journeys = PingAMJourneyClient(profile: profile, http: URLSessionHTTPClient(timeout: 5))
+        let password = password
+        do {
+            _ = try await journeys.bind(journey: "RegisterDevice", credentials: .init(username: "alice") { SecretBytes(utf8: password) },
+                                        requestedAuthType: nil, manager: manager,
+                                        newPIN: { throw KeyManagerError(.abort, "no PIN") })
+            XCTFail("a 7200 s JWS lifetime was accepted")
+        } catch let error as KeyManagerError {
+            XCTAssertEqual(error.code, .serverRejected, "\(error)")
+            XCTAssertTrue(error.message.contains("7200"), error.message)
+        }
+        XCTAssertTrue(try manager.allKeys().isEmpty, "no key is bound for a callback keymgr refuses")
     }
 
     func testRule1ListedKeysAreRegisteredAndMirroredThenASecondRunWritesNothing() async throws {

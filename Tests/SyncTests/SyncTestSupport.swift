@@ -58,10 +58,10 @@ class SyncTestCase: XCTestCase {
         try await server.addUser(username, password: password)
         let journeys = PingAMJourneyClient(profile: try profile(), http: URLSessionHTTPClient(timeout: 5))
         let password = password
-        let outcome = try await journeys.bind(
+        let bound = try await journeys.bind(
             journey: "RegisterDevice", credentials: .init(username: username) { SecretBytes(utf8: password) },
             requestedAuthType: nil, manager: manager, newPIN: { throw KeyManagerError(.abort, "no PIN in this journey") })
-        return try XCTUnwrap(outcome.bound?.key)
+        return bound.key
     }
 
     /// Registers users and runs one sync so the store mirrors the server: later runs start in step.

@@ -76,12 +76,9 @@ struct Bind: KeymgrCommand {
         let credentials = PingAMJourneyClient.Credentials(username: login) { try password.read() }
         let requested = authType?.authType
         let (pinStdin, pinFd, user) = (pin.pinStdin, pin.pinFd, user)
-        let outcome = try AsyncBridge.wait {
+        let result = try AsyncBridge.wait {
             try await client.bind(journey: name, credentials: credentials, requestedAuthType: requested, manager: manager,
                                   newPIN: PINSource.choose(stdin: pinStdin, fd: pinFd).new(for: user))
-        }
-        guard let result = outcome.bound else {
-            throw KeyManagerError(.serverRejected, "the journey \(name) ended without binding a key")
         }
         let console = globals.console
         if globals.json {

@@ -87,12 +87,9 @@ struct Sign: KeymgrCommand {
         let password = journey.passwordSource(for: login)
         let credentials = PingAMJourneyClient.Credentials(username: login) { try password.read() }
         let (pinStdin, pinFd) = (pin.pinStdin, pin.pinFd)
-        let outcome = try AsyncBridge.wait {
+        let result = try AsyncBridge.wait {
             try await client.sign(journey: name, credentials: credentials, claims: claims, manager: manager,
                                   pin: PINSource.choose(stdin: pinStdin, fd: pinFd).current(for: user))
-        }
-        guard let result = outcome.signed else {
-            throw KeyManagerError(.serverRejected, "the journey \(name) ended without a signature")
         }
         let console = globals.console
         if globals.json {
