@@ -4,7 +4,7 @@
 SWIFT_BIN ?= /opt/swift/usr/bin
 export PATH := $(SWIFT_BIN):$(PATH)
 
-APT_PACKAGES := libsqlite3-dev libssl-dev libargon2-dev pkg-config sqlite3 openssl python3 curl
+APT_PACKAGES := libsqlite3-dev libssl-dev libargon2-dev pkg-config sqlite3 openssl python3 curl argon2
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 .PHONY: all deps build test demo clean
