@@ -38,14 +38,20 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
             ],
             swiftSettings: strict),
+        // Wire clients: HTTP, PingAM's device REST and journeys, OAuth endpoints. Values in, values out.
+        .target(
+            name: "ServerClients",
+            dependencies: ["KeyManager"],
+            swiftSettings: strict),
+        // Services that combine a wire client with the KeyManager facade: sync, journeys.
         .target(
             name: "Sync",
-            dependencies: ["KeyManager", "Storage", .product(name: "Logging", package: "swift-log")],
+            dependencies: ["KeyManager", "ServerClients", .product(name: "Logging", package: "swift-log")],
             swiftSettings: strict),
         .executableTarget(
             name: "keymgr",
             dependencies: [
-                "KeyManager", "Sync", "Storage",
+                "KeyManager", "Sync",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ],
@@ -68,7 +74,8 @@ let package = Package(
 
         .testTarget(name: "StorageTests", dependencies: ["Storage", "KeyManager"], swiftSettings: strict),
         .testTarget(name: "KeyManagerTests", dependencies: ["KeyManager", "Storage"], swiftSettings: strict),
-        .testTarget(name: "SyncTests", dependencies: ["Sync", "KeyManager", "Storage", "RefServer"], swiftSettings: strict),
+        .testTarget(name: "SyncTests", dependencies: ["Sync", "ServerClients", "KeyManager", "Storage", "RefServer"], swiftSettings: strict),
+        .testTarget(name: "ServerClientsTests", dependencies: ["ServerClients", "KeyManager"], swiftSettings: strict),
         .testTarget(name: "RefServerTests", dependencies: ["RefServer", "KeyManager"], swiftSettings: strict),
         .testTarget(name: "keymgrTests", dependencies: ["KeyManager", "Storage"], swiftSettings: strict),
     ]

@@ -1,10 +1,6 @@
 import Foundation
 import Storage
 
-@_exported import struct Storage.AuditQuery
-@_exported import struct Storage.AuditChainReport
-@_exported import struct Storage.StoreHome
-
 /// How a key's user proves presence before the key signs (the Ping Device Binding auth types).
 public enum AuthType: String, CaseIterable, Sendable, Codable {
     case none = "NONE"
@@ -33,6 +29,18 @@ public enum KeyStatus: String, CaseIterable, Sendable, Codable {
     public static let usable: Set<KeyStatus> = [.active, .locked]
 }
 
+/// What the identity server knows of a key.
+public enum KeyServerState: String, CaseIterable, Sendable, Codable {
+    /// Made here; the server has not listed it yet.
+    case unregistered
+    /// The server lists it.
+    case registered
+    /// Retired here; to be deleted on the server by the next sync.
+    case pendingDeletion
+    /// Gone from the server.
+    case deleted
+}
+
 /// A user's device-bound key, as `list` and `bind` show it (the Ping SDK's UserKey plus its lifecycle).
 public struct UserKey: Sendable, Equatable {
     public var kid: String
@@ -40,8 +48,7 @@ public struct UserKey: Sendable, Equatable {
     public var username: String?
     public var authType: AuthType
     public var status: KeyStatus
-    /// `unregistered`, `registered`, `pendingDeletion` or `deleted`.
-    public var serverState: String
+    public var serverState: KeyServerState
     public var createdAt: Date
     public var lastUsedAt: Date?
     /// The name the server shows for this binding, once known.
@@ -52,7 +59,7 @@ public struct UserKey: Sendable, Equatable {
     public var revokedAt: Date?
     public var revokeReason: String?
 
-    public init(kid: String, userId: String, username: String?, authType: AuthType, status: KeyStatus, serverState: String,
+    public init(kid: String, userId: String, username: String?, authType: AuthType, status: KeyStatus, serverState: KeyServerState,
                 createdAt: Date, lastUsedAt: Date?, deviceName: String?, serverLastAccessAt: Date?, issuer: String,
                 revokedAt: Date?, revokeReason: String?) {
         self.kid = kid
@@ -185,14 +192,89 @@ public struct MasterKeyRotation: Sendable {
 extension UserKey {
     init(_ record: UserKeyRecord, username: String?) {
         self.init(kid: record.kid, userId: record.userId, username: username,
-                  authType: AuthType(rawValue: record.authType) ?? .none,
-                  status: KeyStatus(rawValue: record.status.rawValue) ?? .revoked,
-                  serverState: record.serverState.rawValue, createdAt: record.createdAt, lastUsedAt: record.lastUsedAt,
+                  authType: AuthType(record.authType),
+                  status: KeyStatus(record.status),
+                  serverState: KeyServerState(record.serverState), createdAt: record.createdAt, lastUsedAt: record.lastUsedAt,
                   deviceName: record.deviceName, serverLastAccessAt: record.serverLastAccessAt, issuer: record.issuer, revokedAt: record.revokedAt,
                   revokeReason: record.revokeReason)
     }
 }
 
+// The domain's enums and the records' column enums name the same values; these convert without a fallback.
 extension KeyStatus {
-    var record: UserKeyRecord.Status { UserKeyRecord.Status(rawValue: rawValue) ?? .revoked }
+    init(_ status: UserKeyRecord.Status) {
+        switch status {
+        case .active: self = .active
+        case .locked: self = .locked
+        case .revoked: self = .revoked
+        case .superseded: self = .superseded
+        }
+    }
+
+    var record: UserKeyRecord.Status {
+        switch self {
+        case .active: .active
+        case .locked: .locked
+        case .revoked: .revoked
+        case .superseded: .superseded
+        }
+    }
+}
+
+extension KeyServerState {
+    init(_ state: UserKeyRecord.ServerState) {
+        switch state {
+        case .unregistered: self = .unregistered
+        case .registered: self = .registered
+        case .pendingDeletion: self = .pendingDeletion
+        case .deleted: self = .deleted
+        }
+    }
+}
+
+extension AuthType {
+    init(_ authType: UserKeyRecord.AuthType) {
+        switch authType {
+        case .none: self = .none
+        case .applicationPIN: self = .applicationPIN
+        case .biometricOnly: self = .biometricOnly
+        case .biometricAllowFallback: self = .biometricAllowFallback
+        }
+    }
+
+    var record: UserKeyRecord.AuthType {
+        switch self {
+        case .none: .none
+        case .applicationPIN: .applicationPIN
+        case .biometricOnly: .biometricOnly
+        case .biometricAllowFallback: .biometricAllowFallback
+        }
+    }
+}
+
+/// Which audit entries to show: all of those matching every given field.
+public struct AuditFilter: Sendable, Equatable {
+    public var userId: String?
+    public var since: Date?
+    public var event: String?
+
+    public init(userId: String? = nil, since: Date? = nil, event: String? = nil) {
+        self.userId = userId
+        self.since = since
+        self.event = event
+    }
+}
+
+/// The result of checking the audit chain: how many entries held, and the first that does not, if any.
+public struct AuditVerification: Sendable, Equatable {
+    /// Where the chain breaks, and why.
+    public struct Break: Sendable, Equatable {
+        public var seq: Int64
+        public var reason: String
+    }
+
+    public var checked: Int
+    public var firstBad: Break?
+
+    public var isIntact: Bool { firstBad == nil }
 }

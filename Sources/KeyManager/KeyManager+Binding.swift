@@ -61,7 +61,7 @@ extension KeyManager {
                                             issuer: issuer, issuedAt: created, expiresIn: request.expiresIn, key: privateKey)
         }
 
-        let record = UserKeyRecord(kid: kid, userId: request.userId, issuer: issuer, authType: request.authType.rawValue,
+        let record = UserKeyRecord(kid: kid, userId: request.userId, issuer: issuer, authType: request.authType.record,
                                    publicJwk: jwk.jsonObject().canonicalJSON(), wrappedPrivateKey: sealedKey,
                                    status: .active, serverState: .unregistered, createdAt: created)
         let username = try write { writer -> String? in
@@ -172,7 +172,7 @@ extension KeyManager {
                 throw KeyManagerError(.clientNotRegistered, "user \(userId) has no key on this device: bind one with `keymgr bind --user \(userId)`")
             }
             guard candidates.count == 1 else {
-                let list = candidates.map { "\($0.key.kid) (issuer \($0.key.issuer), \($0.key.authType))" }.joined(separator: ", ")
+                let list = candidates.map { "\($0.key.kid) (issuer \($0.key.issuer), \($0.key.authType.rawValue))" }.joined(separator: ", ")
                 throw KeyManagerError(.usage, "user \(userId) has \(candidates.count) keys on this device: choose one with --kid: \(list)")
             }
             return first

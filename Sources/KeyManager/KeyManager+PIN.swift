@@ -7,8 +7,8 @@ extension KeyManager {
     public func changePIN(userId: String, kid: String?, oldPIN: SecretProvider, newPIN: SecretProvider) throws -> UserKey {
         let selected = try selectKey(userId: userId, kid: kid, statuses: KeyStatus.usable, issuer: nil, verb: "change the PIN of")
         let key = selected.key
-        guard key.authType == AuthType.applicationPIN.rawValue else {
-            throw KeyManagerError(.badInput, "key \(key.kid) uses \(key.authType), not an app PIN: "
+        guard key.authType == .applicationPIN else {
+            throw KeyManagerError(.badInput, "key \(key.kid) uses \(key.authType.rawValue), not an app PIN: "
                 + "use `keymgr rebind --user \(key.userId) --auth-type app-pin` to protect it with a PIN")
         }
         let device = try device()

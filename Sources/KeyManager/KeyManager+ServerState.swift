@@ -126,18 +126,17 @@ extension KeyManager {
 
 extension KeyManager {
     /// The server profile named `name`, or nil when none is configured.
-    public func serverSettings(name: String = "default") throws -> ServerRecord? {
-        try read { try $0.server(name: name) }
+    public func serverSettings(name: String = "default") throws -> ServerSettings? {
+        try read { try $0.server(name: name) }.map(ServerSettings.init)
     }
 
     /// Saves a server profile (settings only: the admin credential stays in its file) and audits the change.
-    public func configureServer(_ settings: ServerRecord) throws {
-        var settings = settings
-        settings.updatedAt = now()
+    public func configureServer(_ settings: ServerSettings) throws {
+        let record = ServerRecord(settings, updatedAt: now())
         try write { writer in
-            try writer.save(settings)
+            try writer.save(record)
             try writer.appendAudit(auditEvent("server.configured", details: [
-                "name": .string(settings.name), "dialect": .string(settings.dialect), "baseUrl": .string(settings.baseUrl),
+                "name": .string(record.name), "dialect": .string(settings.dialect.rawValue), "baseUrl": .string(record.baseUrl),
             ]))
         }
     }
@@ -155,7 +154,44 @@ extension KeyManager {
 
 extension KeyManager {
     /// Records the outcome of a sync run (bookkeeping: not audited, not counted as a reconciliation write).
-    public func recordSync(_ state: SyncStateRecord) throws {
+    public func recordSync(_ summary: SyncSummary) throws {
+        let errors = JSONValue.array(summary.errors.map {
+            .object(["userId": .string($0.userId), "code": .string($0.code), "message": .string($0.message)])
+        }).canonicalJSON()
+        let state = SyncStateRecord(
+            serverName: summary.serverName, startedAt: summary.startedAt, finishedAt: summary.finishedAt,
+            users: summary.users, inSync: summary.inSync, registered: summary.registered, revoked: summary.revoked,
+            serverDeleted: summary.serverDeleted, orphans: summary.orphans, errors: summary.errors.count,
+            errorSummary: errors)
         try write { try $0.save(state) }
+    }
+}
+
+extension ServerSettings {
+    init(_ record: ServerRecord) throws {
+        guard let baseURL = URL(string: record.baseUrl) else {
+            throw KeyManagerError(.config, "the server profile \(record.name) has no usable base URL: run `keymgr server set` again")
+        }
+        let endpoint = { (text: String?) in text.flatMap(URL.init(string:)) }
+        self.init(name: record.name, dialect: record.dialect == .pingam ? .pingam : .oauth, baseURL: baseURL,
+                  realmPath: record.realmPath, credentialFile: record.credentialFile,
+                  credentialHeader: record.credentialHeader, tokenEndpoint: endpoint(record.tokenEndpoint),
+                  registrationEndpoint: endpoint(record.registrationEndpoint),
+                  revocationEndpoint: endpoint(record.revocationEndpoint),
+                  deviceAuthorizationEndpoint: endpoint(record.deviceAuthorizationEndpoint),
+                  tokenBinding: record.tokenBinding == .bound ? .bound : .unbound, updatedAt: record.updatedAt)
+    }
+}
+
+extension ServerRecord {
+    init(_ settings: ServerSettings, updatedAt: Date) {
+        self.init(name: settings.name, dialect: settings.dialect == .pingam ? .pingam : .oauth,
+                  baseUrl: settings.baseURL.absoluteString, realmPath: settings.realmPath,
+                  credentialFile: settings.credentialFile, credentialHeader: settings.credentialHeader,
+                  tokenEndpoint: settings.tokenEndpoint?.absoluteString,
+                  registrationEndpoint: settings.registrationEndpoint?.absoluteString,
+                  revocationEndpoint: settings.revocationEndpoint?.absoluteString,
+                  deviceAuthorizationEndpoint: settings.deviceAuthorizationEndpoint?.absoluteString,
+                  tokenBinding: settings.tokenBinding == .bound ? .bound : .unbound, updatedAt: updatedAt)
     }
 }

@@ -48,7 +48,7 @@ extension KeyManager {
         guard key.status == .active, let sealed = key.wrappedPrivateKey else {
             throw KeyManagerError(.clientNotRegistered, "key \(key.kid) has no key material left: bind the user again")
         }
-        let authType = AuthType(rawValue: key.authType) ?? .none
+        let authType = AuthType(key.authType)
         let slot = SealedSlot.privateKey(kid: key.kid, userId: key.userId)
         switch authType {
         case .none:

@@ -8,7 +8,7 @@ import Storage
 /// from the master key; PIN-protected keys also need the PIN. Nothing here prints; messages never carry a secret.
 public final class KeyManager: Sendable {
     /// The store this manager works on.
-    public let store: Store
+    let store: Store
     let hierarchy: KeyHierarchy
     let masterKeySource: MasterKey.Source
     let logger: Logger
@@ -26,11 +26,12 @@ public final class KeyManager: Sendable {
     }
 
     /// Creates a store in `home`: the database, the device row and (unless one is supplied elsewhere) the master key.
-    public static func initialize(home: StoreHome, options: InitOptions,
+    public static func initialize(home location: StoreLocation, options: InitOptions,
                                   environment: [String: String] = ProcessInfo.processInfo.environment,
                                   logger: Logger = Logger(label: "keymgr"),
                                   now: @escaping @Sendable () -> Date = { Date() }) throws -> KeyManager {
         try validate(options)
+        let home = location.home
         let store = try mapped { try Store.open(home: home, create: true, digest: SHA256.hash) }
         if try mapped({ try store.read { try $0.device() } }) != nil {
             throw KeyManagerError(.config, "\(home.url.path) already holds a keymgr store: use it, or choose another --home")
@@ -72,10 +73,11 @@ public final class KeyManager: Sendable {
     /// Opens the store in `home` with its master key.
     ///
     /// - Throws: `config` when there is no store, the master key is missing or is not this store's; `busy` when locked.
-    public static func open(home: StoreHome,
+    public static func open(home location: StoreLocation,
                             environment: [String: String] = ProcessInfo.processInfo.environment,
                             logger: Logger = Logger(label: "keymgr"),
                             now: @escaping @Sendable () -> Date = { Date() }) throws -> KeyManager {
+        let home = location.home
         let store = try mapped { try Store.open(home: home, create: false, digest: SHA256.hash) }
         guard let device = try mapped({ try store.read { try $0.device() } }) else {
             throw KeyManagerError(.config, "the store at \(home.url.path) was never initialised: run `keymgr init`")

@@ -1,7 +1,18 @@
+/// An error keymgr reports to a person: a code of the taxonomy and a message that says what to do next.
+///
+/// Every library error type conforms (`KeyManagerError`, the wire clients' `TransportError`), so the CLI maps any of
+/// them to an exit status in one place. Messages never contain a secret.
+public protocol KeymgrFailure: Error, Sendable {
+    /// What kind of error this is.
+    var code: KeyManagerError.Code { get }
+    /// What went wrong and what to do next, for a person.
+    var message: String { get }
+}
+
 /// The one error type of keymgr's library: a code from DESIGN.md's taxonomy and a message a person can act on.
 ///
 /// Messages never contain a secret (PIN, private key, token, client secret). The CLI maps `code` to an exit code.
-public struct KeyManagerError: Error, Sendable, Equatable, CustomStringConvertible {
+public struct KeyManagerError: KeymgrFailure, Equatable, CustomStringConvertible {
     /// The error taxonomy: the Ping SDK's statuses plus keymgr's own.
     public enum Code: String, Sendable, CaseIterable, Codable {
         // The Ping SDK's statuses.
@@ -19,6 +30,7 @@ public struct KeyManagerError: Error, Sendable, Equatable, CustomStringConvertib
         case config
         case badInput
         case safetyValve
+        case tampered
         case usage
         case failure
     }

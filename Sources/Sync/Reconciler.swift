@@ -1,6 +1,6 @@
 import Foundation
 import KeyManager
-import Storage
+import ServerClients
 
 /// One user's part of a sync plan: what to change locally and on the server.
 public struct UserSyncPlan: Sendable, Equatable {
@@ -14,7 +14,7 @@ public struct UserSyncPlan: Sendable, Equatable {
     /// Listed active keys that needed no change.
     public var inSync: Int = 0
     /// Why this user could not be reconciled; when set, nothing changes for the user (rule 6).
-    public var error: SyncFailure?
+    public var error: TransportError?
 
     public init(userId: String) {
         self.userId = userId
@@ -30,7 +30,7 @@ public enum Reconciler {
     /// Users worth asking the server about: anyone holding a usable key, or a key the server may still hold.
     public static func usersToReconcile(_ keys: [UserKey]) -> [String] {
         let interesting = keys.filter {
-            KeyStatus.usable.contains($0.status) || $0.serverState == "registered" || $0.serverState == "pendingDeletion"
+            KeyStatus.usable.contains($0.status) || $0.serverState == .registered || $0.serverState == .pendingDeletion
         }
         return Array(Set(interesting.map(\.userId))).sorted()
     }
@@ -42,7 +42,7 @@ public enum Reconciler {
     ///   - listing: the server's complete listing for the user, or the failure that kept it from being complete.
     ///   - deviceId: this device's id, to recognise orphans of this device.
     ///   - knownKids: every kid this store has ever held (of any user), so another user's key is no orphan.
-    public static func plan(userId: String, localKeys: [UserKey], listing: Result<[ServerDevice], SyncFailure>,
+    public static func plan(userId: String, localKeys: [UserKey], listing: Result<[ServerDevice], TransportError>,
                             deviceId: String, knownKids: Set<String>) -> UserSyncPlan {
         var plan = UserSyncPlan(userId: userId)
         let devices: [ServerDevice]
@@ -59,9 +59,9 @@ public enum Reconciler {
             if let device = listedByKid[key.kid] {
                 if usable {
                     // Rule 1: registered and in step; mirror the server's name and last access.
-                    let changesSomething = key.serverState != "registered"
+                    let changesSomething = key.serverState != .registered
                         || (device.deviceName != nil && device.deviceName != key.deviceName)
-                        || (device.lastAccessAt != nil && device.lastAccessAt.map(Timestamp.milliseconds) != key.serverLastAccessAt.map(Timestamp.milliseconds))
+                        || (device.lastAccessAt != nil && device.lastAccessAt.map(ISOTime.milliseconds) != key.serverLastAccessAt.map(ISOTime.milliseconds))
                     if changesSomething {
                         plan.changes.listed.append(.init(kid: key.kid, deviceName: device.deviceName, lastAccessAt: device.lastAccessAt))
                     } else {
@@ -71,10 +71,10 @@ public enum Reconciler {
                     // Rule 3: retired here, still on the server.
                     plan.deleteOnServer.append(device)
                 }
-            } else if usable && key.serverState == "registered" {
+            } else if usable && key.serverState == .registered {
                 // Rule 2: the server no longer holds it: an administrator or the user removed it.
                 plan.changes.revokedByServer.append(key.kid)
-            } else if key.serverState == "pendingDeletion" {
+            } else if key.serverState == .pendingDeletion {
                 // Rule 3, confirmed by absence: someone already deleted it.
                 plan.changes.deletedOnServer.append(key.kid)
             }

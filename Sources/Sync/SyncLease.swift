@@ -1,6 +1,5 @@
 import Foundation
 import KeyManager
-import Storage
 
 /// One sync at a time per store: an exclusive `flock` on `sync.lock` in the home.
 ///
@@ -10,12 +9,8 @@ public final class SyncLease {
 
     /// Takes the lease at once, or throws `busy` when another sync holds it, and `config` when the home is
     /// missing or another OS user could write it (no lock file is made there).
-    public init(home: StoreHome) throws {
-        do {
-            try home.prepare(create: false)
-        } catch let error as StorageError {
-            throw KeyManagerError(.config, error.message)
-        }
+    public init(home: StoreLocation) throws {
+        try home.checkUsable()
         let path = home.url.appendingPathComponent("sync.lock").path
         descriptor = open(path, O_CREAT | O_RDWR | O_CLOEXEC, 0o600)
         guard descriptor >= 0 else {

@@ -1,7 +1,7 @@
 import Foundation
 import KeyManager
 import Logging
-import Storage
+import ServerClients
 
 /// How a sync run behaves.
 public struct SyncOptions: Sendable {
@@ -20,11 +20,8 @@ public struct SyncOptions: Sendable {
 
 /// What a sync run did (or, with `dryRun`, would do).
 public struct SyncReport: Sendable, Equatable {
-    public struct UserError: Sendable, Equatable {
-        public var userId: String
-        public var code: String
-        public var message: String
-    }
+    /// A user the run could not reconcile: the code and message of the error.
+    public typealias UserError = SyncSummary.UserError
 
     public var dryRun: Bool
     /// Users whose listing was asked for.
@@ -47,6 +44,8 @@ public struct SyncReport: Sendable, Equatable {
     /// When the valve trips: how many revocations were planned and how many are allowed.
     public var plannedRevocations = 0
     public var revocationLimit = 0
+    /// The server keeps no device registry (an OAuth dialect): there was nothing to reconcile.
+    public var noDeviceRegistry = false
 
     /// An empty report: a run that had nothing to reconcile.
     public init(dryRun: Bool) {
@@ -57,18 +56,24 @@ public struct SyncReport: Sendable, Equatable {
 /// Reconciles the local keys with the server's registered devices (DESIGN.md "Sync" rules 1–4 and 6–10).
 public struct SyncService: Sendable {
     public let manager: KeyManager
-    public let devices: PingAMDeviceClient
+    let connection: ServerConnection
     let logger: Logger
 
-    public init(manager: KeyManager, devices: PingAMDeviceClient, logger: Logger = Logger(label: "keymgr.sync")) {
+    public init(manager: KeyManager, connection: ServerConnection, logger: Logger) {
         self.manager = manager
-        self.devices = devices
+        self.connection = connection
         self.logger = logger
     }
 
     /// Runs one sync. The caller holds the `SyncLease`.
     /// - Parameter progress: called with (users done, users in all) as listings arrive.
     public func run(_ options: SyncOptions, progress: @Sendable (Int, Int) -> Void = { _, _ in }) async throws -> SyncReport {
+        guard let devices = try connection.deviceClient() else {
+            // An OAuth server keeps no device registry; its registrations (rule 5) are not synced yet.
+            var report = SyncReport(dryRun: options.dryRun)
+            report.noDeviceRegistry = true
+            return report
+        }
         let startedAt = Date()
         let identity = try manager.deviceIdentity()
         let localKeys = try manager.allKeys()
@@ -87,13 +92,13 @@ public struct SyncService: Sendable {
                 next += 1
                 let keys = keysByUser[userId] ?? []
                 group.addTask {
-                    let listing: Result<[ServerDevice], SyncFailure>
+                    let listing: Result<[ServerDevice], TransportError>
                     do {
                         listing = .success(try await devices.listDevices(userId: userId))
-                    } catch let failure as SyncFailure {
+                    } catch let failure as TransportError {
                         listing = .failure(failure)
                     } catch {
-                        listing = .failure(SyncFailure(.unavailable, "\(error)"))
+                        listing = .failure(TransportError(.unavailable, "\(error)"))
                     }
                     return Reconciler.plan(userId: userId, localKeys: keys, listing: listing,
                                            deviceId: identity.deviceId, knownKids: knownKids)
@@ -114,7 +119,7 @@ public struct SyncService: Sendable {
             report.inSync += plan.inSync
             report.orphans += plan.orphans.map(\.kid)
             if let error = plan.error {
-                report.errors.append(.init(userId: plan.userId, code: error.kind.rawValue, message: error.message))
+                report.errors.append(.init(userId: plan.userId, code: error.code.rawValue, message: error.message))
             }
         }
 
@@ -131,7 +136,7 @@ public struct SyncService: Sendable {
         if options.dryRun {
             for plan in plans where plan.error == nil {
                 let known = Dictionary(uniqueKeysWithValues: (keysByUser[plan.userId] ?? []).map { ($0.kid, $0) })
-                report.registered += plan.changes.listed.filter { known[$0.kid]?.serverState == "unregistered" }.map(\.kid)
+                report.registered += plan.changes.listed.filter { known[$0.kid]?.serverState == .unregistered }.map(\.kid)
                 report.revoked += plan.changes.revokedByServer
                 report.serverDeleted += plan.changes.deletedOnServer + plan.deleteOnServer.map(\.kid)
             }
@@ -140,24 +145,24 @@ public struct SyncService: Sendable {
 
         for plan in plans where plan.error == nil && !plan.isEmpty {
             do {
-                let outcome = try await execute(plan, options: options)
+                let outcome = try await execute(plan, devices: devices, options: options)
                 report.registered += outcome.registered
                 report.revoked += outcome.revoked
                 report.serverDeleted += outcome.serverDeleted
                 report.writes += outcome.writes
-            } catch let failure as SyncFailure {
-                report.errors.append(.init(userId: plan.userId, code: failure.kind.rawValue, message: failure.message))
+            } catch let failure as TransportError {
+                report.errors.append(.init(userId: plan.userId, code: failure.code.rawValue, message: failure.message))
             } catch let error as KeyManagerError where error.code != .busy {
                 report.errors.append(.init(userId: plan.userId, code: error.code.rawValue, message: error.message))
             }
         }
-        try record(report, serverName: devices.profile.name, startedAt: startedAt)
+        try record(report, serverName: connection.settings.name, startedAt: startedAt)
         return report
     }
 
     /// Server deletions first, then the user's local changes in one transaction; a failed deletion changes
     /// nothing locally for the user, and the next run retries it.
-    private func execute(_ plan: UserSyncPlan, options: SyncOptions) async throws -> ServerChangesOutcome {
+    private func execute(_ plan: UserSyncPlan, devices: PingAMDeviceClient, options: SyncOptions) async throws -> ServerChangesOutcome {
         var changes = plan.changes
         for device in plan.deleteOnServer {
             try await devices.deleteDevice(userId: plan.userId, uuid: device.uuid)
@@ -173,12 +178,9 @@ public struct SyncService: Sendable {
     }
 
     private func record(_ report: SyncReport, serverName: String, startedAt: Date) throws {
-        let summary = JSONValue.array(report.errors.map {
-            .object(["userId": .string($0.userId), "code": .string($0.code), "message": .string($0.message)])
-        }).canonicalJSON()
-        try manager.recordSync(SyncStateRecord(
+        try manager.recordSync(SyncSummary(
             serverName: serverName, startedAt: startedAt, finishedAt: Date(), users: report.users, inSync: report.inSync,
             registered: report.registered.count, revoked: report.revoked.count, serverDeleted: report.serverDeleted.count,
-            orphans: report.orphans.count, errors: report.errors.count, errorSummary: summary))
+            orphans: report.orphans.count, errors: report.errors))
     }
 }

@@ -1,5 +1,5 @@
 import Foundation
-import KeyManager
+@testable import KeyManager
 import XCTest
 
 /// Argon2id against the reference `argon2` command-line tool (Debian package `argon2`), run live.

@@ -1,5 +1,5 @@
 import Foundation
-import KeyManager
+@testable import KeyManager
 import XCTest
 
 /// JWS, JWK and P-256 against the RFCs' own vectors.

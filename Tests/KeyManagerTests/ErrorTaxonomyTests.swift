@@ -80,7 +80,7 @@ final class ErrorTaxonomyTests: KeyManagerTestCase {
     }
 
     func testConfigForAMissingStoreOrAnInsecureHome() throws {
-        let elsewhere = StoreHome(url: scratch.appendingPathComponent("empty"))
+        let elsewhere = StoreLocation(url: scratch.appendingPathComponent("empty"))
         assertCode(.config) { _ = try KeyManager.open(home: elsewhere, environment: [:]) }
         chmod(home.url.path, 0o777)
         assertCode(.config) { _ = try self.reopen() }
@@ -95,7 +95,7 @@ final class ErrorTaxonomyTests: KeyManagerTestCase {
         var options = options()
         options.pinRetry = 11
         assertCode(.usage) {
-            _ = try KeyManager.initialize(home: StoreHome(url: self.scratch.appendingPathComponent("h2")), options: options, environment: [:])
+            _ = try KeyManager.initialize(home: StoreLocation(url: self.scratch.appendingPathComponent("h2")), options: options, environment: [:])
         }
     }
 

@@ -1,5 +1,5 @@
 import Foundation
-import KeyManager
+@testable import KeyManager
 
 /// Verifies ES256 compact JWSs with an implementation that shares no code with keymgr:
 /// `Tests/tools/verify_jws.py` (Python 3 and the `cryptography` package), run as a process.

@@ -23,7 +23,7 @@ class KeyManagerTestCase: XCTestCase {
         if let scratch { try? FileManager.default.removeItem(at: scratch) }
     }
 
-    var home: StoreHome { StoreHome(url: scratch.appendingPathComponent("home")) }
+    var home: StoreLocation { StoreLocation(url: scratch.appendingPathComponent("home")) }
 
     /// Init options for tests: small Argon2, and verifier commands when asked for.
     func options(biometric: [String]? = nil, credential: [String]? = nil) -> InitOptions {
@@ -64,7 +64,7 @@ class KeyManagerTestCase: XCTestCase {
         return try manager.sign(request, pin: text.map(pin) ?? noPIN)
     }
 
-    func rawConnection() throws -> DatabaseQueue { try DatabaseQueue(path: home.databaseURL.path) }
+    func rawConnection() throws -> DatabaseQueue { try DatabaseQueue(path: home.home.databaseURL.path) }
 
     func assertCode(_ code: KeyManagerError.Code, file: StaticString = #filePath, line: UInt = #line,
                     _ body: () throws -> Void) {

@@ -34,7 +34,7 @@ final class SealingAndSecretsTests: KeyManagerTestCase {
 
         var haystacks: [(String, [UInt8])] = [("audit log", Array(audit.utf8))]
         for suffix in ["", "-wal"] {
-            let path = home.databaseURL.path + suffix
+            let path = home.home.databaseURL.path + suffix
             if let data = FileManager.default.contents(atPath: path) { haystacks.append((path, [UInt8](data))) }
         }
         XCTAssertTrue(haystacks.contains { $0.0.hasSuffix("-wal") }, "the WAL is searched while it holds the writes")

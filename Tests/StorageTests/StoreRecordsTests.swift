@@ -5,7 +5,7 @@ import XCTest
 
 final class StoreRecordsTests: StorageTestCase {
     private func key(_ kid: String, user: String, issuer: String = "keymgr", status: UserKeyRecord.Status = .active) -> UserKeyRecord {
-        UserKeyRecord(kid: kid, userId: user, issuer: issuer, authType: "NONE", publicJwk: "{}",
+        UserKeyRecord(kid: kid, userId: user, issuer: issuer, authType: .none, publicJwk: "{}",
                       wrappedPrivateKey: status == .active || status == .locked ? Data([1, 2, 3]) : nil,
                       status: status, serverState: .unregistered, createdAt: Date())
     }
@@ -68,7 +68,7 @@ final class StoreRecordsTests: StorageTestCase {
         let now = Date()
         try store.write { writer in
             try writer.upsertUser(userId: "erin", username: nil, at: now)
-            try writer.save(ServerRecord(dialect: "pingam", baseUrl: "http://127.0.0.1:1", updatedAt: now))
+            try writer.save(ServerRecord(dialect: .pingam, baseUrl: "http://127.0.0.1:1", updatedAt: now))
             try writer.save(RegistrationRecord(userId: "erin", serverName: "default", clientId: "c1", sealedClientSecret: Data([9]),
                                                sealedRegistrationAccessToken: nil, registrationClientUri: nil, clientIdIssuedAt: 1,
                                                clientSecretExpiresAt: 0, tokenEndpointAuthMethod: "client_secret_basic",
@@ -80,7 +80,7 @@ final class StoreRecordsTests: StorageTestCase {
             try writer.save(SyncStateRecord(serverName: "default", startedAt: now, finishedAt: now, users: 3))
         }
         try store.read { reader in
-            XCTAssertEqual(try reader.server()?.dialect, "pingam")
+            XCTAssertEqual(try reader.server()?.dialect, .pingam)
             XCTAssertEqual(try reader.registration(userId: "erin", serverName: "default")?.clientId, "c1")
             XCTAssertEqual(try reader.tokenSet(userId: "erin", serverName: "default")?.jkt, "abc")
             XCTAssertEqual(try reader.lastSync()?.users, 3)
@@ -99,7 +99,7 @@ final class StoredTimestampTests: StorageTestCase {
         let at = Date(timeIntervalSince1970: 1_795_000_000.123)
         try store.write { writer in
             try writer.upsertUser(userId: "alice", username: nil, at: at)
-            try writer.insert(UserKeyRecord(kid: "k1", userId: "alice", issuer: "keymgr", authType: "NONE", publicJwk: "{}",
+            try writer.insert(UserKeyRecord(kid: "k1", userId: "alice", issuer: "keymgr", authType: .none, publicJwk: "{}",
                                             wrappedPrivateKey: Data([1]), status: .active, serverState: .unregistered,
                                             createdAt: at, lastUsedAt: at))
         }
@@ -112,5 +112,22 @@ final class StoredTimestampTests: StorageTestCase {
         XCTAssertEqual(raw?["last_used_at"], text)
         XCTAssertEqual(raw?["user_created"], text)
         XCTAssertEqual(try store.read { try $0.key(kid: "k1") }?.createdAt, Timestamp.date(from: text))
+    }
+
+    func testAnUnknownStoredEnumValueIsAnErrorNotAFallback() throws {
+        let store = try openStore()
+        let at = Date()
+        try store.write { writer in
+            try writer.upsertUser(userId: "alice", username: nil, at: at)
+            try writer.insert(UserKeyRecord(kid: "k1", userId: "alice", issuer: "keymgr", authType: .biometricOnly,
+                                            publicJwk: "{}", wrappedPrivateKey: Data([1]), status: .active,
+                                            serverState: .unregistered, createdAt: at))
+        }
+        // What a writer with the sqlite3 tool can do: switch CHECK constraints off and store any text.
+        try rawConnection().writeWithoutTransaction { db in
+            try db.execute(sql: "PRAGMA ignore_check_constraints = ON")
+            try db.execute(sql: "UPDATE user_keys SET auth_type = 'SUPERUSER' WHERE kid = 'k1'")
+        }
+        XCTAssertThrowsError(try store.read { try $0.key(kid: "k1") }, "an unknown auth type must not read as some other one")
     }
 }

@@ -1,5 +1,6 @@
 import Foundation
 import KeyManager
+import ServerClients
 @testable import Sync
 import XCTest
 
@@ -7,7 +8,7 @@ import XCTest
 final class ReconcilerTests: XCTestCase {
     private let deviceId = "this-device"
 
-    private func key(_ kid: String, _ status: KeyStatus = .active, _ serverState: String = "registered",
+    private func key(_ kid: String, _ status: KeyStatus = .active, _ serverState: KeyServerState = .registered,
                      deviceName: String? = nil) -> UserKey {
         UserKey(kid: kid, userId: "u", username: nil, authType: .none, status: status, serverState: serverState,
                 createdAt: Date(timeIntervalSince1970: 0), lastUsedAt: nil, deviceName: deviceName,
@@ -24,7 +25,7 @@ final class ReconcilerTests: XCTestCase {
     }
 
     func testRule1ListedKeyIsRegisteredAndMirrored() {
-        let fresh = plan([key("k1", .active, "unregistered")], [device("k1", name: "kiosk 7")])
+        let fresh = plan([key("k1", .active, .unregistered)], [device("k1", name: "kiosk 7")])
         XCTAssertEqual(fresh.changes.listed, [.init(kid: "k1", deviceName: "kiosk 7", lastAccessAt: nil)])
         let settled = plan([key("k1", deviceName: "kiosk 7")], [device("k1", name: "kiosk 7")])
         XCTAssertTrue(settled.isEmpty)
@@ -33,11 +34,11 @@ final class ReconcilerTests: XCTestCase {
 
     func testRule2RegisteredKeyMissingFromACompleteListingIsRevoked() {
         XCTAssertEqual(plan([key("k1"), key("k2")], [device("k2")]).changes.revokedByServer, ["k1"])
-        XCTAssertTrue(plan([key("k1", .active, "unregistered")], []).isEmpty, "never registered: nothing to revoke")
+        XCTAssertTrue(plan([key("k1", .active, .unregistered)], []).isEmpty, "never registered: nothing to revoke")
     }
 
     func testRule3RetiredKeyStillListedIsDeletedOnTheServer() {
-        let result = plan([key("k1", .superseded, "pendingDeletion"), key("k2", .revoked, "pendingDeletion")],
+        let result = plan([key("k1", .superseded, .pendingDeletion), key("k2", .revoked, .pendingDeletion)],
                           [device("k1")])
         XCTAssertEqual(result.deleteOnServer.map(\.kid), ["k1"])
         XCTAssertEqual(result.changes.deletedOnServer, ["k2"], "already gone from the server: confirmed by absence")
@@ -49,7 +50,7 @@ final class ReconcilerTests: XCTestCase {
     }
 
     func testRule6AFailedListingChangesNothing() {
-        let result = Reconciler.plan(userId: "u", localKeys: [key("k1")], listing: .failure(SyncFailure(.unavailable, "500")),
+        let result = Reconciler.plan(userId: "u", localKeys: [key("k1")], listing: .failure(TransportError(.unavailable, "500")),
                                      deviceId: deviceId, knownKids: ["k1"])
         XCTAssertTrue(result.isEmpty)
         XCTAssertEqual(result.error?.kind, .unavailable)
@@ -62,38 +63,8 @@ final class ReconcilerTests: XCTestCase {
     }
 
     func testUsersWorthAsking() {
-        var other = key("k9", .revoked, "deleted")
+        var other = key("k9", .revoked, .deleted)
         other.userId = "gone"
         XCTAssertEqual(Reconciler.usersToReconcile([key("k1"), other]), ["u"])
-    }
-
-    func testUserSegmentIsOneEncodedSegment() {
-        XCTAssertEqual(PingAMDeviceClient.userSegment("id=demo,ou=user,o=alpha,ou=services,ou=am-config"), "demo")
-        // RFC 4514 escapes in the id= value are undone: the server's user is "smith, j+r".
-        XCTAssertEqual(PingAMDeviceClient.userSegment(#"id=smith\, j\+r,ou=user,ou=am-config"#), "smith%2C%20j%2Br")
-        XCTAssertEqual(PingAMDeviceClient.userSegment(#"id=a\2Cb,ou=user,ou=am-config"#), "a%2Cb")
-        let hostile = "a/b ..?#c"
-        let segment = PingAMDeviceClient.userSegment(hostile)
-        XCTAssertFalse(segment.contains("/") || segment.contains("?") || segment.contains("#") || segment.contains(" ")
-                       || segment.contains("."), segment)
-        XCTAssertEqual(segment.removingPercentEncoding, hostile)
-    }
-}
-
-/// What a server sends can be anything: absurd dates in a listing must not crash keymgr.
-final class HostileListingTests: XCTestCase {
-    func testAbsurdDatesInAListingAreIgnoredNotFatal() throws {
-        let body = """
-            {"result":[
-              {"_id":"k1","uuid":"k1","deviceId":"d","key":{"kid":"k1"},"createdDate":9223372036854775807,"lastAccessDate":-9223372036854775807},
-              {"_id":"k2","uuid":"k2","deviceId":"d","key":{"kid":"k2"},"createdDate":1.0e300,"lastAccessDate":1795000000123}
-            ],"resultCount":2,"pagedResultsCookie":null}
-            """
-        let page = try PingAMDeviceClient.decodePage(Data(body.utf8))
-        XCTAssertEqual(page.devices.map(\.kid), ["k1", "k2"])
-        XCTAssertNil(page.devices[0].createdAt)
-        XCTAssertNil(page.devices[0].lastAccessAt)
-        XCTAssertNil(page.devices[1].createdAt)
-        XCTAssertEqual(page.devices[1].lastAccessAt, Date(timeIntervalSince1970: 1_795_000_000.123))
     }
 }

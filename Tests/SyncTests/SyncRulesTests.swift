@@ -1,6 +1,7 @@
 import Foundation
-import KeyManager
+@testable import KeyManager
 import RefServer
+import ServerClients
 import Storage
 @testable import Sync
 import XCTest
@@ -9,10 +10,10 @@ import XCTest
 final class SyncRulesTests: SyncTestCase {
     func testJourneyRegistersTheKeyEndToEnd() async throws {
         let key = try await register("alice")
-        XCTAssertEqual(key.serverState, "registered")
+        XCTAssertEqual(key.serverState, .registered)
         XCTAssertEqual(key.userId, server.universalId(of: "alice"))
         let stored = try XCTUnwrap(try self.key(key.kid))
-        XCTAssertEqual(stored.serverState, "registered")
+        XCTAssertEqual(stored.serverState, .registered)
         XCTAssertEqual(stored.deviceName, "test kiosk")
         let onServer = try await server.devices(user: "alice")
         XCTAssertEqual(onServer.map(\.uuid), [key.kid])
@@ -21,10 +22,8 @@ final class SyncRulesTests: SyncTestCase {
 
     func testSigningJourneyAnswersTheServersChallenge() async throws {
         try await register("alice")
-        let journeys = PingAMJourneyClient(profile: try profile(), http: URLSessionHTTPClient(timeout: 5))
-        let signed = try await journeys.sign(journey: "SignIn", credentials: .init(username: "alice") { SecretBytes(utf8: "") },
-                                              claims: ["purpose": "door"], manager: manager,
-                                              pin: { throw KeyManagerError(.abort, "no PIN") })
+        let signed = try await journeys().sign(journey: "SignIn", username: "alice", password: { SecretBytes(utf8: "") },
+                                                claims: ["purpose": "door"], pin: { throw KeyManagerError(.abort, "no PIN") })
         XCTAssertNotNil(try self.key(signed.kid)?.lastUsedAt)
     }
 
@@ -33,16 +32,15 @@ final class SyncRulesTests: SyncTestCase {
             databasePath: scratch.appendingPathComponent("odd.db").path, adminToken: adminToken, callbackTimeout: 7200))
         defer { Task { await odd.stop() } }
         try await odd.addUser("alice", password: password)
-        var profile = try profile()
-        profile.baseURL = odd.baseURL
-        let journeys = PingAMJourneyClient(profile: profile, http: URLSessionHTTPClient(timeout: 5))
+        var settings = try connection().settings
+        settings.baseURL = odd.baseURL
+        let journeys = try journeys(ServerConnection(settings: settings, http: URLSessionHTTPClient(timeout: 5), environment: [:]))
         let password = password
         do {
-            _ = try await journeys.bind(journey: "RegisterDevice", credentials: .init(username: "alice") { SecretBytes(utf8: password) },
-                                        requestedAuthType: nil, manager: manager,
-                                        newPIN: { throw KeyManagerError(.abort, "no PIN") })
+            _ = try await journeys.bind(journey: "RegisterDevice", username: "alice", password: { SecretBytes(utf8: password) },
+                                        requestedAuthType: nil, newPIN: { throw KeyManagerError(.abort, "no PIN") })
             XCTFail("a 7200 s JWS lifetime was accepted")
-        } catch let error as KeyManagerError {
+        } catch let error as any KeymgrFailure {
             XCTAssertEqual(error.code, .serverRejected, "\(error)")
             XCTAssertTrue(error.message.contains("7200"), error.message)
         }
@@ -62,7 +60,7 @@ final class SyncRulesTests: SyncTestCase {
         XCTAssertEqual(first.registered, [bound.key.kid])
         XCTAssertTrue(first.errors.isEmpty, "\(first.errors)")
         let mirrored = try XCTUnwrap(try key(bound.key.kid))
-        XCTAssertEqual(mirrored.serverState, "registered")
+        XCTAssertEqual(mirrored.serverState, .registered)
         XCTAssertEqual(mirrored.deviceName, "front desk")
         XCTAssertEqual(mirrored.serverLastAccessAt, Date(timeIntervalSince1970: 1_795_000_100))
 
@@ -83,9 +81,9 @@ final class SyncRulesTests: SyncTestCase {
         XCTAssertEqual(report.inSync, 4)
         let revoked = try XCTUnwrap(try key(keys[0].kid))
         XCTAssertEqual(revoked.status, .revoked)
-        XCTAssertEqual(revoked.serverState, "deleted")
+        XCTAssertEqual(revoked.serverState, .deleted)
         XCTAssertNil(try manager.store.read { try $0.key(kid: keys[0].kid)?.wrappedPrivateKey })
-        XCTAssertEqual(try manager.auditEntries(AuditQuery(event: "key.revokedByServer")).map(\.kid), [keys[0].kid])
+        XCTAssertEqual(try manager.auditEntries(AuditFilter(event: "key.revokedByServer")).map(\.kid), [keys[0].kid])
         let again = try await sync()
         XCTAssertEqual(again.writes, 0)
     }
@@ -93,10 +91,10 @@ final class SyncRulesTests: SyncTestCase {
     func testRule3ARetiredKeyIsDeletedOnTheServer() async throws {
         let old = try await register("alice")
         _ = try manager.rebind(userId: old.userId, kid: nil, authType: .none, newPIN: { throw KeyManagerError(.abort, "") })
-        XCTAssertEqual(try key(old.kid)?.serverState, "pendingDeletion")
+        XCTAssertEqual(try key(old.kid)?.serverState, .pendingDeletion)
         let report = try await sync()
         XCTAssertEqual(report.serverDeleted, [old.kid])
-        XCTAssertEqual(try key(old.kid)?.serverState, "deleted")
+        XCTAssertEqual(try key(old.kid)?.serverState, .deleted)
         let remaining = try await server.devices(user: "alice")
         XCTAssertTrue(remaining.isEmpty, "\(remaining)")
         let again = try await sync()
@@ -109,7 +107,7 @@ final class SyncRulesTests: SyncTestCase {
         _ = try await server.deleteDevice(uuid: old.kid)
         let report = try await sync()
         XCTAssertEqual(report.serverDeleted, [old.kid])
-        XCTAssertEqual(try key(old.kid)?.serverState, "deleted")
+        XCTAssertEqual(try key(old.kid)?.serverState, .deleted)
     }
 
     func testRule4OrphansAreReportedAndPrunedOnlyWhenAsked() async throws {
@@ -191,7 +189,7 @@ final class SyncRulesTests: SyncTestCase {
     }
 
     func testTheLeaseRefusesAMissingOrUnsafeHomeWithoutTouchingIt() throws {
-        let missing = StoreHome(url: scratch.appendingPathComponent("nowhere"))
+        let missing = StoreLocation(url: scratch.appendingPathComponent("nowhere"))
         XCTAssertThrowsError(try SyncLease(home: missing)) { error in
             XCTAssertEqual((error as? KeyManagerError)?.code, .config)
             XCTAssertTrue("\(error)".contains("keymgr init"), "\(error)")

@@ -1,8 +1,9 @@
 import Foundation
-import KeyManager
+@testable import KeyManager
 import RefServer
-import Storage
+import ServerClients
 @testable import Sync
+import Logging
 import XCTest
 
 /// A keymgr store and a reference server on 127.0.0.1 (port chosen by the OS) per test, both in temporary files.
@@ -24,8 +25,7 @@ class SyncTestCase: XCTestCase {
         manager = try KeyManager.initialize(home: home, options: options, environment: [:])
         let credential = scratch.appendingPathComponent("admin.token")
         try Data("\(adminToken)\n".utf8).write(to: credential)
-        try manager.configureServer(ServerRecord(dialect: "pingam", baseUrl: server.baseURL.absoluteString,
-                                                 credentialFile: credential.path, updatedAt: Date()))
+        try manager.configureServer(ServerSettings(dialect: .pingam, baseURL: server.baseURL, credentialFile: credential.path))
     }
 
     override func tearDown() async throws {
@@ -35,15 +35,18 @@ class SyncTestCase: XCTestCase {
         if let scratch { try? FileManager.default.removeItem(at: scratch) }
     }
 
-    var home: StoreHome { StoreHome(url: scratch.appendingPathComponent("home")) }
+    var home: StoreLocation { StoreLocation(url: scratch.appendingPathComponent("home")) }
 
-    func profile() throws -> ServerProfile { try manager.serverProfile() }
+    func connection(timeout: TimeInterval = 2) throws -> ServerConnection {
+        try ServerConnection.configured(in: manager, timeout: timeout, environment: [:])
+    }
+
+    func journeys(_ connection: ServerConnection? = nil) throws -> JourneyService {
+        try JourneyService(manager: manager, connection: try connection ?? self.connection(timeout: 5))
+    }
 
     func service(timeout: TimeInterval = 2) throws -> SyncService {
-        let profile = try profile()
-        let devices = PingAMDeviceClient(profile: profile, http: URLSessionHTTPClient(timeout: timeout),
-                                         adminHeader: try profile.adminHeader(environment: [:]))
-        return SyncService(manager: manager, devices: devices)
+        SyncService(manager: manager, connection: try connection(timeout: timeout), logger: Logger(label: "keymgr.sync.test"))
     }
 
     func sync(_ configure: (inout SyncOptions) -> Void = { _ in }) async throws -> SyncReport {
@@ -56,11 +59,10 @@ class SyncTestCase: XCTestCase {
     @discardableResult
     func register(_ username: String) async throws -> UserKey {
         try await server.addUser(username, password: password)
-        let journeys = PingAMJourneyClient(profile: try profile(), http: URLSessionHTTPClient(timeout: 5))
         let password = password
-        let bound = try await journeys.bind(
-            journey: "RegisterDevice", credentials: .init(username: username) { SecretBytes(utf8: password) },
-            requestedAuthType: nil, manager: manager, newPIN: { throw KeyManagerError(.abort, "no PIN in this journey") })
+        let bound = try await journeys().bind(
+            journey: "RegisterDevice", username: username, password: { SecretBytes(utf8: password) },
+            requestedAuthType: nil, newPIN: { throw KeyManagerError(.abort, "no PIN in this journey") })
         return bound.key
     }
 

@@ -40,7 +40,7 @@ final class ListScaleTests: XCTestCase {
         options.argon2.memoryKiB = 64
         options.argon2.iterations = 1
         options.argon2.parallelism = 1
-        let manager = try KeyManager.initialize(home: StoreHome(url: sandbox.home), options: options)
+        let manager = try KeyManager.initialize(home: StoreLocation(url: sandbox.home), options: options)
         for index in 0..<1_000 {
             var request = BindRequest(userId: String(format: "user-%04d", index))
             request.username = "User \(index) \"Ünïcode\" / \\"

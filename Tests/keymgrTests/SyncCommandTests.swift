@@ -75,7 +75,7 @@ final class ServerCommandTests: XCTestCase {
         // `set` replaces the whole profile: left-out options take their defaults.
         try sandbox.succeed(["server", "set", "--dialect", "curity", "--base-url", "http://127.0.0.1:8443"])
         let replaced = try sandbox.succeed(["server", "show", "--json"]).object()
-        XCTAssertEqual(replaced["dialect"] as? String, "curity")
+        XCTAssertEqual(replaced["dialect"] as? String, "oauth", "curity is another name for the oauth dialect")
         XCTAssertEqual(replaced["realmPath"] as? String, "/realms/root")
         assertNull(replaced["credentialFile"], "credentialFile")
         XCTAssertEqual(replaced["credentialHeader"] as? String, "Authorization")

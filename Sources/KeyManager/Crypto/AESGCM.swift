@@ -5,24 +5,24 @@ import COpenSSL
 /// A sealed value is `0x01 || nonce (12 bytes) || ciphertext || tag (16 bytes)`. Every `seal` draws a fresh
 /// random 96-bit nonce. The AAD names the row and column the value belongs to, so a sealed value copied
 /// to another row fails to open.
-public enum AESGCM {
+package enum AESGCM {
     /// The key length in bytes (AES-256).
-    public static let keyByteCount = 32
+    package static let keyByteCount = 32
     /// The nonce length in bytes (96 bits).
-    public static let nonceByteCount = 12
+    package static let nonceByteCount = 12
     /// The authentication tag length in bytes.
-    public static let tagByteCount = 16
+    package static let tagByteCount = 16
     /// The format version byte that starts every sealed value.
-    public static let formatVersion: UInt8 = 0x01
+    package static let formatVersion: UInt8 = 0x01
 
     /// The message of the `.failure` error thrown when a sealed value does not open (wrong key, wrong AAD,
     /// tampered, truncated or of an unknown format); see `isOpenFailure(_:)`.
-    public static let openFailedMessage = "sealed value could not be opened: wrong key or it belongs to another row"
+    package static let openFailedMessage = "sealed value could not be opened: wrong key or it belongs to another row"
 
     private static let overhead = 1 + nonceByteCount + tagByteCount
 
     /// Seals `plaintext` under the 32-byte `key`, binding it to `aad`.
-    public static func seal(_ plaintext: SecretBytes, key: SecretBytes, aad: [UInt8]) throws -> [UInt8] {
+    package static func seal(_ plaintext: SecretBytes, key: SecretBytes, aad: [UInt8]) throws -> [UInt8] {
         try checkKey(key)
         guard plaintext.count <= Int(Int32.max) - overhead, aad.count <= Int(Int32.max) else {
             throw KeyManagerError(.failure, "value is too large to seal")
@@ -75,7 +75,7 @@ public enum AESGCM {
     ///
     /// Throws `KeyManagerError(.failure, openFailedMessage)` when the key or AAD is wrong or the value was
     /// tampered with, truncated or is of an unknown format.
-    public static func open(_ sealed: [UInt8], key: SecretBytes, aad: [UInt8]) throws -> SecretBytes {
+    package static func open(_ sealed: [UInt8], key: SecretBytes, aad: [UInt8]) throws -> SecretBytes {
         try checkKey(key)
         guard sealed.count >= overhead, sealed[0] == formatVersion,
             sealed.count <= Int(Int32.max), aad.count <= Int(Int32.max)
@@ -130,7 +130,7 @@ public enum AESGCM {
 
     /// Whether `error` is the failure to open a sealed value (wrong key or AAD, tampered or truncated),
     /// as opposed to any other error.
-    public static func isOpenFailure(_ error: any Error) -> Bool {
+    package static func isOpenFailure(_ error: any Error) -> Bool {
         guard let error = error as? KeyManagerError else { return false }
         return error.code == .failure && error.message == openFailedMessage
     }

@@ -21,15 +21,15 @@ public struct Argon2Parameters: Sendable, Equatable, Codable {
 }
 
 /// Argon2id (RFC 9106) through libargon2, for deriving keys from PINs.
-public enum Argon2id {
+package enum Argon2id {
     /// The shortest salt accepted, in bytes (libargon2's minimum; keymgr uses 16).
-    public static let minimumSaltByteCount = 8
+    package static let minimumSaltByteCount = 8
 
     /// Derives `outputByteCount` bytes from `password` and `salt` with `parameters`.
     ///
     /// Throws `.badInput` for parameters or a salt libargon2 rejects and `.failure` when it cannot run
     /// (memory, threads), with libargon2's message; never with the password.
-    public static func derive(
+    package static func derive(
         password: SecretBytes, salt: [UInt8], parameters: Argon2Parameters, outputByteCount: Int = 32
     ) throws -> SecretBytes {
         guard salt.count >= minimumSaltByteCount else {

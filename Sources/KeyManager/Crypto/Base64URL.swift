@@ -1,9 +1,9 @@
 /// Base64url (RFC 4648 §5) without padding, as JOSE uses it (RFC 7515 §2).
-public enum Base64URL {
+package enum Base64URL {
     private static let alphabet = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_".utf8)
 
     /// Encodes `bytes` as base64url with no `=` padding.
-    public static func encode(_ bytes: [UInt8]) -> String {
+    package static func encode(_ bytes: [UInt8]) -> String {
         var out = [UInt8]()
         out.reserveCapacity((bytes.count * 4 + 2) / 3)
         var index = 0
@@ -34,7 +34,7 @@ public enum Base64URL {
     /// Decodes unpadded base64url, or returns nil when `string` contains any character outside the base64url
     /// alphabet (including `=`, `+`, `/` and whitespace), has an impossible length, or is not the canonical
     /// encoding (unused trailing bits set), so every byte string has exactly one accepted encoding.
-    public static func decode(_ string: String) -> [UInt8]? {
+    package static func decode(_ string: String) -> [UInt8]? {
         let input = Array(string.utf8)
         guard input.count % 4 != 1 else { return nil }
         var out = [UInt8]()

@@ -1,12 +1,12 @@
 import COpenSSL
 
 /// SHA-256 (FIPS 180-4) through OpenSSL's `EVP_Digest`.
-public enum SHA256 {
+package enum SHA256 {
     /// The digest length in bytes.
-    public static let byteCount = 32
+    package static let byteCount = 32
 
     /// The 32-byte SHA-256 digest of `data`.
-    public static func hash(_ data: [UInt8]) -> [UInt8] {
+    package static func hash(_ data: [UInt8]) -> [UInt8] {
         var digest = [UInt8](repeating: 0, count: byteCount)
         var length: UInt32 = 0
         let status = withNonNullBytes(data) { input, inputCount in
@@ -21,18 +21,18 @@ public enum SHA256 {
     }
 
     /// The SHA-256 digest of any byte sequence (`Data`, `String.UTF8View`, ...).
-    public static func hash(_ data: some Sequence<UInt8>) -> [UInt8] {
+    package static func hash(_ data: some Sequence<UInt8>) -> [UInt8] {
         hash(Array(data))
     }
 }
 
 /// HMAC-SHA256 (RFC 2104) through OpenSSL's one-shot `HMAC`.
-public enum HMACSHA256 {
+package enum HMACSHA256 {
     /// The tag length in bytes.
-    public static let byteCount = 32
+    package static let byteCount = 32
 
     /// The 32-byte HMAC-SHA256 of `data` under `key`.
-    public static func authenticate(_ data: [UInt8], key: SecretBytes) throws -> [UInt8] {
+    package static func authenticate(_ data: [UInt8], key: SecretBytes) throws -> [UInt8] {
         guard key.count <= Int(Int32.max) else { throw KeyManagerError(.failure, "HMAC key is too long") }
         var tag = [UInt8](repeating: 0, count: byteCount)
         var length: UInt32 = 0

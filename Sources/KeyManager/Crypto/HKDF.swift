@@ -1,11 +1,11 @@
 import COpenSSL
 
 /// HKDF-SHA256 (RFC 5869, extract then expand) through OpenSSL's `EVP_KDF` "HKDF".
-public enum HKDF {
+package enum HKDF {
     /// Derives `outputByteCount` bytes (1 ... 8160) from `inputKeyMaterial`, `salt` and `info`.
     ///
     /// An empty salt means RFC 5869's default, a string of 32 zero bytes.
-    public static func deriveKey(
+    package static func deriveKey(
         inputKeyMaterial: SecretBytes, salt: [UInt8], info: [UInt8], outputByteCount: Int
     ) throws -> SecretBytes {
         guard (1...255 * SHA256.byteCount).contains(outputByteCount) else {

@@ -1,13 +1,13 @@
 /// JWS compact serialization (RFC 7515 §7.1), ES256 only.
-public enum JWS {
+package enum JWS {
     /// The one signature algorithm keymgr signs and accepts.
-    public static let algorithm = "ES256"
+    package static let algorithm = "ES256"
 
     /// Signs `claims` under `header` with ES256 and returns the compact JWS.
     ///
     /// Header and payload are encoded as canonical JSON (sorted keys, no whitespace). `header` must contain
     /// `"alg": "ES256"`; otherwise this throws `.badInput`.
-    public static func sign(
+    package static func sign(
         header: [String: JSONValue], claims: [String: JSONValue], key: P256PrivateKey
     ) throws -> String {
         guard header["alg"] == .string(algorithm) else {
@@ -22,7 +22,7 @@ public enum JWS {
 
     /// Takes a compact JWS apart without checking its signature. Throws `.badInput` unless it has exactly
     /// three base64url parts and its header and payload are JSON objects.
-    public static func decode(_ compact: String) throws -> DecodedJWS {
+    package static func decode(_ compact: String) throws -> DecodedJWS {
         let parts = compact.split(separator: ".", omittingEmptySubsequences: false)
         guard parts.count == 3 else {
             throw KeyManagerError(.badInput, "malformed JWS: expected three dot-separated parts")
@@ -45,7 +45,7 @@ public enum JWS {
     ///
     /// Throws `.badInput` when the JWS is malformed, its `alg` is not ES256, it has a `crit` header
     /// (no extensions are understood), or with "JWS signature does not verify" when the signature is wrong.
-    public static func verify(_ compact: String, publicKey: P256PublicKey) throws -> DecodedJWS {
+    package static func verify(_ compact: String, publicKey: P256PublicKey) throws -> DecodedJWS {
         let decoded = try decode(compact)
         guard decoded.header["alg"] == .string(algorithm) else {
             throw KeyManagerError(.badInput, "JWS alg must be ES256")
@@ -60,17 +60,17 @@ public enum JWS {
     }
 
     /// The message of the `.badInput` error `verify` throws for a wrong signature.
-    public static let signatureDoesNotVerifyMessage = "JWS signature does not verify"
+    package static let signatureDoesNotVerifyMessage = "JWS signature does not verify"
 }
 
 /// A compact JWS taken apart. Its signature has not been checked unless it came from `JWS.verify`.
-public struct DecodedJWS: Sendable, Equatable {
+package struct DecodedJWS: Sendable, Equatable {
     /// The protected header.
-    public let header: [String: JSONValue]
+    package let header: [String: JSONValue]
     /// The payload, a JSON object of claims.
-    public let claims: [String: JSONValue]
+    package let claims: [String: JSONValue]
     /// The ASCII bytes of `BASE64URL(header) "." BASE64URL(payload)` that the signature covers.
-    public let signingInput: [UInt8]
+    package let signingInput: [UInt8]
     /// The signature bytes (raw `r || s` for ES256).
-    public let signature: [UInt8]
+    package let signature: [UInt8]
 }

@@ -4,14 +4,14 @@ import COpenSSL
 ///
 /// The 32-byte scalar lives only in `SecretBytes`; each signature imports it into a short-lived OpenSSL key
 /// that OpenSSL erases when it is freed.
-public struct P256PrivateKey: Sendable {
+package struct P256PrivateKey: Sendable {
     /// The private scalar `d`, 32 bytes big-endian. Seal it before it leaves memory.
-    public let rawRepresentation: SecretBytes
+    package let rawRepresentation: SecretBytes
     /// The matching public key.
-    public let publicKey: P256PublicKey
+    package let publicKey: P256PublicKey
 
     /// A new random key pair from OpenSSL's key generator.
-    public static func generate() throws -> P256PrivateKey {
+    package static func generate() throws -> P256PrivateKey {
         guard let context = EVP_PKEY_CTX_new_from_name(nil, OpenSSLNames.ec.pointer, nil) else {
             throw openSSLFailure("creating a P-256 key generator")
         }
@@ -41,7 +41,7 @@ public struct P256PrivateKey: Sendable {
     /// Imports the 32-byte big-endian private scalar `d` and computes its public key.
     ///
     /// Throws `.badInput` when `d` is not 32 bytes or not in `1 ..< n`.
-    public init(rawRepresentation: SecretBytes) throws {
+    package init(rawRepresentation: SecretBytes) throws {
         guard rawRepresentation.count == P256.scalarByteCount else {
             throw KeyManagerError(.badInput, "a P-256 private key must be \(P256.scalarByteCount) bytes")
         }
@@ -80,7 +80,7 @@ public struct P256PrivateKey: Sendable {
 
     /// The ES256 signature of `message` (JWS / RFC 7518 §3.4): ECDSA P-256 over SHA-256(`message`), as the
     /// 64-byte `r || s` with each half left-padded to 32 bytes, not DER.
-    public func signature(for message: [UInt8]) throws -> [UInt8] {
+    package func signature(for message: [UInt8]) throws -> [UInt8] {
         let key = try P256.makeKey(x: publicKey.x, y: publicKey.y, privateScalar: rawRepresentation)
         defer { EVP_PKEY_free(key) }
         guard let context = EVP_MD_CTX_new() else { throw openSSLFailure("creating a signing context") }
@@ -105,15 +105,15 @@ public struct P256PrivateKey: Sendable {
 }
 
 /// A P-256 public key for verifying ES256 signatures; always a valid point on the curve.
-public struct P256PublicKey: Sendable, Equatable {
+package struct P256PublicKey: Sendable, Equatable {
     /// The affine x coordinate, 32 bytes big-endian.
-    public let x: [UInt8]
+    package let x: [UInt8]
     /// The affine y coordinate, 32 bytes big-endian.
-    public let y: [UInt8]
+    package let y: [UInt8]
 
     /// Imports the affine coordinates of a point. Throws `.badInput` unless both are 32 bytes and the point
     /// is on P-256 (OpenSSL's full public-key check).
-    public init(x: [UInt8], y: [UInt8]) throws {
+    package init(x: [UInt8], y: [UInt8]) throws {
         guard x.count == P256.coordinateByteCount, y.count == P256.coordinateByteCount else {
             throw KeyManagerError(.badInput, "P-256 public key coordinates must be 32 bytes each")
         }
@@ -133,7 +133,7 @@ public struct P256PublicKey: Sendable, Equatable {
 
     /// Imports a public JWK: `kty` "EC", `crv` "P-256", base64url `x` and `y` of 32 bytes each.
     /// Other members (`kid`, `use`, `alg`, even `d`) are ignored. Throws `.badInput` otherwise.
-    public init(jwk: JWK) throws {
+    package init(jwk: JWK) throws {
         guard jwk.kty == "EC" else { throw KeyManagerError(.badInput, "JWK kty must be \"EC\" for a P-256 key") }
         guard jwk.crv == "P-256" else { throw KeyManagerError(.badInput, "JWK crv must be \"P-256\"") }
         guard let xText = jwk.x, let x = Base64URL.decode(xText), let yText = jwk.y, let y = Base64URL.decode(yText)
@@ -149,7 +149,7 @@ public struct P256PublicKey: Sendable, Equatable {
 
     /// Whether `signature` (raw 64-byte `r || s`) is a valid ES256 signature of `message` under this key.
     /// Any other length is simply invalid.
-    public func isValidSignature(_ signature: [UInt8], for message: [UInt8]) -> Bool {
+    package func isValidSignature(_ signature: [UInt8], for message: [UInt8]) -> Bool {
         guard signature.count == 2 * P256.scalarByteCount,
             let der = P256.derSignature(fromRaw: signature),
             let key = try? P256.makeKey(x: x, y: y, privateScalar: nil)
@@ -176,7 +176,7 @@ public struct P256PublicKey: Sendable, Equatable {
 
     /// The public JWK (RFC 7517 / 7518 §6.2): `kty` "EC", `crv` "P-256", `x`, `y`, and the given
     /// `kid`, `use` and `alg` (each left out when nil).
-    public func jwk(kid: String?, use: String? = "sig", alg: String? = "ES256") -> JWK {
+    package func jwk(kid: String?, use: String? = "sig", alg: String? = "ES256") -> JWK {
         JWK(kty: "EC", crv: "P-256", x: Base64URL.encode(x), y: Base64URL.encode(y), use: use, alg: alg, kid: kid)
     }
 }

@@ -1,9 +1,9 @@
 import COpenSSL
 
 /// Random bytes from OpenSSL's CSPRNG (`RAND_bytes`, seeded by the operating system).
-public enum SecureRandom {
+package enum SecureRandom {
     /// `count` random bytes, for nonces, salts and identifiers. Use `SecretBytes.random(count:)` for keys.
-    public static func bytes(count: Int) throws -> [UInt8] {
+    package static func bytes(count: Int) throws -> [UInt8] {
         guard count >= 0 else { throw KeyManagerError(.failure, "cannot draw a negative number of random bytes") }
         var result = [UInt8](repeating: 0, count: count)
         try result.withUnsafeMutableBytes { try fill($0) }

@@ -7,8 +7,20 @@ public struct ServerRecord: KeymgrRecord, Equatable {
 
     /// The profile's name; `default` is the one `keymgr server set` writes.
     public var name: String
-    /// `pingam` or `curity`.
-    public var dialect: String
+    /// Which wire formats the server speaks.
+    public enum Dialect: String, Codable, Sendable, CaseIterable, DatabaseValueConvertible {
+        case pingam
+        /// Any standards-based OAuth server. The first schema named this dialect `curity` (its CHECK constraint
+        /// still does), so the column keeps that spelling.
+        case oauth = "curity"
+    }
+
+    /// Whether tokens are bound to a DPoP key.
+    public enum TokenBinding: String, Codable, Sendable, CaseIterable, DatabaseValueConvertible {
+        case bound, unbound
+    }
+
+    public var dialect: Dialect
     public var baseUrl: String
     public var realmPath: String
     /// Where the admin credential is read from; nil means `$CREDENTIALS_DIRECTORY/keymgr.admin`.
@@ -19,14 +31,13 @@ public struct ServerRecord: KeymgrRecord, Equatable {
     public var registrationEndpoint: String?
     public var revocationEndpoint: String?
     public var deviceAuthorizationEndpoint: String?
-    /// `bound` (DPoP) or `unbound`.
-    public var tokenBinding: String
+    public var tokenBinding: TokenBinding
     public var updatedAt: Date
 
-    public init(name: String = "default", dialect: String, baseUrl: String, realmPath: String = "/realms/root",
+    public init(name: String = "default", dialect: Dialect, baseUrl: String, realmPath: String = "/realms/root",
                 credentialFile: String? = nil, credentialHeader: String = "Authorization",
                 tokenEndpoint: String? = nil, registrationEndpoint: String? = nil, revocationEndpoint: String? = nil,
-                deviceAuthorizationEndpoint: String? = nil, tokenBinding: String = "bound", updatedAt: Date) {
+                deviceAuthorizationEndpoint: String? = nil, tokenBinding: TokenBinding = .bound, updatedAt: Date) {
         self.name = name
         self.dialect = dialect
         self.baseUrl = baseUrl

@@ -10,6 +10,14 @@ public struct UserKeyRecord: KeymgrRecord, Equatable {
         case active, locked, revoked, superseded
     }
 
+    /// How the key's user proves presence: the Ping Device Binding auth types, by their wire names.
+    public enum AuthType: String, Codable, Sendable, CaseIterable, DatabaseValueConvertible {
+        case none = "NONE"
+        case applicationPIN = "APPLICATION_PIN"
+        case biometricOnly = "BIOMETRIC_ONLY"
+        case biometricAllowFallback = "BIOMETRIC_ALLOW_FALLBACK"
+    }
+
     /// What the server knows of this key.
     public enum ServerState: String, Codable, Sendable, CaseIterable, DatabaseValueConvertible {
         case unregistered, registered, pendingDeletion, deleted
@@ -18,8 +26,7 @@ public struct UserKeyRecord: KeymgrRecord, Equatable {
     public var kid: String
     public var userId: String
     public var issuer: String
-    /// One of `NONE`, `APPLICATION_PIN`, `BIOMETRIC_ONLY`, `BIOMETRIC_ALLOW_FALLBACK`.
-    public var authType: String
+    public var authType: AuthType
     public var algorithm: String = "ES256"
     /// The public JWK, as JSON text.
     public var publicJwk: String
@@ -35,7 +42,7 @@ public struct UserKeyRecord: KeymgrRecord, Equatable {
     public var revokedAt: Date?
     public var revokeReason: String?
 
-    public init(kid: String, userId: String, issuer: String, authType: String, publicJwk: String,
+    public init(kid: String, userId: String, issuer: String, authType: AuthType, publicJwk: String,
                 wrappedPrivateKey: Data?, status: Status, serverState: ServerState, deviceName: String? = nil,
                 serverLastAccessAt: Date? = nil, createdAt: Date, lastUsedAt: Date? = nil,
                 revokedAt: Date? = nil, revokeReason: String? = nil) {

@@ -1,7 +1,6 @@
 import ArgumentParser
 import Foundation
 import KeyManager
-import Storage
 
 /// `keymgr audit`: the hash-chained audit log. Without a subcommand it lists entries (`audit list`).
 struct Audit: ParsableCommand {
@@ -52,7 +51,7 @@ struct Audit: ParsableCommand {
         var format: Format?
 
         func validate() throws {
-            if let since, Timestamp.date(from: since) == nil {
+            if let since, ISOTime.date(from: since) == nil {
                 throw ValidationError("--since needs an ISO 8601 UTC time such as 2026-11-23T10:00:00Z or a date such as 2026-11-23")
             }
             if globals.json, let format, format != .json {
@@ -61,7 +60,7 @@ struct Audit: ParsableCommand {
         }
 
         func run() throws {
-            let query = AuditQuery(userId: user, since: since.flatMap(Timestamp.date(from:)), event: event)
+            let query = AuditFilter(userId: user, since: since.flatMap(ISOTime.date(from:)), event: event)
             let entries = try globals.openManager().auditEntries(query)
             let console = globals.console
             switch globals.json ? .json : (format ?? .table) {

@@ -70,15 +70,15 @@ struct Bind: KeymgrCommand {
     /// Binds through the journey `name`: the server's callback decides the user id, auth type and challenge.
     private func bind(through name: String) throws {
         let manager = try globals.openManager()
-        let client = try JourneyOptions.client(for: manager)
+        let journeys = try JourneyService(manager: manager, connection: try ServerConnection.configured(in: manager))
         let login = username ?? user
         let password = journey.passwordSource(for: login)
-        let credentials = PingAMJourneyClient.Credentials(username: login) { try password.read() }
         let requested = authType?.authType
         let (pinStdin, pinFd, user) = (pin.pinStdin, pin.pinFd, user)
         let result = try AsyncBridge.wait {
-            try await client.bind(journey: name, credentials: credentials, requestedAuthType: requested, manager: manager,
-                                  newPIN: PINSource.choose(stdin: pinStdin, fd: pinFd).new(for: user))
+            try await journeys.bind(journey: name, username: login, password: { try password.read() },
+                                    requestedAuthType: requested,
+                                    newPIN: PINSource.choose(stdin: pinStdin, fd: pinFd).new(for: user))
         }
         let console = globals.console
         if globals.json {

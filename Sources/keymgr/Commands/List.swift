@@ -46,7 +46,7 @@ struct List: KeymgrCommand {
         }
         console.table(["KID", "USER ID", "USERNAME", "AUTH TYPE", "STATUS", "SERVER", "CREATED", "LAST USED"],
                       keys.map { [$0.kid, $0.userId, HumanText.text($0.username), $0.authType.rawValue, $0.status.rawValue,
-                                  $0.serverState, HumanText.time($0.createdAt), HumanText.time($0.lastUsedAt)] },
+                                  $0.serverState.rawValue, HumanText.time($0.createdAt), HumanText.time($0.lastUsedAt)] },
                       empty: user.map { "no matching keys for user \($0)" } ?? "no matching keys")
     }
 }

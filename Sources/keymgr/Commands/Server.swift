@@ -1,8 +1,6 @@
 import ArgumentParser
 import Foundation
 import KeyManager
-import Storage
-import Sync
 
 /// `keymgr server`: the identity server this device syncs with.
 struct Server: ParsableCommand {
@@ -21,17 +19,6 @@ struct Server: ParsableCommand {
     /// The one profile the CLI manages.
     static let profileName = "default"
 
-    /// How tokens from the server are bound: `--bound` (DPoP) or `--unbound`.
-    enum TokenBinding: String, EnumerableFlag {
-        case bound, unbound
-
-        static func help(for value: TokenBinding) -> ArgumentHelp? {
-            switch value {
-            case .bound: "Ask for DPoP-bound tokens."
-            case .unbound: "Ask for tokens not bound to a key."
-            }
-        }
-    }
 
     /// `keymgr server set`: saves the `default` server profile.
     struct Configure: KeymgrCommand {
@@ -55,7 +42,7 @@ struct Server: ParsableCommand {
 
         @OptionGroup var globals: GlobalOptions
 
-        @Option(help: ArgumentHelp("The server's dialect: pingam (device REST and journeys) or curity.", valueName: "dialect"))
+        @Option(help: ArgumentHelp("The server's dialect: pingam (device REST and journeys) or oauth (any OAuth server; curity is another name for it).", valueName: "dialect"))
         var dialect: String
 
         @Option(help: ArgumentHelp("The server's base URL (http or https), e.g. https://am.example.com/am.", valueName: "url"))
@@ -82,11 +69,11 @@ struct Server: ParsableCommand {
         @Option(help: ArgumentHelp("The device authorization (RFC 8628) endpoint.", valueName: "url"))
         var deviceAuthorizationEndpoint: String?
 
-        @Flag var tokenBinding: TokenBinding = .bound
+        @Flag var tokenBinding: TokenBindingFlag = .bound
 
         func validate() throws {
-            guard ServerProfile.Dialect(rawValue: dialect) != nil else {
-                throw ValidationError("--dialect must be \(ServerProfile.Dialect.allCases.map(\.rawValue).joined(separator: " or ")), not '\(dialect)'")
+            guard ServerDialect(name: dialect) != nil else {
+                throw ValidationError("--dialect must be pingam or oauth (or curity, another name for oauth), not '\(dialect)'")
             }
             try Self.checkURL(baseUrl, option: "--base-url")
             for (option, value) in [("--token-endpoint", tokenEndpoint), ("--registration-endpoint", registrationEndpoint),
@@ -110,19 +97,24 @@ struct Server: ParsableCommand {
             let credentialPath = credentialFile.map(Self.absolutePath)
             if let credentialPath { Self.checkCredentialFile(credentialPath, console: console) }
             let manager = try globals.openManager()
-            try manager.configureServer(ServerRecord(
-                name: Server.profileName, dialect: dialect, baseUrl: baseUrl, realmPath: realmPath,
-                credentialFile: credentialPath, credentialHeader: credentialHeader, tokenEndpoint: tokenEndpoint,
-                registrationEndpoint: registrationEndpoint, revocationEndpoint: revocationEndpoint,
-                deviceAuthorizationEndpoint: deviceAuthorizationEndpoint, tokenBinding: tokenBinding.rawValue,
-                updatedAt: Date()))
+            guard let dialect = ServerDialect(name: dialect), let baseURL = URL(string: baseUrl) else {
+                throw KeyManagerError(.usage, "--dialect and --base-url must be given")  // validate() checked both
+            }
+            try manager.configureServer(ServerSettings(
+                name: Server.profileName, dialect: dialect, baseURL: baseURL, realmPath: realmPath,
+                credentialFile: credentialPath, credentialHeader: credentialHeader,
+                tokenEndpoint: tokenEndpoint.flatMap(URL.init(string:)),
+                registrationEndpoint: registrationEndpoint.flatMap(URL.init(string:)),
+                revocationEndpoint: revocationEndpoint.flatMap(URL.init(string:)),
+                deviceAuthorizationEndpoint: deviceAuthorizationEndpoint.flatMap(URL.init(string:)),
+                tokenBinding: tokenBinding.tokenBinding))
             guard let saved = try manager.serverSettings(name: Server.profileName) else {
                 throw KeyManagerError(.failure, "the server profile was not saved")
             }
             if globals.json {
                 console.answer(json: saved.json)
             } else {
-                console.confirm("saved the \(saved.name) server profile: \(saved.dialect) at \(saved.baseUrl)")
+                console.confirm("saved the \(saved.name) server profile: \(saved.dialect.rawValue) at \(saved.baseURL.absoluteString)")
             }
         }
 
@@ -194,16 +186,16 @@ struct Server: ParsableCommand {
             }
             let lines: [(String, String)] = [
                 ("name", settings.name),
-                ("dialect", settings.dialect),
-                ("base URL", settings.baseUrl),
+                ("dialect", settings.dialect.rawValue),
+                ("base URL", settings.baseURL.absoluteString),
                 ("realm path", settings.realmPath),
                 ("credential file", settings.credentialFile ?? "$CREDENTIALS_DIRECTORY/keymgr.admin"),
                 ("credential header", settings.credentialHeader),
-                ("token endpoint", HumanText.text(settings.tokenEndpoint)),
-                ("registration endpoint", HumanText.text(settings.registrationEndpoint)),
-                ("revocation endpoint", HumanText.text(settings.revocationEndpoint)),
-                ("device authorization endpoint", HumanText.text(settings.deviceAuthorizationEndpoint)),
-                ("token binding", settings.tokenBinding),
+                ("token endpoint", HumanText.text(settings.tokenEndpoint?.absoluteString)),
+                ("registration endpoint", HumanText.text(settings.registrationEndpoint?.absoluteString)),
+                ("revocation endpoint", HumanText.text(settings.revocationEndpoint?.absoluteString)),
+                ("device authorization endpoint", HumanText.text(settings.deviceAuthorizationEndpoint?.absoluteString)),
+                ("token binding", settings.tokenBinding.rawValue),
                 ("updated", HumanText.time(settings.updatedAt)),
             ]
             let width = lines.map(\.0.count).max() ?? 0

@@ -81,15 +81,14 @@ struct Sign: KeymgrCommand {
 
     /// Signs through the journey `name`: the server's callback decides the user, the challenge and the lifetime.
     private func sign(through name: String, user: String, claims: [String: JSONValue], manager: KeyManager) throws {
-        let client = try JourneyOptions.client(for: manager)
+        let journeys = try JourneyService(manager: manager, connection: try ServerConnection.configured(in: manager))
         // The server knows its users by login name: the one stored with the user's keys, else --user itself.
         let login = try manager.keys(userId: user, statuses: Set(KeyStatus.allCases)).lazy.compactMap(\.username).first ?? user
         let password = journey.passwordSource(for: login)
-        let credentials = PingAMJourneyClient.Credentials(username: login) { try password.read() }
         let (pinStdin, pinFd) = (pin.pinStdin, pin.pinFd)
         let result = try AsyncBridge.wait {
-            try await client.sign(journey: name, credentials: credentials, claims: claims, manager: manager,
-                                  pin: PINSource.choose(stdin: pinStdin, fd: pinFd).current(for: user))
+            try await journeys.sign(journey: name, username: login, password: { try password.read() }, claims: claims,
+                                    pin: PINSource.choose(stdin: pinStdin, fd: pinFd).current(for: user))
         }
         let console = globals.console
         if globals.json {

@@ -62,20 +62,8 @@ struct SyncCommand: KeymgrCommand {
         defer { lease.release() }
         let console = globals.console
         let manager = try globals.openManager()
-        let profile = try manager.serverProfile(name: Server.profileName)
-        guard profile.dialect == .pingam else {
-            // Curity keeps no device registry; its registrations (rule 5) are not synced yet.
-            console.warn("the \(profile.dialect.rawValue) server has no device registry: there are no device bindings to reconcile")
-            if globals.json {
-                console.answer(json: SyncReport(dryRun: dryRun).json)
-            } else {
-                console.answer("0 users checked: nothing to reconcile")
-            }
-            return
-        }
-        let devices = PingAMDeviceClient(profile: profile, http: URLSessionHTTPClient(timeout: timeout ?? 15),
-                                         adminHeader: try profile.adminHeader())
-        let service = SyncService(manager: manager, devices: devices, logger: logger)
+        let connection = try ServerConnection.configured(in: manager, timeout: timeout ?? 15)
+        let service = SyncService(manager: manager, connection: connection, logger: logger)
         let options = {
             var options = SyncOptions()
             options.dryRun = dryRun
@@ -85,7 +73,7 @@ struct SyncCommand: KeymgrCommand {
             options.concurrency = concurrency
             return options
         }()
-        console.detail("syncing with \(profile.baseURL.absoluteString) (realm \(profile.realmPath))")
+        console.detail("syncing with \(connection.settings.baseURL.absoluteString) (realm \(connection.settings.realmPath))")
 
         let progress = ProgressLine(enabled: isatty(STDERR_FILENO) == 1 && !globals.quiet)
         let report: SyncReport
@@ -101,6 +89,13 @@ struct SyncCommand: KeymgrCommand {
                 nothing was applied. Check the server (a wrong realm or credential, or a server fault, can make keys \
                 look removed), then re-run with --force to revoke them
                 """)
+        }
+        if report.noDeviceRegistry {
+            console.warn("the \(connection.settings.dialect.rawValue) server has no device registry: there are no device bindings to reconcile")
+            if !globals.json {
+                console.answer("0 users checked: nothing to reconcile")
+                return
+            }
         }
         printReport(report, console: console, owners: globals.json ? [:] : try Self.owners(of: report, in: manager))
         for error in report.errors {

@@ -15,3 +15,17 @@ struct AuthTypeArgument: ExpressibleByArgument {
 
     static var defaultCompletionKind: CompletionKind { .list(allValueStrings) }
 }
+
+/// `--bound` (DPoP) or `--unbound`.
+enum TokenBindingFlag: String, EnumerableFlag {
+    case bound, unbound
+
+    static func help(for value: TokenBindingFlag) -> ArgumentHelp? {
+        switch value {
+        case .bound: "Ask for DPoP-bound tokens."
+        case .unbound: "Ask for tokens not bound to a key."
+        }
+    }
+
+    var tokenBinding: TokenBinding { self == .bound ? .bound : .unbound }
+}

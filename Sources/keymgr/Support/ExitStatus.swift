@@ -5,7 +5,7 @@ import KeyManager
 extension KeyManagerError.Code {
     var exitStatus: Int32 {
         switch self {
-        case .failure: 1
+        case .failure, .tampered: 1
         case .safetyValve: 3
         case .usage: 64
         case .badInput, .invalidCustomClaims: 65
@@ -43,7 +43,7 @@ enum FailureReport {
     /// A failure while running a command.
     static func running(_ error: Error, json: Bool, verbose: Bool) -> Int32 {
         if let exit = error as? ExitCode { return exit.rawValue }  // the command has already said why
-        let failure = error as? KeyManagerError
+        let failure: any KeymgrFailure = error as? any KeymgrFailure
             ?? KeyManagerError(.failure, "unexpected error: \(String(describing: error))")
         StandardStream.error.write("keymgr: \(failure.message)\n")
         if verbose {

@@ -1,6 +1,5 @@
 import ArgumentParser
 import KeyManager
-import Storage
 
 /// The options every keymgr command takes: where the store lives and how keymgr talks.
 ///
@@ -27,7 +26,7 @@ struct GlobalOptions: ParsableArguments {
     }
 
     /// The store home these options name.
-    var storeHome: StoreHome { StoreHome.resolve(explicit: home) }
+    var storeHome: StoreLocation { StoreLocation.resolve(explicit: home) }
 
     /// The console shaped by `--json`, `--quiet` and `--verbose`.
     var console: Console { Console(json: json, quiet: quiet, verbose: verbose) }

@@ -1,6 +1,5 @@
 import Foundation
 import KeyManager
-import Storage
 import Sync
 
 // The JSON objects of DESIGN.md's CLI contract, built in one place so every command prints the same shapes.
@@ -11,7 +10,7 @@ extension JSONValue {
     static func optional(_ text: String?) -> JSONValue { text.map(JSONValue.string) ?? .null }
 
     /// A timestamp as keymgr's ISO 8601 UTC text, or `null` when absent.
-    static func timestamp(_ date: Date?) -> JSONValue { date.map { .string(Timestamp.string(from: $0)) } ?? .null }
+    static func timestamp(_ date: Date?) -> JSONValue { date.map { .string(ISOTime.string(from: $0)) } ?? .null }
 
     /// An integer.
     static func integer(_ value: Int) -> JSONValue { .int(Int64(value)) }
@@ -26,7 +25,7 @@ extension UserKey {
             "username": .optional(username),
             "authType": .string(authType.rawValue),
             "status": .string(status.rawValue),
-            "serverState": .string(serverState),
+            "serverState": .string(serverState.rawValue),
             "createdAt": .timestamp(createdAt),
             "lastUsedAt": .timestamp(lastUsedAt),
             "deviceName": .optional(deviceName),
@@ -98,7 +97,7 @@ extension AuditEntry {
     }
 }
 
-extension AuditChainReport {
+extension AuditVerification {
     /// `{"intact","checked","firstBadSeq","reason"}`; the last two are `null` when the chain holds.
     var json: JSONValue {
         .object([
@@ -114,7 +113,7 @@ extension AuditChainReport {
 enum HumanText {
     static func time(_ date: Date?) -> String {
         guard let date else { return "-" }
-        return String(Timestamp.string(from: date).prefix(19)) + "Z"
+        return String(ISOTime.string(from: date).prefix(19)) + "Z"
     }
 
     static func text(_ value: String?) -> String {
@@ -123,23 +122,23 @@ enum HumanText {
     }
 }
 
-extension ServerRecord {
+extension ServerSettings {
     /// `{"name","dialect","baseUrl","realmPath","credentialFile","credentialHeader","tokenEndpoint",
     /// "registrationEndpoint","revocationEndpoint","deviceAuthorizationEndpoint","tokenBinding","updatedAt"}`:
     /// where the credential is read from, never the credential.
     var json: JSONValue {
         .object([
             "name": .string(name),
-            "dialect": .string(dialect),
-            "baseUrl": .string(baseUrl),
+            "dialect": .string(dialect.rawValue),
+            "baseUrl": .string(baseURL.absoluteString),
             "realmPath": .string(realmPath),
             "credentialFile": .optional(credentialFile),
             "credentialHeader": .string(credentialHeader),
-            "tokenEndpoint": .optional(tokenEndpoint),
-            "registrationEndpoint": .optional(registrationEndpoint),
-            "revocationEndpoint": .optional(revocationEndpoint),
-            "deviceAuthorizationEndpoint": .optional(deviceAuthorizationEndpoint),
-            "tokenBinding": .string(tokenBinding),
+            "tokenEndpoint": .optional(tokenEndpoint?.absoluteString),
+            "registrationEndpoint": .optional(registrationEndpoint?.absoluteString),
+            "revocationEndpoint": .optional(revocationEndpoint?.absoluteString),
+            "deviceAuthorizationEndpoint": .optional(deviceAuthorizationEndpoint?.absoluteString),
+            "tokenBinding": .string(tokenBinding.rawValue),
             "updatedAt": .timestamp(updatedAt),
         ])
     }

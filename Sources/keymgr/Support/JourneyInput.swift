@@ -2,7 +2,6 @@ import ArgumentParser
 import Foundation
 import KeyManager
 import Synchronization
-import Sync
 
 /// `--journey NAME [--password-fd N]`: run a PingAM journey against the configured server instead of working locally.
 struct JourneyOptions: ParsableArguments {
@@ -33,16 +32,6 @@ struct JourneyOptions: ParsableArguments {
     func passwordSource(for login: String) -> PasswordSource {
         if let passwordFd { return PasswordSource(kind: .descriptor(passwordFd), login: login) }
         return PasswordSource(kind: isatty(STDIN_FILENO) == 1 ? .terminal : .none, login: login)
-    }
-
-    /// The journey client for the configured server; journeys are PingAM's.
-    static func client(for manager: KeyManager) throws -> PingAMJourneyClient {
-        let profile = try manager.serverProfile(name: Server.profileName)
-        guard profile.dialect == .pingam else {
-            throw KeyManagerError(.config, "the configured server is \(profile.dialect.rawValue): journeys are PingAM's; "
-                + "run `keymgr server set --dialect pingam …` to use them")
-        }
-        return PingAMJourneyClient(profile: profile, http: URLSessionHTTPClient())
     }
 }
 

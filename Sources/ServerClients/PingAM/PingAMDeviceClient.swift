@@ -1,6 +1,5 @@
 import Foundation
 import KeyManager
-import Storage
 
 /// A device-binding record as PingAM's device REST lists it.
 public struct ServerDevice: Sendable, Equatable {
@@ -11,6 +10,15 @@ public struct ServerDevice: Sendable, Equatable {
     public var deviceName: String?
     public var createdAt: Date?
     public var lastAccessAt: Date?
+
+    public init(uuid: String, kid: String, deviceId: String?, deviceName: String?, createdAt: Date?, lastAccessAt: Date?) {
+        self.uuid = uuid
+        self.kid = kid
+        self.deviceId = deviceId
+        self.deviceName = deviceName
+        self.createdAt = createdAt
+        self.lastAccessAt = lastAccessAt
+    }
 }
 
 /// PingAM / PingOne Advanced Identity Cloud device management REST for device bindings.
@@ -18,7 +26,7 @@ public struct ServerDevice: Sendable, Equatable {
 /// `GET {base}/json{realm}/users/{user}/devices/2fa/binding?_queryFilter=true`, paged with `_pageSize` and
 /// `_pagedResultsCookie`; `PUT …/binding/{uuid}` with `If-Match: *` renames; `DELETE …/binding/{uuid}` deletes.
 public struct PingAMDeviceClient: Sendable {
-    public let profile: ServerProfile
+    public let server: PingAMServer
     let http: any HTTPClient
     let adminHeader: (String, String)
     public var pageSize = 100
@@ -28,15 +36,15 @@ public struct PingAMDeviceClient: Sendable {
     /// The longest `Retry-After` honoured; beyond it the user's listing fails for this run.
     public var maxRetryAfter: TimeInterval = 30
 
-    public init(profile: ServerProfile, http: any HTTPClient, adminHeader: (String, String)) {
-        self.profile = profile
+    public init(server: PingAMServer, http: any HTTPClient, adminHeader: (String, String)) {
+        self.server = server
         self.http = http
         self.adminHeader = adminHeader
     }
 
     /// The user segment of the path: the `id=` value of a universalId, else the user id, as ONE encoded segment.
     public static func userSegment(_ userId: String) -> String {
-        percentEncodedSegment(serverUserId(userId))
+        PingAMServer.percentEncodedSegment(serverUserId(userId))
     }
 
     /// The `id=` value of a universalId (up to its first unescaped comma, RFC 4514 escapes undone), else `userId`.
@@ -63,30 +71,11 @@ public struct PingAMDeviceClient: Sendable {
         return userId
     }
 
-    /// Percent-encodes everything but ALPHA, DIGIT, `-`, `_` and `~`: `/`, `?`, `#`, `.` and spaces
-    /// can never change the path's shape.
-    public static func percentEncodedSegment(_ text: String) -> String {
-        var out = ""
-        for byte in text.utf8 {
-            switch byte {
-            case UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "a")...UInt8(ascii: "z"),
-                 UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "-"), UInt8(ascii: "_"), UInt8(ascii: "~"):
-                out.unicodeScalars.append(Unicode.Scalar(byte))
-            default:
-                out += String(format: "%%%02X", byte)
-            }
-        }
-        return out
-    }
-
     func bindingsURL(userId: String, uuid: String? = nil, query: String? = nil) throws -> URL {
-        var text = profile.jsonBase + "/users/" + Self.userSegment(userId) + "/devices/2fa/binding"
-        if let uuid { text += "/" + Self.percentEncodedSegment(uuid) }
+        var text = "/users/" + Self.userSegment(userId) + "/devices/2fa/binding"
+        if let uuid { text += "/" + PingAMServer.percentEncodedSegment(uuid) }
         if let query { text += "?" + query }
-        guard let url = URL(string: text) else {
-            throw SyncFailure(.malformed, "cannot build a device URL from base \(profile.baseURL.absoluteString)")
-        }
-        return url
+        return try server.url(text)
     }
 
     private var headers: [String: String] {
@@ -100,18 +89,18 @@ public struct PingAMDeviceClient: Sendable {
         var seenCookies: Set<String> = []
         for _ in 0..<maxPages {
             var query = "_queryFilter=true&_pageSize=\(pageSize)"
-            if let cookie { query += "&_pagedResultsCookie=" + Self.percentEncodedSegment(cookie) }
+            if let cookie { query += "&_pagedResultsCookie=" + PingAMServer.percentEncodedSegment(cookie) }
             let response = try await send(HTTPRequest(method: "GET", url: try bindingsURL(userId: userId, query: query), headers: headers))
             guard response.status == 200 else { throw Self.failure(response, doing: "list the devices of \(userId)") }
             let page = try Self.decodePage(response.body)
             devices += page.devices
             guard let next = page.cookie, !next.isEmpty else { return devices }
             guard seenCookies.insert(next).inserted else {
-                throw SyncFailure(.malformed, "the server's device listing for \(userId) repeats a paging cookie: the listing is incomplete")
+                throw TransportError(.malformed, "the server's device listing for \(userId) repeats a paging cookie: the listing is incomplete")
             }
             cookie = next
         }
-        throw SyncFailure(.malformed, "the server's device listing for \(userId) did not end after \(maxPages) pages: the listing is incomplete")
+        throw TransportError(.malformed, "the server's device listing for \(userId) did not end after \(maxPages) pages: the listing is incomplete")
     }
 
     /// Deletes a binding; 2xx or 404 (already gone) both confirm it is not on the server.
@@ -146,29 +135,29 @@ public struct PingAMDeviceClient: Sendable {
         }
     }
 
-    static func failure(_ response: HTTPResponse, doing: String) -> SyncFailure {
+    static func failure(_ response: HTTPResponse, doing: String) -> TransportError {
         let reason = (try? JSONDecoder().decode(JSONValue.self, from: response.body))?["message"]?.stringValue
         let detail = "the server answered \(response.status)\(reason.map { " (\($0))" } ?? "") when asked to \(doing)"
         switch response.status {
-        case 500...: return SyncFailure(.unavailable, detail)
-        case 401, 403: return SyncFailure(.rejected, detail + ": check the admin credential")
-        default: return SyncFailure(.rejected, detail)
+        case 500...: return TransportError(.unavailable, detail)
+        case 401, 403: return TransportError(.credentialRefused, detail + ": check the admin credential")
+        default: return TransportError(.rejected, detail)
         }
     }
 
     static func decodePage(_ body: Data) throws -> (devices: [ServerDevice], cookie: String?) {
         guard let page = try? JSONDecoder().decode(JSONValue.self, from: body), let object = page.objectValue else {
-            throw SyncFailure(.malformed, "the server's device listing is not JSON")
+            throw TransportError(.malformed, "the server's device listing is not JSON")
         }
         guard let results = object["result"]?.arrayValue else {
-            throw SyncFailure(.malformed, "the server's device listing has no result array")
+            throw TransportError(.malformed, "the server's device listing has no result array")
         }
         var devices: [ServerDevice] = []
         for entry in results {
             let key = entry["key"]
             guard let uuid = entry["uuid"]?.stringValue ?? entry["_id"]?.stringValue,
                   let kid = key?["kid"]?.stringValue ?? entry["_id"]?.stringValue else {
-                throw SyncFailure(.malformed, "a device record in the server's listing has no uuid or key id")
+                throw TransportError(.malformed, "a device record in the server's listing has no uuid or key id")
             }
             devices.append(ServerDevice(uuid: uuid, kid: kid, deviceId: entry["deviceId"]?.stringValue,
                                         deviceName: entry["deviceName"]?.stringValue,
@@ -181,6 +170,6 @@ public struct PingAMDeviceClient: Sendable {
     private static func millis(_ value: JSONValue?) -> Date? {
         // Epoch milliseconds; anything outside the years 1 to 9999 is not a date the server meant.
         guard let millis = value?.intValue.map(Double.init) ?? value?.doubleValue else { return nil }
-        return Timestamp.date(milliseconds: millis)
+        return ISOTime.date(milliseconds: millis)
     }
 }

@@ -1,0 +1,115 @@
+import Foundation
+
+/// Which wire formats an identity server speaks.
+public enum ServerDialect: String, Sendable, CaseIterable, Codable {
+    /// PingAM / PingOne Advanced Identity Cloud: device REST and journeys, on top of the OAuth endpoints.
+    case pingam
+    /// Curity or any standards-based authorization server: OAuth endpoints only, no device registry.
+    case oauth
+
+    /// Accepts the dialect's name, and `curity` as a name for `oauth`.
+    public init?(name: String) {
+        switch name.lowercased() {
+        case "pingam": self = .pingam
+        case "oauth", "curity": self = .oauth
+        default: return nil
+        }
+    }
+
+    /// Whether the server keeps a registry of device bindings that sync reconciles with (rules 1–4).
+    public var hasDeviceRegistry: Bool { self == .pingam }
+}
+
+/// Whether the OAuth tokens keymgr asks for are bound to a DPoP key (RFC 9449).
+public enum TokenBinding: String, Sendable, CaseIterable, Codable {
+    case bound, unbound
+}
+
+/// A configured identity server: settings only. The admin credential stays in its file and is never stored.
+public struct ServerSettings: Sendable, Equatable {
+    /// The profile's name; `default` is the one `keymgr server set` writes.
+    public var name: String
+    public var dialect: ServerDialect
+    public var baseURL: URL
+    /// PingAM's realm path, e.g. `/realms/root/realms/alpha`.
+    public var realmPath: String
+    /// Where the admin credential is read from; nil means `$CREDENTIALS_DIRECTORY/keymgr.admin`.
+    public var credentialFile: String?
+    /// `Authorization` (sent as a Bearer token) or a header name such as `iPlanetDirectoryPro`.
+    public var credentialHeader: String
+    public var tokenEndpoint: URL?
+    public var registrationEndpoint: URL?
+    public var revocationEndpoint: URL?
+    public var deviceAuthorizationEndpoint: URL?
+    public var tokenBinding: TokenBinding
+    /// When the profile was last saved.
+    public var updatedAt: Date
+
+    public init(name: String = "default", dialect: ServerDialect, baseURL: URL, realmPath: String = "/realms/root",
+                credentialFile: String? = nil, credentialHeader: String = "Authorization", tokenEndpoint: URL? = nil,
+                registrationEndpoint: URL? = nil, revocationEndpoint: URL? = nil, deviceAuthorizationEndpoint: URL? = nil,
+                tokenBinding: TokenBinding = .bound, updatedAt: Date = Date()) {
+        self.name = name
+        self.dialect = dialect
+        self.baseURL = baseURL
+        self.realmPath = realmPath
+        self.credentialFile = credentialFile
+        self.credentialHeader = credentialHeader
+        self.tokenEndpoint = tokenEndpoint
+        self.registrationEndpoint = registrationEndpoint
+        self.revocationEndpoint = revocationEndpoint
+        self.deviceAuthorizationEndpoint = deviceAuthorizationEndpoint
+        self.tokenBinding = tokenBinding
+        self.updatedAt = updatedAt
+    }
+
+    /// Where the admin credential comes from: the profile's file, else `$CREDENTIALS_DIRECTORY/keymgr.admin`.
+    public func credentialPath(environment: [String: String]) -> String? {
+        if let credentialFile { return credentialFile }
+        if let directory = environment["CREDENTIALS_DIRECTORY"], !directory.isEmpty {
+            return URL(fileURLWithPath: directory).appendingPathComponent("keymgr.admin").path
+        }
+        return nil
+    }
+}
+
+/// The outcome of one sync run, kept so `status` can say when the store last synced.
+public struct SyncSummary: Sendable, Equatable {
+    /// A user the run could not reconcile.
+    public struct UserError: Sendable, Equatable {
+        public var userId: String
+        public var code: String
+        public var message: String
+
+        public init(userId: String, code: String, message: String) {
+            self.userId = userId
+            self.code = code
+            self.message = message
+        }
+    }
+
+    public var serverName: String
+    public var startedAt: Date
+    public var finishedAt: Date
+    public var users: Int
+    public var inSync: Int
+    public var registered: Int
+    public var revoked: Int
+    public var serverDeleted: Int
+    public var orphans: Int
+    public var errors: [UserError]
+
+    public init(serverName: String, startedAt: Date, finishedAt: Date, users: Int, inSync: Int, registered: Int,
+                revoked: Int, serverDeleted: Int, orphans: Int, errors: [UserError]) {
+        self.serverName = serverName
+        self.startedAt = startedAt
+        self.finishedAt = finishedAt
+        self.users = users
+        self.inSync = inSync
+        self.registered = registered
+        self.revoked = revoked
+        self.serverDeleted = serverDeleted
+        self.orphans = orphans
+        self.errors = errors
+    }
+}

@@ -1,0 +1,63 @@
+import Foundation
+import KeyManager
+import ServerClients
+
+/// The configured identity server, turned into the wire clients its dialect speaks: the one place that
+/// reads the stored profile, chooses by dialect and reads the admin credential.
+public struct ServerConnection: Sendable {
+    public let settings: ServerSettings
+    let http: any HTTPClient
+    let environment: [String: String]
+
+    public init(settings: ServerSettings, http: any HTTPClient,
+                environment: [String: String] = ProcessInfo.processInfo.environment) {
+        self.settings = settings
+        self.http = http
+        self.environment = environment
+    }
+
+    /// The store's configured profile over URLSession, or `config` when none is set.
+    public static func configured(in manager: KeyManager, profile: String = "default", timeout: TimeInterval = 15,
+                                  environment: [String: String] = ProcessInfo.processInfo.environment) throws -> ServerConnection {
+        guard let settings = try manager.serverSettings(name: profile) else {
+            throw KeyManagerError(.config, "no server is configured: run `keymgr server set --dialect pingam --base-url URL --credential-file F`")
+        }
+        return ServerConnection(settings: settings, http: URLSessionHTTPClient(timeout: timeout), environment: environment)
+    }
+
+    /// PingAM's device REST with the admin credential; nil for a dialect that keeps no device registry.
+    public func deviceClient() throws -> PingAMDeviceClient? {
+        guard settings.dialect.hasDeviceRegistry else { return nil }
+        return PingAMDeviceClient(server: pingAMServer, http: http, adminHeader: try adminHeader())
+    }
+
+    /// PingAM's journeys; `config` for a dialect without them.
+    public func journeyClient() throws -> PingAMJourneyClient {
+        guard settings.dialect == .pingam else {
+            throw KeyManagerError(.config, "the configured server is \(settings.dialect.rawValue): journeys are PingAM's; "
+                + "run `keymgr server set --dialect pingam …` to use them")
+        }
+        return PingAMJourneyClient(server: pingAMServer, http: http)
+    }
+
+    var pingAMServer: PingAMServer { PingAMServer(baseURL: settings.baseURL, realmPath: settings.realmPath) }
+
+    /// The admin credential as a request header: `Authorization: Bearer <token>`, or `<NAME>: <token>`.
+    func adminHeader() throws -> (String, String) {
+        guard let path = settings.credentialPath(environment: environment) else {
+            throw KeyManagerError(.config, "no admin credential: give `keymgr server set --credential-file F`, "
+                + "or run under systemd with LoadCredentialEncrypted=keymgr.admin")
+        }
+        guard let data = FileManager.default.contents(atPath: path) else {
+            throw KeyManagerError(.config, "cannot read the admin credential file \(path): check it exists and is readable")
+        }
+        let token = String(decoding: data, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
+        guard !token.isEmpty, !token.contains("\n") else {
+            throw KeyManagerError(.config, "the admin credential file \(path) must hold one token on one line")
+        }
+        if settings.credentialHeader.caseInsensitiveCompare("Authorization") == .orderedSame {
+            return ("Authorization", "Bearer \(token)")
+        }
+        return (settings.credentialHeader, token)
+    }
+}
