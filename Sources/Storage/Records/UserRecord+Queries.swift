@@ -1,0 +1,33 @@
+import Foundation
+import GRDB
+
+// The queries of `UserRecord`: reads for any snapshot, changes inside a write transaction.
+
+extension StoreReader {
+    public func user(id userId: String) throws -> UserRecord? { try UserRecord.fetchOne(db, key: userId) }
+
+    /// Every user, by user id.
+    public func users() throws -> [UserRecord] {
+        try UserRecord.fetchAll(db, sql: "SELECT * FROM users ORDER BY user_id")
+    }
+
+    /// How many users and usable (active or locked) keys the store holds.
+    public func counts() throws -> (users: Int, usableKeys: Int) {
+        let users = try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM users") ?? 0
+        let keys = try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM user_keys WHERE status IN ('active', 'locked')") ?? 0
+        return (users, keys)
+    }
+}
+
+extension StoreWriter {
+    /// Inserts the user, or updates the username (when given) and `updatedAt` of an existing one.
+    public func upsertUser(userId: String, username: String?, at now: Date) throws {
+        if var existing = try user(id: userId) {
+            if let username, username != existing.username { existing.username = username }
+            existing.updatedAt = now
+            try existing.update(db)
+        } else {
+            try UserRecord(userId: userId, username: username, createdAt: now, updatedAt: now).insert(db)
+        }
+    }
+}
