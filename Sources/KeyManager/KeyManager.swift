@@ -28,7 +28,7 @@ public final class KeyManager: Sendable {
     /// Creates a store in `home`: the database, the device row and (unless one is supplied elsewhere) the master key.
     public static func initialize(home location: StoreLocation, options: InitOptions,
                                   environment: [String: String] = ProcessInfo.processInfo.environment,
-                                  logger: Logger = Logger(label: "keymgr"),
+                                  logger: Logger = KeyManager.silentLogger,
                                   now: @escaping @Sendable () -> Date = { Date() }) throws -> KeyManager {
         try validate(options)
         let home = location.home
@@ -75,7 +75,7 @@ public final class KeyManager: Sendable {
     /// - Throws: `config` when there is no store, the master key is missing or is not this store's; `busy` when locked.
     public static func open(home location: StoreLocation,
                             environment: [String: String] = ProcessInfo.processInfo.environment,
-                            logger: Logger = Logger(label: "keymgr"),
+                            logger: Logger = KeyManager.silentLogger,
                             now: @escaping @Sendable () -> Date = { Date() }) throws -> KeyManager {
         let home = location.home
         let store = try mapped { try Store.open(home: home, create: false, digest: SHA256.hash) }
@@ -84,6 +84,7 @@ public final class KeyManager: Sendable {
         }
         let source = MasterKey.source(home: home, environment: environment)
         let masterKey = try MasterKey.load(from: source)
+        logger.debug("opened the store", metadata: ["home": .string(home.url.path), "masterKey": .string(source.label)])
         if let manager = try? opened(store, masterKey, device, logger, now) { return manager }
         // A rotation that committed but stopped before renaming its new key file into place.
         let pending = source.path + ".next"
@@ -105,6 +106,9 @@ public final class KeyManager: Sendable {
         }
         return manager
     }
+
+    /// The logger a library user gets when it injects none: it says nothing (a library never prints).
+    public static let silentLogger = Logger(label: "keymgr") { _ in SwiftLogNoOpLogHandler() }
 
     // MARK: Reading
 

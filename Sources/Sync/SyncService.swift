@@ -80,6 +80,9 @@ public struct SyncService: Sendable {
         let knownKids = Set(localKeys.map(\.kid))
         let keysByUser = Dictionary(grouping: localKeys, by: \.userId)
         let userIds = Reconciler.usersToReconcile(localKeys)
+        logger.debug("reconciling users with the server", metadata: [
+            "users": .stringConvertible(userIds.count), "server": .string(connection.settings.baseURL.absoluteString),
+        ])
 
         // Listings, a bounded number at a time; one user's failure is that user's alone (rule 6).
         var plans: [UserSyncPlan] = []

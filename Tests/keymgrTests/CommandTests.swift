@@ -89,6 +89,10 @@ final class CommandTests: XCTestCase {
         XCTAssertEqual(quiet.stdout + quiet.stderr, "", "--quiet: no confirmation")
         let verbose = try sandbox.succeed(["bind", "--user", "frank", "--verbose"])
         XCTAssertTrue(verbose.stderr.contains(sandbox.home.path), "--verbose names the store: \(verbose.stderr)")
+        // The library's own debug lines reach stderr through the logger the CLI injects, and only with --verbose.
+        XCTAssertTrue(verbose.stderr.contains("bound key"), "KeyManager's debug log: \(verbose.stderr)")
+        XCTAssertFalse(humanJWS.stderr.contains("bound key"), humanJWS.stderr)
+        XCTAssertFalse(verbose.stdout.contains("bound key"), "logs never go to stdout")
     }
 
     func testUsersAndListShowKeysAsTablesAndJSON() throws {

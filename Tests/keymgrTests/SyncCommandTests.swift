@@ -162,8 +162,8 @@ final class ServerCommandTests: XCTestCase {
 
 /// `keymgr sync` against the reference server: the report, the exit statuses, overlap and a kill.
 final class SyncCommandTests: ServerTestCase {
-    static let reportFields: Set<String> = ["dryRun", "users", "inSync", "registered", "revoked", "serverDeleted",
-                                            "orphans", "errors", "writes"]
+    static let reportFields: Set<String> = ["dryRun", "applied", "users", "inSync", "registered", "revoked",
+                                            "serverDeleted", "orphans", "errors", "writes"]
 
     func testReportShapeAndEveryRuleThroughTheCLI() throws {
         try start(users: ["alice", "bob", "carol"])
@@ -172,6 +172,7 @@ final class SyncCommandTests: ServerTestCase {
         let first = try sync()
         XCTAssertEqual(Set(first.keys), Self.reportFields)
         XCTAssertEqual(first["dryRun"] as? Bool, false)
+        XCTAssertEqual(first["applied"] as? Bool, true)
         XCTAssertEqual(first["users"] as? Int, 3)
         XCTAssertEqual(first["registered"] as? [String], [], "the journeys registered them already")
         for field in ["revoked", "serverDeleted", "orphans", "errors"] {
@@ -187,6 +188,7 @@ final class SyncCommandTests: ServerTestCase {
         try server.deleteBinding(user: "bob", uuid: kids[1])
         let planned = try sync(["--dry-run"])
         XCTAssertEqual(planned["dryRun"] as? Bool, true)
+        XCTAssertEqual(planned["applied"] as? Bool, false, "a dry run applies nothing")
         XCTAssertEqual(planned["revoked"] as? [String], [kids[1]])
         XCTAssertEqual(planned["writes"] as? Int, 0)
         XCTAssertEqual(try keys()[kids[1]]?["status"] as? String, "active")

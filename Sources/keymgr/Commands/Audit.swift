@@ -65,7 +65,7 @@ struct Audit: ParsableCommand {
             let console = globals.console
             switch globals.json ? .json : (format ?? .table) {
             case .json:
-                console.answer(json: .array(entries.map(\.json)))
+                console.answer(json: entries.map(AuditEntryJSON.init))
             case .csv:
                 var text = "seq,at,event,userId,kid,actor,details,hash,prevHash\n"
                 for entry in entries {
@@ -106,7 +106,7 @@ struct Audit: ParsableCommand {
         func run() throws {
             let report = try globals.openManager().verifyAudit()
             let console = globals.console
-            if globals.json { console.answer(json: report.json) }
+            if globals.json { console.answer(json: AuditVerificationJSON(report)) }
             guard let bad = report.firstBad else {
                 if !globals.json { console.answer("audit log intact: \(report.checked) entries checked") }
                 return

@@ -60,7 +60,7 @@ struct Bind: KeymgrCommand {
         let result = try manager.bind(request, newPIN: pin.source().new(for: user))
         let console = globals.console
         if globals.json {
-            console.answer(json: result.json)
+            console.answer(json: KeyJSON(result))
             return
         }
         console.confirm("bound \(user): key \(result.key.kid) (\(result.key.authType.rawValue))")
@@ -82,7 +82,7 @@ struct Bind: KeymgrCommand {
         }
         let console = globals.console
         if globals.json {
-            console.answer(json: result.json)
+            console.answer(json: KeyJSON(result))
             return
         }
         console.confirm("bound \(result.key.userId) through \(name): key \(result.key.kid) (\(result.key.authType.rawValue)), "

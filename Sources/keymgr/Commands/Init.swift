@@ -73,10 +73,10 @@ struct Init: KeymgrCommand {
         let console = globals.console
         let home = globals.storeHome
         console.detail("creating a store in \(home.url.path)")
-        let manager = try KeyManager.initialize(home: home, options: options)
+        let manager = try KeyManager.initialize(home: home, options: options, logger: globals.logger)
         let status = try manager.status()
         if globals.json {
-            console.answer(json: status.json)
+            console.answer(json: StatusJSON(status))
         } else {
             console.confirm("initialised a keymgr store in \(home.url.path) for device \"\(status.deviceName)\" (\(status.deviceId))")
         }

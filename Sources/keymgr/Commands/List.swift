@@ -41,7 +41,7 @@ struct List: KeymgrCommand {
         let keys = try globals.openManager().keys(userId: user, statuses: statuses)
         let console = globals.console
         if globals.json {
-            console.answer(json: .array(keys.map { .object($0.json) }))
+            console.answer(json: keys.map { KeyJSON($0) })
             return
         }
         console.table(["KID", "USER ID", "USERNAME", "AUTH TYPE", "STATUS", "SERVER", "CREATED", "LAST USED"],

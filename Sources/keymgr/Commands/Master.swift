@@ -31,7 +31,7 @@ struct Master: ParsableCommand {
             let rotation = try globals.openManager().rotateMasterKey()
             let console = globals.console
             if globals.json {
-                console.answer(json: .object(["secretsRewrapped": .integer(rotation.secretsRewrapped)]))
+                console.answer(json: RotationJSON(secretsRewrapped: rotation.secretsRewrapped))
             } else {
                 console.confirm("rotated the master key: \(rotation.secretsRewrapped) secrets re-wrapped")
             }

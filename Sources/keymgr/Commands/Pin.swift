@@ -41,7 +41,7 @@ struct Pin: ParsableCommand {
             let key = try manager.changePIN(userId: user, kid: kid, oldPIN: pins.old, newPIN: pins.new)
             let console = globals.console
             if globals.json {
-                console.answer(json: .object(key.json))
+                console.answer(json: KeyJSON(key))
             } else {
                 console.confirm("changed the PIN of \(user)'s key \(key.kid)")
             }

@@ -32,7 +32,7 @@ struct Rebind: KeymgrCommand {
                                         newPIN: pin.source().new(for: user))
         let console = globals.console
         if globals.json {
-            console.answer(json: result.json)
+            console.answer(json: KeyJSON(result))
             return
         }
         console.confirm("rebound \(user): new key \(result.key.kid) (\(result.key.authType.rawValue))")

@@ -32,7 +32,7 @@ struct Revoke: KeymgrCommand {
         let revoked = try globals.openManager().revoke(userId: user, kid: kid, reason: reason)
         let console = globals.console
         if globals.json {
-            console.answer(json: .array(revoked.map { .object($0.json) }))
+            console.answer(json: revoked.map { KeyJSON($0) })
             return
         }
         if revoked.isEmpty { console.confirm("nothing to revoke") }

@@ -112,7 +112,7 @@ struct Server: ParsableCommand {
                 throw KeyManagerError(.failure, "the server profile was not saved")
             }
             if globals.json {
-                console.answer(json: saved.json)
+                console.answer(json: ServerSettingsJSON(saved))
             } else {
                 console.confirm("saved the \(saved.name) server profile: \(saved.dialect.rawValue) at \(saved.baseURL.absoluteString)")
             }
@@ -181,7 +181,7 @@ struct Server: ParsableCommand {
             }
             let console = globals.console
             if globals.json {
-                console.answer(json: settings.json)
+                console.answer(json: ServerSettingsJSON(settings))
                 return
             }
             let lines: [(String, String)] = [

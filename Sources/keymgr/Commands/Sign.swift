@@ -73,7 +73,7 @@ struct Sign: KeymgrCommand {
         let result = try manager.sign(request, pin: pin.source().current(for: user ?? kid ?? "the key"))
         let console = globals.console
         if globals.json {
-            console.answer(json: .object(["kid": .string(result.kid), "jws": .string(result.jws)]))
+            console.answer(json: SignatureJSON(result))
         } else {
             console.answer(result.jws)
         }
@@ -92,7 +92,7 @@ struct Sign: KeymgrCommand {
         }
         let console = globals.console
         if globals.json {
-            console.answer(json: .object(["kid": .string(result.kid), "jws": .string(result.jws)]))
+            console.answer(json: SignatureJSON(result))
             return
         }
         console.answer(result.jws)

@@ -20,7 +20,7 @@ struct Status: KeymgrCommand {
         let status = try manager.status()
         let console = globals.console
         if globals.json {
-            console.answer(json: status.json)
+            console.answer(json: StatusJSON(status))
             return
         }
         let lines: [(String, String)] = [

@@ -17,7 +17,7 @@ struct SyncCommand: KeymgrCommand {
             here are reported as orphans (deleted with --prune-orphans). A user whose listing fails is left \
             untouched. One sync runs at a time per store: an overlapping run exits 75 at once.
 
-            With --json: {"dryRun","users","inSync","registered","revoked","serverDeleted","orphans",\
+            With --json: {"dryRun","applied","users","inSync","registered","revoked","serverDeleted","orphans",\
             "errors":[{"userId","code","message"}],"writes"}; the lists hold kids.
 
             Exit status: 0 all users reconciled, 2 some users could not be (the report is still printed), \
@@ -63,7 +63,7 @@ struct SyncCommand: KeymgrCommand {
         let console = globals.console
         let manager = try globals.openManager()
         let connection = try ServerConnection.configured(in: manager, timeout: timeout ?? 15)
-        let service = SyncService(manager: manager, connection: connection, logger: logger)
+        let service = SyncService(manager: manager, connection: connection, logger: globals.logger)
         let options = {
             var options = SyncOptions()
             options.dryRun = dryRun
@@ -107,7 +107,7 @@ struct SyncCommand: KeymgrCommand {
     /// The report: JSON, or for people a table of what changed (kid and user) and a one-line summary.
     private func printReport(_ report: SyncReport, console: Console, owners: [String: String] = [:]) {
         if globals.json {
-            console.answer(json: report.json)
+            console.answer(json: SyncReportJSON(report))
             return
         }
         var rows: [[String]] = []
@@ -135,13 +135,6 @@ struct SyncCommand: KeymgrCommand {
     private static func owners(of report: SyncReport, in manager: KeyManager) throws -> [String: String] {
         guard !(report.registered.isEmpty && report.revoked.isEmpty && report.serverDeleted.isEmpty) else { return [:] }
         return Dictionary(try manager.allKeys().map { ($0.kid, $0.userId) }, uniquingKeysWith: { first, _ in first })
-    }
-
-    /// The library's logs on stderr: warnings, or everything with --verbose.
-    private var logger: Logger {
-        var logger = Logger(label: "keymgr.sync") { StreamLogHandler.standardError(label: $0) }
-        logger.logLevel = globals.verbose ? .debug : .warning
-        return logger
     }
 
     static func percent(_ value: Double) -> String {

@@ -18,7 +18,7 @@ struct Users: KeymgrCommand {
         let users = try globals.openManager().users()
         let console = globals.console
         if globals.json {
-            console.answer(json: .array(users.map(\.json)))
+            console.answer(json: users.map(UserJSON.init))
             return
         }
         console.table(["USER ID", "USERNAME", "KEYS", "CREATED"],

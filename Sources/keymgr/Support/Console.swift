@@ -15,9 +15,22 @@ struct Console {
         StandardStream.output.write(text.hasSuffix("\n") ? text : text + "\n")
     }
 
-    /// Writes one JSON document to stdout: sorted keys, no whitespace, one line.
-    func answer(json value: JSONValue) {
-        StandardStream.output.write(value.canonicalJSON() + "\n")
+    /// Writes one JSON document to stdout: sorted keys, no whitespace, one line, ISO 8601 UTC timestamps.
+    func answer(json value: some Encodable) {
+        StandardStream.output.write(Self.encoded(value) + "\n")
+    }
+
+    /// The one JSON encoding of keymgr's output.
+    static func encoded(_ value: some Encodable) -> String {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+        encoder.dateEncodingStrategy = .custom { date, encoder in
+            var container = encoder.singleValueContainer()
+            try container.encode(ISOTime.string(from: date))
+        }
+        // The output types hold strings, numbers, dates and JSON values: nothing an encoder can refuse.
+        guard let data = try? encoder.encode(value) else { return "null" }
+        return String(decoding: data, as: UTF8.self)
     }
 
     /// A one-line report of what was done, on stderr; not with `--json` or `--quiet`.

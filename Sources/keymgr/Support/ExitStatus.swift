@@ -53,8 +53,17 @@ enum FailureReport {
         return failure.code.exitStatus
     }
 
+    /// `{"error":{"code","message"}}`.
+    private struct ErrorJSON: Encodable {
+        struct Detail: Encodable {
+            let code: String
+            let message: String
+        }
+
+        let error: Detail
+    }
+
     private static func emitJSON(code: String, message: String) {
-        let object: JSONValue = .object(["error": .object(["code": .string(code), "message": .string(message)])])
-        StandardStream.output.write(object.canonicalJSON() + "\n")
+        StandardStream.output.write(Console.encoded(ErrorJSON(error: .init(code: code, message: message))) + "\n")
     }
 }

@@ -1,5 +1,6 @@
 import ArgumentParser
 import KeyManager
+import Logging
 
 /// The options every keymgr command takes: where the store lives and how keymgr talks.
 ///
@@ -35,6 +36,13 @@ struct GlobalOptions: ParsableArguments {
     func openManager() throws -> KeyManager {
         let home = storeHome
         console.detail("store \(home.url.path)")
-        return try KeyManager.open(home: home)
+        return try KeyManager.open(home: home, logger: logger)
+    }
+
+    /// The libraries' logs on stderr: warnings, or everything with --verbose. Libraries log no secret.
+    var logger: Logger {
+        var logger = Logger(label: "keymgr") { StreamLogHandler.standardError(label: $0) }
+        logger.logLevel = verbose ? .debug : (quiet ? .error : .warning)
+        return logger
     }
 }

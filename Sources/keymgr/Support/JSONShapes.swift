@@ -2,111 +2,217 @@ import Foundation
 import KeyManager
 import Sync
 
-// The JSON objects of DESIGN.md's CLI contract, built in one place so every command prints the same shapes.
-// Absent optional values are `null`, never missing; timestamps are ISO 8601 UTC (`Timestamp`).
+// The JSON objects of the CLI contract, one `Encodable` type each, so every command prints the same shapes.
+// `Console.answer(json:)` encodes them with sorted keys; absent values are `null` (`@Nullable`), never
+// missing; timestamps are ISO 8601 UTC (`ISOTime`).
 
-extension JSONValue {
-    /// A string, or `null` when absent.
-    static func optional(_ text: String?) -> JSONValue { text.map(JSONValue.string) ?? .null }
+/// An optional member that is encoded as `null` when absent, instead of being left out.
+@propertyWrapper
+struct Nullable<Value: Encodable>: Encodable {
+    var wrappedValue: Value?
 
-    /// A timestamp as keymgr's ISO 8601 UTC text, or `null` when absent.
-    static func timestamp(_ date: Date?) -> JSONValue { date.map { .string(ISOTime.string(from: $0)) } ?? .null }
+    init(wrappedValue: Value?) {
+        self.wrappedValue = wrappedValue
+    }
 
-    /// An integer.
-    static func integer(_ value: Int) -> JSONValue { .int(Int64(value)) }
-}
-
-extension UserKey {
-    /// `{"kid","userId","username","authType","status","serverState","createdAt","lastUsedAt","deviceName"}`.
-    var json: [String: JSONValue] {
-        [
-            "kid": .string(kid),
-            "userId": .string(userId),
-            "username": .optional(username),
-            "authType": .string(authType.rawValue),
-            "status": .string(status.rawValue),
-            "serverState": .string(serverState.rawValue),
-            "createdAt": .timestamp(createdAt),
-            "lastUsedAt": .timestamp(lastUsedAt),
-            "deviceName": .optional(deviceName),
-        ]
+    func encode(to encoder: any Encoder) throws {
+        var container = encoder.singleValueContainer()
+        if let wrappedValue { try container.encode(wrappedValue) } else { try container.encodeNil() }
     }
 }
 
-extension JWK {
-    /// The public JWK's members; absent members are left out, as JWK (RFC 7517) expects.
-    var json: JSONValue {
-        var members: [String: JSONValue] = [:]
-        for (name, value) in [("kty", kty), ("crv", crv), ("x", x), ("y", y), ("use", use), ("alg", alg), ("kid", kid)] {
-            if let value { members[name] = .string(value) }
-        }
-        return .object(members)
+/// `{"kid","userId","username","authType","status","serverState","createdAt","lastUsedAt","deviceName"}`,
+/// plus `"jwk"` and `"jws"` for bind and rebind.
+struct KeyJSON: Encodable {
+    let kid: String
+    let userId: String
+    @Nullable var username: String?
+    let authType: String
+    let status: String
+    let serverState: String
+    let createdAt: Date
+    @Nullable var lastUsedAt: Date?
+    @Nullable var deviceName: String?
+    /// Bind and rebind only: the public JWK (absent members left out, as RFC 7517 expects).
+    let jwk: JSONValue?
+    /// Bind and rebind with a challenge only.
+    let jws: String?
+
+    init(_ key: UserKey, jwk: JWK? = nil, jws: String? = nil) {
+        kid = key.kid
+        userId = key.userId
+        username = key.username
+        authType = key.authType.rawValue
+        status = key.status.rawValue
+        serverState = key.serverState.rawValue
+        createdAt = key.createdAt
+        lastUsedAt = key.lastUsedAt
+        deviceName = key.deviceName
+        self.jwk = jwk.map { $0.jsonObject() }
+        self.jws = jws
+    }
+
+    init(_ result: BindResult) {
+        self.init(result.key, jwk: result.jwk, jws: result.jws)
     }
 }
 
-extension BindResult {
-    /// The key object plus `"jwk"` and, when a challenge was signed, `"jws"` (bind and rebind).
-    var json: JSONValue {
-        var object = key.json
-        object["jwk"] = jwk.json
-        if let jws { object["jws"] = .string(jws) }
-        return .object(object)
+/// `{"kid","jws"}` (sign).
+struct SignatureJSON: Encodable {
+    let kid: String
+    let jws: String
+
+    init(_ result: SignResult) {
+        kid = result.kid
+        jws = result.jws
     }
 }
 
-extension StoreStatus {
-    /// `{"deviceId","deviceName","schemaVersion","users","keys","lastSync"}` (status and init).
-    var json: JSONValue {
-        .object([
-            "deviceId": .string(deviceId),
-            "deviceName": .string(deviceName),
-            "schemaVersion": .integer(schemaVersion),
-            "users": .integer(users),
-            "keys": .integer(keys),
-            "lastSync": .timestamp(lastSync),
-        ])
+/// `{"deviceId","deviceName","schemaVersion","users","keys","lastSync"}` (status and init).
+struct StatusJSON: Encodable {
+    let deviceId: String
+    let deviceName: String
+    let schemaVersion: Int
+    let users: Int
+    let keys: Int
+    @Nullable var lastSync: Date?
+
+    init(_ status: StoreStatus) {
+        deviceId = status.deviceId
+        deviceName = status.deviceName
+        schemaVersion = status.schemaVersion
+        users = status.users
+        keys = status.keys
+        lastSync = status.lastSync
     }
 }
 
-extension UserSummary {
-    /// `{"userId","username","keys","createdAt"}`; `keys` counts the user's active keys.
-    var json: JSONValue {
-        .object([
-            "userId": .string(userId),
-            "username": .optional(username),
-            "keys": .integer(activeKeys),
-            "createdAt": .timestamp(createdAt),
-        ])
+/// `{"userId","username","keys","createdAt"}`; `keys` counts the user's active keys.
+struct UserJSON: Encodable {
+    let userId: String
+    @Nullable var username: String?
+    let keys: Int
+    let createdAt: Date
+
+    init(_ user: UserSummary) {
+        userId = user.userId
+        username = user.username
+        keys = user.activeKeys
+        createdAt = user.createdAt
     }
 }
 
-extension AuditEntry {
-    /// `{"seq","at","event","userId","kid","actor","details","hash","prevHash"}`.
-    var json: JSONValue {
-        .object([
-            "seq": .int(seq),
-            "at": .string(at),
-            "event": .string(event),
-            "userId": .optional(userId),
-            "kid": .optional(kid),
-            "actor": .string(actor),
-            "details": details,
-            "hash": .string(hash),
-            "prevHash": .string(prevHash),
-        ])
+/// `{"seq","at","event","userId","kid","actor","details","hash","prevHash"}`.
+struct AuditEntryJSON: Encodable {
+    let seq: Int64
+    let at: String
+    let event: String
+    @Nullable var userId: String?
+    @Nullable var kid: String?
+    let actor: String
+    let details: JSONValue
+    let hash: String
+    let prevHash: String
+
+    init(_ entry: AuditEntry) {
+        seq = entry.seq
+        at = entry.at
+        event = entry.event
+        userId = entry.userId
+        kid = entry.kid
+        actor = entry.actor
+        details = entry.details
+        hash = entry.hash
+        prevHash = entry.prevHash
     }
 }
 
-extension AuditVerification {
-    /// `{"intact","checked","firstBadSeq","reason"}`; the last two are `null` when the chain holds.
-    var json: JSONValue {
-        .object([
-            "intact": .bool(isIntact),
-            "checked": .integer(checked),
-            "firstBadSeq": firstBad.map { .int($0.seq) } ?? .null,
-            "reason": .optional(firstBad?.reason),
-        ])
+/// `{"intact","checked","firstBadSeq","reason"}`; the last two are `null` when the chain holds.
+struct AuditVerificationJSON: Encodable {
+    let intact: Bool
+    let checked: Int
+    @Nullable var firstBadSeq: Int64?
+    @Nullable var reason: String?
+
+    init(_ report: AuditVerification) {
+        intact = report.isIntact
+        checked = report.checked
+        firstBadSeq = report.firstBad?.seq
+        reason = report.firstBad?.reason
     }
+}
+
+/// `{"name","dialect","baseUrl","realmPath","credentialFile","credentialHeader","tokenEndpoint",
+/// "registrationEndpoint","revocationEndpoint","deviceAuthorizationEndpoint","tokenBinding","updatedAt"}`:
+/// where the credential is read from, never the credential.
+struct ServerSettingsJSON: Encodable {
+    let name: String
+    let dialect: String
+    let baseUrl: String
+    let realmPath: String
+    @Nullable var credentialFile: String?
+    let credentialHeader: String
+    @Nullable var tokenEndpoint: String?
+    @Nullable var registrationEndpoint: String?
+    @Nullable var revocationEndpoint: String?
+    @Nullable var deviceAuthorizationEndpoint: String?
+    let tokenBinding: String
+    let updatedAt: Date
+
+    init(_ settings: ServerSettings) {
+        name = settings.name
+        dialect = settings.dialect.rawValue
+        baseUrl = settings.baseURL.absoluteString
+        realmPath = settings.realmPath
+        credentialFile = settings.credentialFile
+        credentialHeader = settings.credentialHeader
+        tokenEndpoint = settings.tokenEndpoint?.absoluteString
+        registrationEndpoint = settings.registrationEndpoint?.absoluteString
+        revocationEndpoint = settings.revocationEndpoint?.absoluteString
+        deviceAuthorizationEndpoint = settings.deviceAuthorizationEndpoint?.absoluteString
+        tokenBinding = settings.tokenBinding.rawValue
+        updatedAt = settings.updatedAt
+    }
+}
+
+/// `{"dryRun","applied","users","inSync","registered","revoked","serverDeleted","orphans",
+/// "errors":[{"userId","code","message"}],"writes"}`; the four lists hold kids.
+struct SyncReportJSON: Encodable {
+    struct UserErrorJSON: Encodable {
+        let userId: String
+        let code: String
+        let message: String
+    }
+
+    let dryRun: Bool
+    /// False when nothing was written: a dry run, or a run the safety valve held back.
+    let applied: Bool
+    let users: Int
+    let inSync: Int
+    let registered: [String]
+    let revoked: [String]
+    let serverDeleted: [String]
+    let orphans: [String]
+    let errors: [UserErrorJSON]
+    let writes: Int
+
+    init(_ report: SyncReport) {
+        dryRun = report.dryRun
+        applied = !report.dryRun && !report.safetyValveTripped
+        users = report.users
+        inSync = report.inSync
+        registered = report.registered
+        revoked = report.revoked
+        serverDeleted = report.serverDeleted
+        orphans = report.orphans
+        errors = report.errors.map { UserErrorJSON(userId: $0.userId, code: $0.code, message: $0.message) }
+        writes = report.writes
+    }
+}
+
+/// `{"secretsRewrapped"}` (master rotate).
+struct RotationJSON: Encodable {
+    let secretsRewrapped: Int
 }
 
 /// How people see values in tables: seconds precision, UTC, `-` for nothing.
@@ -119,47 +225,5 @@ enum HumanText {
     static func text(_ value: String?) -> String {
         guard let value, !value.isEmpty else { return "-" }
         return value
-    }
-}
-
-extension ServerSettings {
-    /// `{"name","dialect","baseUrl","realmPath","credentialFile","credentialHeader","tokenEndpoint",
-    /// "registrationEndpoint","revocationEndpoint","deviceAuthorizationEndpoint","tokenBinding","updatedAt"}`:
-    /// where the credential is read from, never the credential.
-    var json: JSONValue {
-        .object([
-            "name": .string(name),
-            "dialect": .string(dialect.rawValue),
-            "baseUrl": .string(baseURL.absoluteString),
-            "realmPath": .string(realmPath),
-            "credentialFile": .optional(credentialFile),
-            "credentialHeader": .string(credentialHeader),
-            "tokenEndpoint": .optional(tokenEndpoint?.absoluteString),
-            "registrationEndpoint": .optional(registrationEndpoint?.absoluteString),
-            "revocationEndpoint": .optional(revocationEndpoint?.absoluteString),
-            "deviceAuthorizationEndpoint": .optional(deviceAuthorizationEndpoint?.absoluteString),
-            "tokenBinding": .string(tokenBinding.rawValue),
-            "updatedAt": .timestamp(updatedAt),
-        ])
-    }
-}
-
-extension SyncReport {
-    /// `{"dryRun","users","inSync","registered","revoked","serverDeleted","orphans","errors":[{"userId","code","message"}],"writes"}`;
-    /// the four lists hold kids.
-    var json: JSONValue {
-        .object([
-            "dryRun": .bool(dryRun),
-            "users": .integer(users),
-            "inSync": .integer(inSync),
-            "registered": .array(registered.map(JSONValue.string)),
-            "revoked": .array(revoked.map(JSONValue.string)),
-            "serverDeleted": .array(serverDeleted.map(JSONValue.string)),
-            "orphans": .array(orphans.map(JSONValue.string)),
-            "errors": .array(errors.map {
-                .object(["userId": .string($0.userId), "code": .string($0.code), "message": .string($0.message)])
-            }),
-            "writes": .integer(writes),
-        ])
     }
 }
