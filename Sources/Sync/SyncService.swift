@@ -132,7 +132,9 @@ public struct SyncService: Sendable {
         report.plannedRevocations = planned
         report.revocationLimit = Reconciler.revocationLimit(activeKeys: activeKeys, percent: options.maxRevokePercent)
         if planned > report.revocationLimit && !options.force {
+            // Nothing is applied; the report lists what the valve held back.
             report.safetyValveTripped = true
+            report.revoked = plans.flatMap(\.changes.revokedByServer)
             return report
         }
 

@@ -38,6 +38,8 @@ struct Audit: ParsableCommand {
 
         @OptionGroup var globals: GlobalOptions
 
+        @OptionGroup var table: TableOptions
+
         @Option(help: ArgumentHelp("Only entries about this user.", valueName: "id"))
         var user: String?
 
@@ -75,10 +77,13 @@ struct Audit: ParsableCommand {
                 }
                 console.answer(text)
             case .table:
+                // Details are cut in the table; --json and --format csv show them whole.
+                let wide = table.wide
                 console.table(["SEQ", "AT", "EVENT", "USER ID", "KID", "ACTOR", "DETAILS"],
-                              entries.map { [String($0.seq), $0.at, $0.event, HumanText.text($0.userId), HumanText.text($0.kid),
-                                             $0.actor, $0.details.canonicalJSON()] },
-                              empty: "no matching audit entries")
+                              entries.map { [String($0.seq), HumanText.time(ISOTime.date(from: $0.at)), $0.event,
+                                             HumanText.text($0.userId), HumanText.kid($0.kid, wide: wide), $0.actor,
+                                             $0.details.canonicalJSON()] },
+                              empty: "no matching audit entries", wide: wide, keepWhole: [0, 1, 4])
             }
         }
 

@@ -14,6 +14,8 @@ struct Users: KeymgrCommand {
 
     @OptionGroup var globals: GlobalOptions
 
+    @OptionGroup var table: TableOptions
+
     func run() throws {
         let users = try globals.openManager().users()
         let console = globals.console
@@ -23,6 +25,6 @@ struct Users: KeymgrCommand {
         }
         console.table(["USER ID", "USERNAME", "KEYS", "CREATED"],
                       users.map { [$0.userId, HumanText.text($0.username), String($0.activeKeys), HumanText.time($0.createdAt)] },
-                      empty: "no users on this device")
+                      empty: "no users on this device", wide: table.wide, keepWhole: [2, 3])
     }
 }

@@ -19,6 +19,18 @@ extension KeyManagerError.Code {
     }
 }
 
+/// A run that failed after printing its result (sync's report): stdout keeps that one document, the message goes
+/// to stderr, and the exit status comes from the code.
+struct FailureAfterReport: KeymgrFailure {
+    let code: KeyManagerError.Code
+    let message: String
+
+    init(_ code: KeyManagerError.Code, _ message: String) {
+        self.code = code
+        self.message = message
+    }
+}
+
 /// Reports a failed command the way the CLI contract says, and returns the process status.
 ///
 /// A person gets `keymgr: <message>` on stderr; with `--json`, stdout also gets `{"error":{"code","message"}}`.
@@ -43,6 +55,11 @@ enum FailureReport {
     /// A failure while running a command.
     static func running(_ error: Error, json: Bool, verbose: Bool) -> Int32 {
         if let exit = error as? ExitCode { return exit.rawValue }  // the command has already said why
+        if let after = error as? FailureAfterReport {
+            // The command's document is already on stdout: the reason goes to stderr alone.
+            StandardStream.error.write("keymgr: \(after.message)\n")
+            return after.code.exitStatus
+        }
         let failure: any KeymgrFailure = error as? any KeymgrFailure
             ?? KeyManagerError(.failure, "unexpected error: \(String(describing: error))")
         StandardStream.error.write("keymgr: \(failure.message)\n")

@@ -46,3 +46,9 @@ struct GlobalOptions: ParsableArguments {
         return logger
     }
 }
+
+/// `--wide`: tables show whole kids and ids instead of fitting 80 columns.
+struct TableOptions: ParsableArguments {
+    @Flag(help: "Show whole kids and ids in tables instead of fitting 80 columns.")
+    var wide = false
+}
