@@ -121,6 +121,12 @@ extension KeyManager {
         }
     }
 
+    /// The keys `request` would supersede: the user's active and locked keys for the same issuer.
+    public func keysSuperseded(by request: BindRequest) throws -> [UserKey] {
+        let issuer = try request.issuer ?? device().issuer
+        return try keys(userId: request.userId, statuses: KeyStatus.usable).filter { $0.issuer == issuer }
+    }
+
     /// Marks the user's usable keys for `issuer` superseded (material destroyed, queued for server deletion).
     func retireUsableKeys(_ writer: StoreWriter, userId: String, issuer: String, supersededBy kid: String,
                           at: Date) throws -> [String] {

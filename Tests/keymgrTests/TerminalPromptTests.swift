@@ -82,4 +82,31 @@ final class TerminalPromptTests: XCTestCase {
         XCTAssertTrue(outcome.stdout.contains("the two PINs differ"), outcome.stdout)
         XCTAssertEqual(try sandbox.succeed(["list", "--json"]).array().count, 0)
     }
+
+    func testDestructiveCommandsAskOnATerminalAndNeverWithout() throws {
+        let sandbox = try Sandbox()
+        try sandbox.initialise()
+        try sandbox.bind("dave")
+
+        let declined = try onTerminal(sandbox, ["revoke", "--user", "dave"], answers: [("destroy its key material? [y/N] ", "n")])
+        XCTAssertEqual(declined.status, 77, "no is an abort: \(declined.summary)")
+        XCTAssertEqual(try sandbox.succeed(["list", "--json"]).array().count, 1, "nothing was revoked")
+
+        let supersede = try onTerminal(sandbox, ["bind", "--user", "dave"], answers: [("destroy its key material? [y/N] ", "no")])
+        XCTAssertEqual(supersede.status, 77, supersede.summary)
+        XCTAssertEqual(try sandbox.succeed(["list", "--status", "all", "--json"]).array().count, 1, "no new key, none superseded")
+        let replaced = try onTerminal(sandbox, ["bind", "--user", "dave", "--yes"], answers: [])
+        XCTAssertEqual(replaced.status, 0, "--yes asks nothing: \(replaced.summary)")
+
+        let rotated = try onTerminal(sandbox, ["master", "rotate"], answers: [("re-wrap every secret under a new one? [y/N] ", "y")])
+        XCTAssertEqual(rotated.status, 0, rotated.summary)
+        let accepted = try onTerminal(sandbox, ["revoke", "--user", "dave"], answers: [("destroy its key material? [y/N] ", "yes")])
+        XCTAssertEqual(accepted.status, 0, accepted.summary)
+        XCTAssertEqual(try sandbox.succeed(["list", "--json"]).array().count, 0)
+
+        // Without a terminal nothing asks: scripts and timers go on as they are told.
+        try sandbox.bind("erin")
+        XCTAssertEqual(try sandbox.keymgr(["revoke", "--user", "erin"]).status, 0)
+        XCTAssertEqual(try sandbox.keymgr(["master", "rotate"]).status, 0)
+    }
 }

@@ -18,8 +18,8 @@ struct Master: ParsableCommand {
         static let configuration = CommandConfiguration(
             abstract: "Replace the master key and re-wrap every secret under the new one.",
             discussion: """
-                All secrets are re-wrapped in one transaction: either all move to the new key or none do. \
-                With --json: {"secretsRewrapped"}.
+                All secrets are re-wrapped in one transaction: either all move to the new key or none do. On a \
+                terminal keymgr asks first (--yes does not ask). With --json: {"secretsRewrapped"}.
 
                 Example:
                   keymgr master rotate --json
@@ -27,8 +27,12 @@ struct Master: ParsableCommand {
 
         @OptionGroup var globals: GlobalOptions
 
+        @OptionGroup var confirmation: ConfirmationOptions
+
         func run() throws {
-            let rotation = try globals.openManager().rotateMasterKey()
+            let manager = try globals.openManager()
+            try confirmation.confirm("Replace the master key and re-wrap every secret under a new one?")
+            let rotation = try manager.rotateMasterKey()
             let console = globals.console
             if globals.json {
                 console.answer(json: RotationJSON(secretsRewrapped: rotation.secretsRewrapped))
