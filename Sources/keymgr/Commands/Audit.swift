@@ -28,8 +28,9 @@ struct Audit: ParsableCommand {
         static let configuration = CommandConfiguration(
             commandName: "list",
             abstract: "List audit entries, oldest first.",
+            usage: "keymgr audit [list] [<options>] [--user <id>] [--event <name>]",
             discussion: """
-                --format json (or --json) prints [{"seq","at","event","userId","kid","actor","details","hash","prevHash"}]; \
+                --format json (or --json) prints [{"seq", "at", "event", "userId", "kid", "actor", "details", "hash", "prevHash"}]; \
                 csv prints the same fields under a header line. `actor` is the OS user who ran keymgr.
 
                 Example:
@@ -100,7 +101,7 @@ struct Audit: ParsableCommand {
             abstract: "Check that no audit entry was altered, removed, inserted or reordered.",
             discussion: """
                 Recomputes every entry's hash from the first one. Exits 0 when the chain holds and 1 when it does \
-                not, naming the first entry that fails. With --json: {"intact","checked","firstBadSeq","reason"}.
+                not, naming the first entry that fails. With --json: {"intact", "checked", "firstBadSeq", "reason"}.
 
                 Example:
                   keymgr audit verify --json

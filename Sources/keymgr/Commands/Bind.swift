@@ -21,8 +21,10 @@ struct Bind: KeymgrCommand {
             the JWS the server accepted.
 
             Example:
-              printf '482916\\n' | keymgr bind --user alice --username "Alice Liddell" --auth-type app-pin --pin-stdin
-              keymgr bind --journey RegisterDevice --user alice --password-fd 3 3<password.txt
+              printf '482916\\n' | keymgr bind --user alice --username "Alice Liddell" \\
+                --auth-type app-pin --pin-stdin
+              keymgr bind --journey RegisterDevice --user alice \\
+                --password-fd 3 3<password.txt
             """)
 
     @OptionGroup var globals: GlobalOptions

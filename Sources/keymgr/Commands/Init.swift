@@ -14,7 +14,8 @@ struct Init: KeymgrCommand {
             they run. Exit 0 means verified, 1 rejected, anything else unavailable.
 
             Example:
-              keymgr init --device-name "kiosk 7" --pin-retry 5 --biometric-verifier "fprintd-verify {osUser}"
+              keymgr init --device-name "kiosk 7" --pin-retry 5 \\
+                --biometric-verifier "/usr/bin/fprintd-verify {osUser}"
             """)
 
     @OptionGroup var globals: GlobalOptions

@@ -5,9 +5,10 @@ import KeyManager
 struct List: KeymgrCommand {
     static let configuration = CommandConfiguration(
         abstract: "List keys: active and locked ones unless --status says otherwise.",
+        usage: "keymgr list [<options>] [--user <id>] [--status <status> ...]",
         discussion: """
             With --json: an array of key objects \
-            {"kid","userId","username","authType","status","serverState","createdAt","lastUsedAt","deviceName"}.
+            {"kid", "userId", "username", "authType", "status", "serverState", "createdAt", "lastUsedAt", "deviceName"}.
 
             Example:
               keymgr list --user alice --status all

@@ -17,6 +17,7 @@ struct Master: ParsableCommand {
     struct Rotate: KeymgrCommand {
         static let configuration = CommandConfiguration(
             abstract: "Replace the master key and re-wrap every secret under the new one.",
+            usage: "keymgr master rotate [<options>] [--yes]",
             discussion: """
                 All secrets are re-wrapped in one transaction: either all move to the new key or none do. On a \
                 terminal keymgr asks first (--yes does not ask). With --json: {"secretsRewrapped"}.

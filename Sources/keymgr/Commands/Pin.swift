@@ -17,6 +17,7 @@ struct Pin: ParsableCommand {
     struct Change: KeymgrCommand {
         static let configuration = CommandConfiguration(
             abstract: "Change a key's PIN (the old PIN is required).",
+            usage: "keymgr pin change [<options>] --user <id> [--kid <kid>]",
             discussion: """
                 Reads the old PIN, then the new one: two lines with --pin-stdin or --pin-fd, or prompts on the \
                 terminal (the new PIN twice). A wrong old PIN counts as a failed attempt. With --json: the key object.

@@ -5,6 +5,7 @@ import KeyManager
 struct Rebind: KeymgrCommand {
     static let configuration = CommandConfiguration(
         abstract: "Replace a user's key with a new one, e.g. after a forgotten PIN.",
+        usage: "keymgr rebind [<options>] --user <id> [--kid <kid>] --auth-type <type>",
         discussion: """
             Binds a new key with the given auth type and supersedes the old one (queued for deletion on the \
             server at the next sync). With --json: like `bind`.

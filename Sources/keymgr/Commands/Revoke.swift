@@ -5,6 +5,7 @@ import KeyManager
 struct Revoke: KeymgrCommand {
     static let configuration = CommandConfiguration(
         abstract: "Revoke a user's keys, or one key.",
+        usage: "keymgr revoke [<options>] (--user <id> | --kid <kid>)",
         discussion: """
             Marks the keys revoked and destroys their private keys; the server learns of it at the next sync. \
             On a terminal keymgr asks first (--yes does not ask); without one it never asks. With --json: an \

@@ -163,10 +163,11 @@ struct Server: ParsableCommand {
     struct Show: KeymgrCommand {
         static let configuration = CommandConfiguration(
             abstract: "Show the identity server's settings.",
+            usage: "keymgr server show [<options>]",
             discussion: """
                 The admin token is never shown, only where it is read from. With --json: \
-                {"name","dialect","baseUrl","realmPath","credentialFile","credentialHeader","tokenEndpoint",\
-                "registrationEndpoint","revocationEndpoint","deviceAuthorizationEndpoint","tokenBinding","updatedAt"}.
+                {"name", "dialect", "baseUrl", "realmPath", "credentialFile", "credentialHeader", "tokenEndpoint",\
+                "registrationEndpoint", "revocationEndpoint", "deviceAuthorizationEndpoint", "tokenBinding", "updatedAt"}.
 
                 Example:
                   keymgr server show --json

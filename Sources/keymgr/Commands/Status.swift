@@ -7,7 +7,7 @@ struct Status: KeymgrCommand {
         abstract: "Show this device's identity and what the store holds.",
         discussion: """
             `keys` counts usable (active or locked) keys. With --json: \
-            {"deviceId","deviceName","schemaVersion","users","keys","lastSync"}.
+            {"deviceId", "deviceName", "schemaVersion", "users", "keys", "lastSync"}.
 
             Example:
               keymgr status --json

@@ -10,6 +10,7 @@ struct SyncCommand: KeymgrCommand {
     static let configuration = CommandConfiguration(
         commandName: "sync",
         abstract: "Reconcile this device's keys with the identity server.",
+        usage: "keymgr sync [<options>] [--dry-run] [--prune-orphans] [--force]",
         discussion: """
             Lists every user's device bindings on the configured server (`keymgr server set`) and follows \
             DESIGN.md's sync rules: keys the server lists are marked registered, keys an administrator removed \
@@ -17,8 +18,8 @@ struct SyncCommand: KeymgrCommand {
             here are reported as orphans (deleted with --prune-orphans). A user whose listing fails is left \
             untouched. One sync runs at a time per store: an overlapping run exits 75 at once.
 
-            With --json: {"dryRun","applied","users","inSync","registered","revoked","serverDeleted","orphans",\
-            "errors":[{"userId","code","message"}],"writes"}; the lists hold kids.
+            With --json: {"dryRun", "applied", "users", "inSync", "registered", "revoked", "serverDeleted", "orphans",\
+            "errors":[{"userId", "code", "message"}],"writes"}; the lists hold kids.
 
             Exit status: 0 all users reconciled, 2 some users could not be (the report is still printed), \
             3 the safety valve stopped the run (nothing applied), 75 another sync is running, 78 no server \

@@ -6,7 +6,7 @@ struct Users: KeymgrCommand {
     static let configuration = CommandConfiguration(
         abstract: "List the users known on this device.",
         discussion: """
-            KEYS counts each user's active keys. With --json: [{"userId","username","keys","createdAt"}].
+            KEYS counts each user's active keys. With --json: [{"userId", "username", "keys", "createdAt"}].
 
             Example:
               keymgr users

@@ -6,11 +6,11 @@ import KeyManager
 ///
 /// There is deliberately no way to pass a PIN in argv or the environment: both are visible to other processes.
 struct PINOptions: ParsableArguments {
-    @Flag(help: "Read the PIN from the first line of stdin (`pin change`: the old PIN, then the new one, one per line).")
+    @Flag(help: "Read the PIN from the first line of stdin.")
     var pinStdin = false
 
     @Option(help: ArgumentHelp(
-        "Read the PIN from the first line of open file descriptor N (`pin change`: two lines, old then new).",
+        "Read the PIN from the first line of open file descriptor N.",
         valueName: "n"))
     var pinFd: Int32?
 
