@@ -202,7 +202,9 @@ extension KeyManager {
     public static let shortKidLength = 8
 
     static func validateIdentifier(_ value: String, what: String) throws {
-        guard !value.isEmpty else { throw KeyManagerError(.usage, "the \(what) must not be empty") }
+        guard !value.trimmingCharacters(in: .whitespacesAndNewlines).isEmpty else {
+            throw KeyManagerError(.usage, "the \(what) must not be empty or blank")
+        }
         guard value.utf8.count <= 1024 else { throw KeyManagerError(.badInput, "the \(what) is longer than 1024 bytes") }
         guard !value.unicodeScalars.contains(where: { $0.value < 0x20 || $0.value == 0x7f }) else {
             throw KeyManagerError(.badInput, "the \(what) contains control characters")

@@ -97,7 +97,10 @@ struct Server: ParsableCommand {
             let credentialPath = credentialFile.map(Self.absolutePath)
             if let credentialPath { Self.checkCredentialFile(credentialPath, console: console) }
             let manager = try globals.openManager()
-            guard let dialect = ServerDialect(name: dialect), let baseURL = URL(string: baseUrl) else {
+            // `https://am.example.com/am/` and `…/am` are one server: keep the form without trailing slashes.
+            var base = baseUrl
+            while base.hasSuffix("/") { base.removeLast() }
+            guard let dialect = ServerDialect(name: dialect), let baseURL = URL(string: base) else {
                 throw KeyManagerError(.usage, "--dialect and --base-url must be given")  // validate() checked both
             }
             try manager.configureServer(ServerSettings(

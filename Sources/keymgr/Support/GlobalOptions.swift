@@ -24,6 +24,9 @@ struct GlobalOptions: ParsableArguments {
 
     func validate() throws {
         if quiet && verbose { throw ValidationError("--quiet and --verbose cannot be used together") }
+        if let home, home.trimmingCharacters(in: .whitespaces).isEmpty {
+            throw ValidationError("--home needs a directory: leave it out to use $KEYMGR_HOME or the default")
+        }
     }
 
     /// The store home these options name.
