@@ -68,7 +68,7 @@ struct Bind: KeymgrCommand {
 
         let manager = try globals.openManager()
         try confirmSupersede(try manager.keysSuperseded(by: request))
-        let result = try manager.bind(request, newPIN: pin.source().new(for: user))
+        let result = try manager.bind(request, newPIN: pin.source().new(for: user, policy: manager.checkNewPIN))
         let console = globals.console
         if globals.json {
             console.answer(json: KeyJSON(result))
@@ -105,7 +105,7 @@ struct Bind: KeymgrCommand {
         let result = try AsyncBridge.wait {
             try await journeys.bind(journey: name, username: login, password: { try password.read() },
                                     requestedAuthType: requested,
-                                    newPIN: PINSource.choose(stdin: pinStdin, fd: pinFd).new(for: user))
+                                    newPIN: PINSource.choose(stdin: pinStdin, fd: pinFd).new(for: user, policy: manager.checkNewPIN))
         }
         let console = globals.console
         if globals.json {

@@ -38,7 +38,7 @@ struct Pin: ParsableCommand {
 
         func run() throws {
             let manager = try globals.openManager()
-            let pins = pin.source().change(for: user)
+            let pins = pin.source().change(for: user, policy: manager.checkNewPIN)
             let key = try manager.changePIN(userId: user, kid: kid, oldPIN: pins.old, newPIN: pins.new)
             let console = globals.console
             if globals.json {
