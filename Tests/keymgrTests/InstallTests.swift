@@ -77,7 +77,7 @@ final class InstallTests: XCTestCase {
         let fish = try String(contentsOf: prefix.appendingPathComponent(expected[3]), encoding: .utf8)
         XCTAssertTrue(bash.contains("complete") && bash.contains("keymgr"), bash)
         XCTAssertTrue(zsh.hasPrefix("#compdef keymgr"), String(zsh.prefix(200)))
-        XCTAssertTrue(fish.contains("complete -c keymgr"), String(fish.prefix(200)))
+        XCTAssertTrue(fish.contains("complete -c 'keymgr'"), String(fish.prefix(200)))
 
         // The unit runs the installed binary.
         let service = try String(contentsOf: prefix.appendingPathComponent(expected[4]), encoding: .utf8)

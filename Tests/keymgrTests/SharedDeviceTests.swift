@@ -68,7 +68,8 @@ final class SharedDeviceTests: XCTestCase {
                  ["useradd", "--prefix", root.path, "--system", "--user-group", "--home-dir", "/var/lib/keymgr",
                   "--shell", "/usr/sbin/nologin", "keymgr"])
         let passwd = try String(contentsOfFile: at("/etc/passwd"), encoding: .utf8)
-        let entry = try XCTUnwrap(passwd.split(separator: "\n").first { $0.hasPrefix("keymgr:") }).split(separator: ":")
+        let entry = try XCTUnwrap(passwd.split(separator: "\n").first { $0.hasPrefix("keymgr:") })
+            .split(separator: ":", omittingEmptySubsequences: false)
         (uid, gid) = (String(entry[2]), String(entry[3]))
         XCTAssertNotEqual(uid, "0")
         XCTAssertEqual(String(entry[5]), "/var/lib/keymgr")
