@@ -7,9 +7,10 @@ export PATH := $(SWIFT_BIN):$(PATH)
 
 # Everything a build, a test or a script calls: libcurl4-openssl-dev links the static-stdlib release binary
 # (Foundation's URLSession), argon2 is the tests' reference CLI, systemd brings systemd-analyze and
-# systemd-creds (the unit and shared-device tests), make and bsdutils (`script`) are called by tests and demo.
+# systemd-creds (the unit and shared-device tests), make and bsdutils (`script`) are called by tests and demo,
+# sudo brings visudo (the shared-device test checks the README's sudoers rule).
 APT_PACKAGES := libsqlite3-dev libssl-dev libargon2-dev libcurl4-openssl-dev pkg-config sqlite3 openssl \
-	python3 python3-pip curl argon2 systemd make bsdutils
+	python3 python3-pip curl argon2 systemd make bsdutils sudo
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 PREFIX ?= /usr/local

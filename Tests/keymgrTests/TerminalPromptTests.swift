@@ -13,10 +13,11 @@ final class TerminalPromptTests: XCTestCase {
         if pid == 0:
             os.execv(sys.argv[1], sys.argv[1:])
         seen = b""
+        searched = 0  # each prompt is looked for after the one before it, so a repeated prompt waits for its turn
         def read_until(token, limit=30):
             global seen
             end = time.time() + limit
-            while token not in seen and time.time() < end:
+            while seen.find(token, searched) < 0 and time.time() < end:
                 ready, _, _ = select.select([fd], [], [], 0.1)
                 if ready:
                     try:
@@ -26,12 +27,12 @@ final class TerminalPromptTests: XCTestCase {
                     if not chunk:
                         return False
                     seen += chunk
-            return token in seen
+            return seen.find(token, searched) >= 0
         for prompt, answer in answers:
             if not read_until(prompt.encode()):
                 sys.stdout.buffer.write(seen)
                 sys.exit(90)
-            seen = seen.replace(prompt.encode(), b"<" + prompt.encode() + b">", 1)
+            searched = seen.find(prompt.encode(), searched) + len(prompt.encode())
             os.write(fd, answer.encode() + b"\n")
         read_until(b"\x00never\x00", limit=30)
         _, status = os.waitpid(pid, 0)
@@ -108,5 +109,20 @@ final class TerminalPromptTests: XCTestCase {
         try sandbox.bind("erin")
         XCTAssertEqual(try sandbox.keymgr(["revoke", "--user", "erin"]).status, 0)
         XCTAssertEqual(try sandbox.keymgr(["master", "rotate"]).status, 0)
+    }
+
+    func testARefusedNewPINIsSaidBeforeRepeatAndAskedAgain() throws {
+        let sandbox = try Sandbox()
+        try sandbox.initialise()
+        let bound = try onTerminal(sandbox, ["bind", "--user", "carol", "--auth-type", "app-pin"], answers: [
+            ("New PIN for carol: ", "123456"), ("New PIN for carol: ", "482916"),
+            ("Repeat the new PIN: ", "482916"),
+        ])
+        XCTAssertEqual(bound.status, 0, bound.summary)
+        let refusal = try XCTUnwrap(bound.stdout.range(of: "too common"))
+        let repeatPrompt = try XCTUnwrap(bound.stdout.range(of: "Repeat the new PIN"))
+        XCTAssertLessThan(refusal.lowerBound, repeatPrompt.lowerBound, "the policy speaks before Repeat: \(bound.stdout)")
+        XCTAssertEqual(bound.stdout.components(separatedBy: "Repeat the new PIN").count - 1, 1, "one Repeat, for the accepted PIN")
+        XCTAssertEqual(try sandbox.keymgr(["sign", "--user", "carol", "--pin-stdin"], stdin: "482916\n").status, 0)
     }
 }
