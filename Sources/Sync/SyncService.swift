@@ -53,7 +53,7 @@ public struct SyncReport: Sendable, Equatable {
     }
 }
 
-/// Reconciles the local keys with the server's registered devices (DESIGN.md "Sync" rules 1–4 and 6–10).
+/// Reconciles the local keys with the server's registered devices (docs/sync.md, rules 1–4 and 6–10).
 public struct SyncService: Sendable {
     public let manager: KeyManager
     let connection: ServerConnection

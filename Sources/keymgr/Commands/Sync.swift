@@ -13,7 +13,7 @@ struct SyncCommand: KeymgrCommand {
         usage: "keymgr sync [<options>] [--dry-run] [--prune-orphans] [--force]",
         discussion: """
             Lists every user's device bindings on the configured server (`keymgr server set`) and follows \
-            DESIGN.md's sync rules: keys the server lists are marked registered, keys an administrator removed \
+            the sync rules (docs/sync.md): keys the server lists are marked registered, keys an administrator removed \
             there are revoked here, keys retired here are deleted there, and bindings of this device unknown \
             here are reported as orphans (deleted with --prune-orphans). A user whose listing fails is left \
             untouched. One sync runs at a time per store: an overlapping run exits 75 at once.

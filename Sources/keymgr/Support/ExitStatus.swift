@@ -1,7 +1,7 @@
 import ArgumentParser
 import KeyManager
 
-/// DESIGN.md's exit-code table: the one place an error code becomes a process status.
+/// The exit-code table of the README: the one place an error code becomes a process status.
 extension KeyManagerError.Code {
     var exitStatus: Int32 {
         switch self {
