@@ -7,6 +7,9 @@ import XCTest
 #if canImport(FoundationNetworking)
 import FoundationNetworking
 #endif
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// The initial access token the OAuth test servers require for DCR.
 let initialAccessToken = "test-initial-access-token"
@@ -60,25 +63,74 @@ struct RegisteredClient {
 }
 
 /// Sends a form-encoded (`application/x-www-form-urlencoded`) request.
+///
+/// Over a plain socket rather than URLSession: a 401 with `WWW-Authenticate: Basic` (RFC 6749 §5.2
+/// `invalid_client`) makes swift-corelibs-foundation wait forever for credentials (its issue #5456),
+/// and a delegate can only cancel the task, losing the response.
 func sendForm(
     _ url: URL, _ parameters: [(String, String)], method: String = "POST", headers: [String: String] = [:]
 ) async throws -> HTTPResult {
-    var request = URLRequest(url: url, cachePolicy: .reloadIgnoringLocalCacheData, timeoutInterval: 30)
-    request.httpMethod = method
-    for (name, value) in headers { request.setValue(value, forHTTPHeaderField: name) }
-    request.setValue("application/x-www-form-urlencoded", forHTTPHeaderField: "Content-Type")
-    request.httpBody = Data(parameters.map { "\(formEncode($0.0))=\(formEncode($0.1))" }.joined(separator: "&").utf8)
-    let configuration = URLSessionConfiguration.ephemeral
-    configuration.httpShouldSetCookies = false
-    let session = URLSession(configuration: configuration)
-    defer { session.finishTasksAndInvalidate() }
-    let (data, response) = try await session.data(for: request)
-    let http = try XCTUnwrap(response as? HTTPURLResponse)
-    var fields: [String: String] = [:]
-    for (name, value) in http.allHeaderFields {
-        if let name = name as? String, let value = value as? String { fields[name] = value }
+    let body = Data(parameters.map { "\(formEncode($0.0))=\(formEncode($0.1))" }.joined(separator: "&").utf8)
+    var fields = headers
+    fields["Content-Type"] = "application/x-www-form-urlencoded"
+    return try rawHTTP(method, url, headers: fields, body: body)
+}
+
+/// One HTTP/1.1 exchange on a fresh loopback connection (`Connection: close`, read to EOF).
+func rawHTTP(_ method: String, _ url: URL, headers: [String: String], body: Data) throws -> HTTPResult {
+    let port = try XCTUnwrap(url.port)
+    let target = url.path.isEmpty ? "/" : url.path + (url.query.map { "?" + $0 } ?? "")
+    var head = "\(method) \(target) HTTP/1.1\r\nHost: 127.0.0.1:\(port)\r\nConnection: close\r\n"
+    head += "Content-Length: \(body.count)\r\n"
+    for (name, value) in headers { head += "\(name): \(value)\r\n" }
+    let request = Data((head + "\r\n").utf8) + body
+
+    let socket = Glibc.socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+    guard socket >= 0 else { throw POSIXError(.EIO) }
+    defer { close(socket) }
+    var timeout = timeval(tv_sec: 30, tv_usec: 0)
+    setsockopt(socket, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+    var address = sockaddr_in()
+    address.sin_family = sa_family_t(AF_INET)
+    address.sin_port = in_port_t(UInt16(port).bigEndian)
+    address.sin_addr.s_addr = inet_addr("127.0.0.1")
+    let connected = withUnsafePointer(to: &address) {
+        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+            connect(socket, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+        }
     }
-    return HTTPResult(status: http.statusCode, headers: fields, body: data)
+    guard connected == 0 else { throw POSIXError(.ECONNREFUSED) }
+    try request.withUnsafeBytes { buffer in
+        var sent = 0
+        while sent < buffer.count {
+            let written = send(socket, buffer.baseAddress! + sent, buffer.count - sent, 0)
+            guard written > 0 else { throw POSIXError(.EIO) }
+            sent += written
+        }
+    }
+    var response = Data()
+    var chunk = [UInt8](repeating: 0, count: 65_536)
+    while true {
+        let count = recv(socket, &chunk, chunk.count, 0)
+        if count <= 0 { break }
+        response.append(contentsOf: chunk[0..<count])
+    }
+    let separator = Data("\r\n\r\n".utf8)
+    let split = try XCTUnwrap(response.range(of: separator), "no complete HTTP response")
+    let lines = String(decoding: response[..<split.lowerBound], as: UTF8.self).components(separatedBy: "\r\n")
+    let status = try XCTUnwrap(Int(lines[0].split(separator: " ")[1]))
+    var fields: [String: String] = [:]
+    for line in lines.dropFirst() {
+        guard let colon = line.firstIndex(of: ":") else { continue }
+        let name = String(line[..<colon])
+        let value = line[line.index(after: colon)...].trimmingCharacters(in: .whitespaces)
+        fields[name] = fields[name].map { "\($0), \(value)" } ?? value
+    }
+    var payload = Data(response[split.upperBound...])
+    if let length = fields.first(where: { $0.key.lowercased() == "content-length" }).flatMap({ Int($0.value) }) {
+        payload = payload.prefix(length)
+    }
+    return HTTPResult(status: status, headers: fields, body: payload)
 }
 
 /// `application/x-www-form-urlencoded` encoding of one name or value.
