@@ -9,7 +9,8 @@ import Glibc
 import Darwin
 #endif
 
-/// `keymgr-refserver`: the reference identity server (PingAM's device REST and journeys) as a process.
+/// `keymgr-refserver`: the reference identity server (PingAM's device REST and journeys, and an OAuth
+/// authorization server standing in for Curity) as a process.
 ///
 /// Prints exactly one line on stdout, `listening on http://127.0.0.1:PORT`, once it accepts
 /// connections; logs go to stderr. Stops on SIGTERM/SIGINT, when `--parent-pid` dies, or after
@@ -17,7 +18,7 @@ import Darwin
 struct RefServerCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "keymgr-refserver",
-        abstract: "A local stand-in for PingAM: device binding REST and journeys on 127.0.0.1.")
+        abstract: "A local stand-in for PingAM (device binding REST, journeys) and Curity (DCR, tokens, DPoP) on 127.0.0.1.")
 
     @Option(name: .customLong("db"), help: "The server's SQLite file (created when missing).")
     var databasePath: String

@@ -208,3 +208,28 @@ final class OAuthDPoPTests: OAuthServerTestCase {
         XCTAssertEqual(try result.object()["error"] as? String, "invalid_dpop_proof")
     }
 }
+
+/// Token introspection (RFC 7662) shows the binding (`cnf.jkt`, RFC 9449 §6.2).
+final class OAuthIntrospectionTests: OAuthServerTestCase {
+    func testIntrospectionShowsTheBindingAndDeadTokensAreInactive() async throws {
+        let client = try await register()
+        let key = try DPoPTestKey()
+        let (bound, refreshToken) = try await mint(client, jkt: key.jkt)
+        let (unbound, _) = try await mint(client)
+        let auth = ["Authorization": basicAuthorization(client.clientId, client.clientSecret ?? "")]
+        let boundInfo = try await sendForm(server.oauthIntrospectionEndpoint, [("token", bound)], headers: auth).object()
+        XCTAssertEqual(boundInfo["active"] as? Bool, true)
+        XCTAssertEqual(boundInfo["token_type"] as? String, "DPoP")
+        XCTAssertEqual((boundInfo["cnf"] as? [String: Any])?["jkt"] as? String, key.jkt)
+        XCTAssertEqual(boundInfo["sub"] as? String, "alice")
+        let unboundInfo = try await sendForm(server.oauthIntrospectionEndpoint, [("token", unbound)], headers: auth).object()
+        XCTAssertEqual(unboundInfo["token_type"] as? String, "Bearer")
+        XCTAssertNil(unboundInfo["cnf"])
+
+        _ = try await refresh(client, refreshToken, proof: key.proof("POST", server.oauthTokenEndpoint))
+        let spent = try await sendForm(server.oauthIntrospectionEndpoint, [("token", refreshToken)], headers: auth).object()
+        XCTAssertEqual(spent["active"] as? Bool, false)
+        let anonymous = try await sendForm(server.oauthIntrospectionEndpoint, [("token", bound)])
+        XCTAssertEqual(anonymous.status, 401)
+    }
+}

@@ -20,6 +20,7 @@ final class OAuthRegistrationTests: OAuthServerTestCase {
             XCTAssertEqual(metadata["revocation_endpoint"] as? String, base + "/oauth/v2/oauth-revoke")
             XCTAssertEqual(
                 metadata["device_authorization_endpoint"] as? String, base + "/oauth/v2/oauth-device-authorization")
+            XCTAssertEqual(metadata["introspection_endpoint"] as? String, base + "/oauth/v2/oauth-introspect")
             XCTAssertEqual(metadata["dpop_signing_alg_values_supported"] as? [String], ["ES256"])
             XCTAssertEqual(
                 metadata["grant_types_supported"] as? [String],

@@ -139,6 +139,7 @@ enum OAuthPath {
     static let deviceAuthorization = ["oauth", "v2", "oauth-device-authorization"]
     static let deviceVerification = ["oauth", "v2", "oauth-device"]
     static let userinfo = ["oauth", "v2", "oauth-userinfo"]
+    static let introspection = ["oauth", "v2", "oauth-introspect"]
 
     static func string(_ segments: [String]) -> String { "/" + segments.joined(separator: "/") }
 }

@@ -17,6 +17,8 @@ public enum OAuthEndpoint: String, Sendable, CaseIterable {
     case deviceAuthorization = "device_authorization"
     /// The DPoP-protected resource (userinfo).
     case resource
+    /// Token introspection (RFC 7662).
+    case introspection
 }
 
 /// A misbehaviour of the authorization server, on one endpoint: outages, and the ways real servers

@@ -35,6 +35,8 @@ import KeyManager
 /// - `POST /oauth/v2/oauth-device-authorization` (RFC 8628): `device_code`, `user_code` (`BCDF-GHJK`),
 ///   `verification_uri` (`/oauth/v2/oauth-device`, a plain page), `verification_uri_complete`, `expires_in`,
 ///   `interval`.
+/// - `POST /oauth/v2/oauth-introspect` (RFC 7662, client authentication): `active`, `scope`, `client_id`, `sub`,
+///   `exp`, `token_type` and, for a DPoP-bound token, `cnf.jkt` (RFC 9449 §6.2).
 /// - `GET | POST /oauth/v2/oauth-userinfo`: the protected resource. `Authorization: DPoP <at>` with a proof
 ///   carrying `ath` (or `Bearer <at>` for an unbound token); with `resourceRequiresDPoPNonce`, 401
 ///   `WWW-Authenticate: DPoP error="use_dpop_nonce"` + `DPoP-Nonce`. Answers `{"sub","client_id","scope"}`.
@@ -46,7 +48,7 @@ import KeyManager
 /// `GET device`, `POST device/approve {"user_code","subject"}`, `POST device/deny {"user_code"}`,
 /// `POST device/expire {"user_code"}`, `POST nonces/rotate`, `GET faults`,
 /// `PUT faults/{endpoint} {"fault":…,"count"?}` (endpoints: discovery, registration, management, token,
-/// revocation, device_authorization, resource; faults: see `OAuthFault`), `DELETE faults[/{endpoint}]`.
+/// revocation, device_authorization, resource, introspection; faults: see `OAuthFault`), `DELETE faults[/{endpoint}]`.
 ///
 /// Switches (`OAuthServerConfiguration`, and the `keymgr-refserver` flags in parentheses): initial access
 /// tokens (`--oauth-initial-access-token-file`), templates (`--oauth-templates FILE`), bound tokens
@@ -91,6 +93,8 @@ struct OAuthRoutes: Sendable {
             return Response(
                 status: .ok, headers: [.contentType: "text/plain; charset=utf-8"],
                 body: ResponseBody(byteBuffer: ByteBuffer(string: page)))
+        case OAuthPath.introspection:
+            return await guarded(.introspection, request, methods: [.post]) { _ in try await introspect(request) }
         case OAuthPath.userinfo:
             return await guarded(.resource, request, methods: [.get, .post]) { faults in
                 try await userinfo(request, faults)
@@ -180,6 +184,7 @@ struct OAuthRoutes: Sendable {
             "revocation_endpoint": .string(base + OAuthPath.string(OAuthPath.revocation)),
             "device_authorization_endpoint": .string(base + OAuthPath.string(OAuthPath.deviceAuthorization)),
             "userinfo_endpoint": .string(base + OAuthPath.string(OAuthPath.userinfo)),
+            "introspection_endpoint": .string(base + OAuthPath.string(OAuthPath.introspection)),
             "grant_types_supported": [.string(GrantType.refreshToken), .string(GrantType.deviceCode)],
             "response_types_supported": ["code"],
             "token_endpoint_auth_methods_supported": methods,
@@ -556,6 +561,28 @@ struct OAuthRoutes: Sendable {
             try await store.revoke(row)
         }
         return Response(status: .ok, headers: [.cacheControl: "no-store"])
+    }
+
+    // MARK: introspection (RFC 7662)
+
+    /// `{"active":false}` for anything not live; else scope, client, subject, times, `token_type` and,
+    /// for a DPoP-bound token, `cnf.jkt` (RFC 9449 §6.2).
+    private func introspect(_ request: IncomingRequest) async throws -> Response {
+        let form = try OAuthRoutes.form(request)
+        _ = try await authenticateClient(request, form: form)
+        guard let presented = form["token"], !presented.isEmpty else { throw OAuthError.invalidRequest("token is required") }
+        let now = handler.configuration.clock().timeIntervalSince1970
+        guard let row = try await store.token(presented), row.status == "active", row.expiresAt > now,
+            let client = try await store.client(row.clientId), client.status == "active"
+        else { return jsonResponse(.object(["active": false])) }
+        var members: [String: JSONValue] = [
+            "active": true, "scope": .string(row.scope), "client_id": .string(row.clientId),
+            "sub": .string(row.subject), "iat": .int(Int64(row.issuedAt)), "exp": .int(Int64(row.expiresAt)),
+            "iss": .string(await baseURL() + configuration.issuerPath),
+            "token_type": .string(row.kind == "refresh" ? "refresh_token" : (row.jkt == nil ? "Bearer" : "DPoP")),
+        ]
+        if let jkt = row.jkt { members["cnf"] = .object(["jkt": .string(jkt)]) }
+        return jsonResponse(.object(members))
     }
 
     // MARK: device authorization (RFC 8628)

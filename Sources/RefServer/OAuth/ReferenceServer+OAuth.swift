@@ -16,6 +16,8 @@ extension ReferenceServer {
     public var oauthRevocationEndpoint: URL { oauthURL(OAuthPath.revocation) }
     /// `{base}/oauth/v2/oauth-device-authorization`.
     public var oauthDeviceAuthorizationEndpoint: URL { oauthURL(OAuthPath.deviceAuthorization) }
+    /// `{base}/oauth/v2/oauth-introspect` (RFC 7662).
+    public var oauthIntrospectionEndpoint: URL { oauthURL(OAuthPath.introspection) }
     /// `{base}/oauth/v2/oauth-userinfo`: the DPoP-protected resource.
     public var oauthUserinfoEndpoint: URL { oauthURL(OAuthPath.userinfo) }
 
