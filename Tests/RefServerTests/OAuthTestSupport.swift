@@ -22,6 +22,9 @@ final class ManualClock: @unchecked Sendable {
     var now: Date { lock.withLock { current } }
 
     func advance(_ seconds: TimeInterval) { lock.withLock { current = current.addingTimeInterval(seconds) } }
+
+    /// Back to the wall clock (XCTest makes every test case long before it runs).
+    func reset() { lock.withLock { current = Date() } }
 }
 
 /// A DPoP key as a client holds it, making RFC 9449 proofs with keymgr's `JWS.sign`.
@@ -150,6 +153,11 @@ class OAuthServerTestCase: ServerTestCase {
     let clock = ManualClock()
     /// The OAuth settings the next `setUp` / `restart` uses.
     var oauthConfiguration = OAuthServerConfiguration(initialAccessTokens: [initialAccessToken])
+
+    override func setUp() async throws {
+        clock.reset()
+        try await super.setUp()
+    }
 
     override func makeConfiguration(databasePath: String) -> ReferenceServerConfiguration {
         let clock = self.clock
