@@ -76,7 +76,12 @@ func sendForm(
     let body = Data(parameters.map { "\(formEncode($0.0))=\(formEncode($0.1))" }.joined(separator: "&").utf8)
     var fields = headers
     fields["Content-Type"] = "application/x-www-form-urlencoded"
-    return try rawHTTP(method, url, headers: fields, body: body)
+    let prepared = fields
+    // Blocking socket calls on a thread of their own: on the concurrency pool they would starve the
+    // in-process server, whose handlers need that pool too.
+    return try await withCheckedThrowingContinuation { continuation in
+        Thread { continuation.resume(with: Result { try rawHTTP(method, url, headers: prepared, body: body) }) }.start()
+    }
 }
 
 /// One HTTP/1.1 exchange on a fresh loopback connection (`Connection: close`, read to EOF).
