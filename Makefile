@@ -5,8 +5,8 @@
 SWIFT_BIN ?= /opt/swift/usr/bin
 export PATH := $(SWIFT_BIN):$(PATH)
 
-# Everything a build, a test or a script calls: libcurl4-openssl-dev links the static-stdlib release binary
-# (Foundation's URLSession), argon2 is the tests' reference CLI, systemd brings systemd-analyze and
+# Everything a build, a test or a script calls: libcurl4-openssl-dev has the curl headers of the CCurl shim
+# (libcurl itself is loaded on first network use), argon2 is the tests' reference CLI, systemd brings systemd-analyze and
 # systemd-creds (the unit and shared-device tests), make and bsdutils (`script`) are called by tests and demo,
 # sudo brings visudo (the shared-device test checks the README's sudoers rule).
 APT_PACKAGES := libsqlite3-dev libssl-dev libargon2-dev libcurl4-openssl-dev pkg-config sqlite3 openssl \

@@ -21,6 +21,8 @@ let package = Package(
         // System libraries: the distribution's libcrypto (OpenSSL 3) and libargon2.
         .systemLibrary(name: "COpenSSL", pkgConfig: "libcrypto", providers: [.apt(["libssl-dev"])]),
         .systemLibrary(name: "CArgon2", pkgConfig: "libargon2", providers: [.apt(["libargon2-dev"])]),
+        // The system libcurl, loaded with dlopen on first network use (headers from libcurl4-openssl-dev).
+        .target(name: "CCurl"),
 
         // Build-time embedding of migrations/*.sql into the Storage module.
         .executableTarget(name: "MigrationEmbedder", swiftSettings: strict),
@@ -41,7 +43,7 @@ let package = Package(
         // Wire clients: HTTP, PingAM's device REST and journeys, OAuth endpoints. Values in, values out.
         .target(
             name: "ServerClients",
-            dependencies: ["KeyManager"],
+            dependencies: ["KeyManager", "CCurl"],
             swiftSettings: strict),
         // Services that combine a wire client with the KeyManager facade: sync, journeys.
         .target(

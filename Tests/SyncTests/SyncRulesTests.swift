@@ -34,7 +34,7 @@ final class SyncRulesTests: SyncTestCase {
         try await odd.addUser("alice", password: password)
         var settings = try connection().settings
         settings.baseURL = odd.baseURL
-        let journeys = try journeys(ServerConnection(settings: settings, http: URLSessionHTTPClient(timeout: 5), environment: [:]))
+        let journeys = try journeys(ServerConnection(settings: settings, http: CurlHTTPClient(timeout: 5), environment: [:]))
         let password = password
         do {
             _ = try await journeys.bind(journey: "RegisterDevice", username: "alice", password: { SecretBytes(utf8: password) },
