@@ -1,13 +1,15 @@
-# keymgr: `make demo` walks through keymgr on a fresh machine; `make test` runs the whole suite.
+# keymgr: `make demo` walks through keymgr on a fresh machine; `make test` runs the whole suite;
+# `make bench` measures it against its baselines (not part of `make test`).
 # Both install the Debian packages and Python modules they need when missing.
 
 SWIFT_BIN ?= /opt/swift/usr/bin
 export PATH := $(SWIFT_BIN):$(PATH)
 
-APT_PACKAGES := libsqlite3-dev libssl-dev libargon2-dev pkg-config sqlite3 openssl python3 curl argon2
+APT_PACKAGES := libsqlite3-dev libssl-dev libargon2-dev pkg-config sqlite3 openssl python3 curl argon2 \
+	valgrind strace eatmydata
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: all deps build test demo clean
+.PHONY: all deps build test demo bench clean
 
 all: build
 
@@ -32,5 +34,10 @@ test: deps
 demo: build
 	./scripts/demo.sh "$$(swift build --show-bin-path)"
 
+# Release build in .build-release, every benchmark side by side with its baseline, one table (benchmarks/README.md).
+# BENCH_FLAGS=--static links the Swift standard library statically; --quick is a smoke run.
+bench: deps
+	./benchmarks/run $(BENCH_FLAGS)
+
 clean:
-	rm -rf .build
+	rm -rf .build .build-release .build-release-static .build-bench
