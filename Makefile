@@ -6,7 +6,7 @@ SWIFT_BIN ?= /opt/swift/usr/bin
 export PATH := $(SWIFT_BIN):$(PATH)
 
 APT_PACKAGES := libsqlite3-dev libssl-dev libargon2-dev pkg-config sqlite3 openssl python3 curl argon2 \
-	valgrind strace eatmydata
+	time valgrind strace eatmydata
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 .PHONY: all deps build test demo bench clean

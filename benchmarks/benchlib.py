@@ -1,8 +1,8 @@
 """Shared plumbing of the keymgr benchmarks: paired whole-process timing, peak RSS and instruction counts.
 
 Each benchmark script runs keymgr and its baseline alternately in one run (A B, then B A, ...), so both see the
-same machine load, and reports medians, their ratio, the median of the per-round ratios, and peak RSS (from
-wait4's ru_maxrss, the same figure `/usr/bin/time -v` prints). Start-up-bound targets also get instruction counts
+same machine load, and reports medians, their ratio, the median of the per-round ratios, and peak RSS (measured
+under GNU time, `/usr/bin/time -f %M`, in runs of their own: see run_once). Start-up-bound targets also get instruction counts
 from `valgrind --tool=callgrind`, which do not depend on how busy the machine is.
 
 Environment (set by benchmarks/run; a script run alone falls back to these defaults):
@@ -50,7 +50,7 @@ def rounds(normal, quick):
 
 
 class Run:
-    """One finished process: wall seconds, peak RSS in KiB, exit status."""
+    """One finished process: wall seconds, peak RSS in KiB (None when not measured), exit status."""
 
     def __init__(self, seconds, maxrss_kib, status):
         self.seconds = seconds
@@ -58,8 +58,18 @@ class Run:
         self.status = status
 
 
-def run_once(argv, stdin_path=None, stdout_path=None, env=None, check=True):
-    """Runs argv once with posix_spawn (no shell, no pipes) and measures it from spawn to reaped."""
+def run_once(argv, stdin_path=None, stdout_path=None, env=None, check=True, measure_rss=False):
+    """Runs argv once with posix_spawn (no shell, no pipes) and measures it from spawn to reaped.
+
+    Peak RSS is not taken from this spawn: a child spawned by Python starts as a copy (or, with vfork, a sharer)
+    of the interpreter's memory, and the kernel keeps that high-water mark across exec, so wait4 would report at
+    least Python's own ~18 MiB. With measure_rss, argv runs under GNU time (`/usr/bin/time -f %M`, a small C
+    program, whose own footprint is what stays in the figure) at the cost of one more exec in the timing."""
+    rss_file = None
+    if measure_rss:
+        handle, rss_file = tempfile.mkstemp(prefix="rss.")
+        os.close(handle)
+        argv = [which("time"), "-f", "%M", "-o", rss_file, *argv]
     actions = [
         (os.POSIX_SPAWN_OPEN, 0, stdin_path or os.devnull, os.O_RDONLY, 0),
         (os.POSIX_SPAWN_OPEN, 1, stdout_path or os.devnull, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600),
@@ -69,7 +79,7 @@ def run_once(argv, stdin_path=None, stdout_path=None, env=None, check=True):
     environment = dict(os.environ if env is None else env)
     start = time.perf_counter()
     pid = os.posix_spawn(argv[0], argv, environment, file_actions=actions)
-    _, status, usage = os.wait4(pid, 0)
+    _, status, _ = os.wait4(pid, 0)
     seconds = time.perf_counter() - start
     code = os.waitstatus_to_exitcode(status)
     if check and code != 0:
@@ -77,7 +87,17 @@ def run_once(argv, stdin_path=None, stdout_path=None, env=None, check=True):
         if stdout_path and os.path.exists(stdout_path + ".err"):
             detail = open(stdout_path + ".err").read()[-2000:]
         sys.exit(f"{' '.join(argv)} exited {code} {detail}")
-    return Run(seconds, usage.ru_maxrss, code)
+    maxrss = None
+    if rss_file:
+        text = open(rss_file).read().strip().splitlines()
+        os.unlink(rss_file)
+        maxrss = int(text[-1]) if text and text[-1].isdigit() else None
+    return Run(seconds, maxrss, code)
+
+
+def peak_rss(argv, stdin_path=None, times=3):
+    """The largest peak RSS (KiB) of `times` runs under GNU time."""
+    return max(run_once(argv, stdin_path=stdin_path, measure_rss=True).maxrss_kib for _ in range(times))
 
 
 def capture(argv, stdin=None, env=None):
@@ -108,8 +128,9 @@ def paired(keymgr, baseline, rounds_count, warmup=2, before_each=None):
     return a, b
 
 
-def summary(a, b):
-    """Medians, ratio of medians, median of paired ratios, peak RSS of each side."""
+def summary(a, b, rss=None):
+    """Medians, ratio of medians, median of paired ratios, and peak RSS of each side: from the runs themselves
+    when they measured it, else `rss` = (keymgr KiB, baseline KiB) measured apart (see peak_rss)."""
     ma = statistics.median(r.seconds for r in a)
     mb = statistics.median(r.seconds for r in b)
     return {
@@ -120,8 +141,8 @@ def summary(a, b):
         "paired_ratio_median": statistics.median(x.seconds / y.seconds for x, y in zip(a, b)),
         "keymgr_min_s": min(r.seconds for r in a),
         "baseline_min_s": min(r.seconds for r in b),
-        "keymgr_peak_rss_kib": max(r.maxrss_kib for r in a),
-        "baseline_peak_rss_kib": max(r.maxrss_kib for r in b),
+        "keymgr_peak_rss_kib": rss[0] if rss else max(r.maxrss_kib for r in a),
+        "baseline_peak_rss_kib": rss[1] if rss else max(r.maxrss_kib for r in b),
     }
 
 
