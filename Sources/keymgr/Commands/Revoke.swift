@@ -4,6 +4,7 @@ import KeyManager
 /// `keymgr revoke`: revokes keys and destroys their key material.
 struct Revoke: KeymgrCommand {
     static let configuration = CommandConfiguration(
+        commandName: "revoke",
         abstract: "Revoke a user's keys, or one key.",
         discussion: """
             Marks the keys revoked and destroys their private keys; the server learns of it at the next sync. \

@@ -7,6 +7,7 @@ import Sync
 /// `keymgr server`: the identity server this device syncs with.
 struct Server: ParsableCommand {
     static let configuration = CommandConfiguration(
+        commandName: "server",
         abstract: "Configure the identity server keymgr syncs with, or show it.",
         discussion: """
             Example:
@@ -170,6 +171,7 @@ struct Server: ParsableCommand {
     /// `keymgr server show`: the saved profile, without the credential.
     struct Show: KeymgrCommand {
         static let configuration = CommandConfiguration(
+            commandName: "show",
             abstract: "Show the identity server's settings.",
             discussion: """
                 The admin token is never shown, only where it is read from. With --json: \
