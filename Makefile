@@ -1,5 +1,6 @@
 # keymgr: `make demo` walks through keymgr on a fresh machine; `make test` runs the whole suite;
-# `make install [PREFIX=/usr/local] [DESTDIR=]` installs a release build, `make uninstall` removes it.
+# `make install [PREFIX=/usr/local] [DESTDIR=]` installs a release build, `make uninstall` removes it;
+# `make bench` measures keymgr against its baselines (not part of `make test`).
 # They install the Debian packages and Python modules they need when missing.
 
 SWIFT_BIN ?= /opt/swift/usr/bin
@@ -8,9 +9,10 @@ export PATH := $(SWIFT_BIN):$(PATH)
 # Everything a build, a test or a script calls: libcurl4-openssl-dev has the curl headers of the CCurl shim
 # (libcurl itself is loaded on first network use), argon2 is the tests' reference CLI, systemd brings systemd-analyze and
 # systemd-creds (the unit and shared-device tests), make and bsdutils (`script`) are called by tests and demo,
-# sudo brings visudo (the shared-device test checks the README's sudoers rule).
+# sudo brings visudo (the shared-device test checks the README's sudoers rule); time, valgrind, strace and
+# eatmydata are the benchmarks'.
 APT_PACKAGES := libsqlite3-dev libssl-dev libargon2-dev libcurl4-openssl-dev pkg-config sqlite3 openssl \
-	python3 python3-pip curl argon2 systemd make bsdutils sudo
+	python3 python3-pip curl argon2 systemd make bsdutils sudo time valgrind strace eatmydata
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 PREFIX ?= /usr/local
@@ -29,7 +31,7 @@ INSTALLED := $(BINDIR)/keymgr \
 	$(BASH_COMPLETION_DIR)/keymgr $(ZSH_COMPLETION_DIR)/_keymgr $(FISH_COMPLETION_DIR)/keymgr.fish \
 	$(SYSTEMD_UNIT_DIR)/keymgr-sync.service $(SYSTEMD_UNIT_DIR)/keymgr-sync.timer
 
-.PHONY: all deps build test demo clean release install uninstall
+.PHONY: all deps build test demo bench clean release install uninstall
 
 all: build
 
@@ -83,5 +85,10 @@ install: release
 uninstall:
 	rm -f $(addprefix $(DESTDIR),$(INSTALLED))
 
+# Release build in .build-release, every benchmark side by side with its baseline, one table (benchmarks/README.md).
+# BENCH_FLAGS=--static links the Swift standard library statically; --quick is a smoke run.
+bench: deps
+	./benchmarks/run $(BENCH_FLAGS)
+
 clean:
-	rm -rf .build $(RELEASE_SCRATCH)
+	rm -rf .build $(RELEASE_SCRATCH) .build-release-static .build-bench

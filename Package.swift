@@ -9,6 +9,7 @@ let package = Package(
     products: [
         .executable(name: "keymgr", targets: ["keymgr"]),
         .executable(name: "keymgr-refserver", targets: ["keymgr-refserver"]),
+        .executable(name: "keymgr-benchdata", targets: ["keymgr-benchdata"]),
         .library(name: "KeyManager", targets: ["KeyManager"]),
     ],
     dependencies: [
@@ -72,6 +73,12 @@ let package = Package(
         .executableTarget(
             name: "keymgr-refserver",
             dependencies: ["RefServer", .product(name: "ArgumentParser", package: "swift-argument-parser")],
+            swiftSettings: strict),
+
+        // Benchmark fixtures (benchmarks/): many users and keys made through the library in one process.
+        .executableTarget(
+            name: "keymgr-benchdata",
+            dependencies: ["KeyManager", "Storage", .product(name: "ArgumentParser", package: "swift-argument-parser")],
             swiftSettings: strict),
 
         .testTarget(name: "StorageTests", dependencies: ["Storage", "KeyManager"], swiftSettings: strict),

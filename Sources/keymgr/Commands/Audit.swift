@@ -5,6 +5,7 @@ import KeyManager
 /// `keymgr audit`: the hash-chained audit log. Without a subcommand it lists entries (`audit list`).
 struct Audit: ParsableCommand {
     static let configuration = CommandConfiguration(
+        commandName: "audit",
         abstract: "Show the audit log, or verify its hash chain.",
         discussion: """
             `keymgr audit [options]` is `keymgr audit list [options]`.
@@ -98,6 +99,7 @@ struct Audit: ParsableCommand {
     /// `keymgr audit verify`: recomputes the hash chain.
     struct Verify: KeymgrCommand {
         static let configuration = CommandConfiguration(
+            commandName: "verify",
             abstract: "Check that no audit entry was altered, removed, inserted or reordered.",
             discussion: """
                 Recomputes every entry's hash from the first one. Exits 0 when the chain holds and 1 when it does \

@@ -6,6 +6,7 @@ import Sync
 /// `keymgr bind`: creates a new device-bound key for a user.
 struct Bind: KeymgrCommand {
     static let configuration = CommandConfiguration(
+        commandName: "bind",
         abstract: "Bind a new key for a user on this device.",
         discussion: """
             Creates a P-256 key guarded by the auth type. APPLICATION_PIN asks for a new PIN (twice on a \

@@ -4,6 +4,7 @@ import KeyManager
 /// `keymgr init`: creates the store, its master key and the device identity.
 struct Init: KeymgrCommand {
     static let configuration = CommandConfiguration(
+        commandName: "init",
         abstract: "Create a keymgr store for this device.",
         discussion: """
             Creates the home directory (mode 0700), the database and the master key ($KEYMGR_HOME/master.key, \

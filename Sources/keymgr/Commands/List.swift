@@ -4,6 +4,7 @@ import KeyManager
 /// `keymgr list`: the keys on this device.
 struct List: KeymgrCommand {
     static let configuration = CommandConfiguration(
+        commandName: "list",
         abstract: "List keys: active and locked ones unless --status says otherwise.",
         usage: "keymgr list [<options>] [--user <id>] [--status <status> ...]",
         discussion: """

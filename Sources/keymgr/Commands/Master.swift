@@ -4,6 +4,7 @@ import KeyManager
 /// `keymgr master`: the master key that wraps every secret in the store.
 struct Master: ParsableCommand {
     static let configuration = CommandConfiguration(
+        commandName: "master",
         abstract: "Manage the store's master key.",
         discussion: """
             Example:
@@ -16,6 +17,7 @@ struct Master: ParsableCommand {
     /// `keymgr master rotate`: a new master key, every secret re-wrapped in one transaction.
     struct Rotate: KeymgrCommand {
         static let configuration = CommandConfiguration(
+            commandName: "rotate",
             abstract: "Replace the master key and re-wrap every secret under the new one.",
             usage: "keymgr master rotate [<options>] [--yes]",
             discussion: """

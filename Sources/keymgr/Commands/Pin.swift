@@ -4,6 +4,7 @@ import KeyManager
 /// `keymgr pin`: PIN maintenance for APPLICATION_PIN keys.
 struct Pin: ParsableCommand {
     static let configuration = CommandConfiguration(
+        commandName: "pin",
         abstract: "Manage the PIN of an APPLICATION_PIN key.",
         discussion: """
             Example:
@@ -16,6 +17,7 @@ struct Pin: ParsableCommand {
     /// `keymgr pin change`: a new PIN for the same key, after the old one is verified.
     struct Change: KeymgrCommand {
         static let configuration = CommandConfiguration(
+            commandName: "change",
             abstract: "Change a key's PIN (the old PIN is required).",
             usage: "keymgr pin change [<options>] --user <id> [--kid <kid>]",
             discussion: """

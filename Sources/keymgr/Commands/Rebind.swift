@@ -4,6 +4,7 @@ import KeyManager
 /// `keymgr rebind`: replaces a user's key with a new one (the way back from a locked key or a forgotten PIN).
 struct Rebind: KeymgrCommand {
     static let configuration = CommandConfiguration(
+        commandName: "rebind",
         abstract: "Replace a user's key with a new one, e.g. after a forgotten PIN.",
         usage: "keymgr rebind [<options>] --user <id> [--kid <kid>] --auth-type <type>",
         discussion: """

@@ -4,6 +4,7 @@ import KeyManager
 /// `keymgr revoke`: revokes keys and destroys their key material.
 struct Revoke: KeymgrCommand {
     static let configuration = CommandConfiguration(
+        commandName: "revoke",
         abstract: "Revoke a user's keys, or one key.",
         usage: "keymgr revoke [<options>] (--user <id> | --kid <kid>)",
         discussion: """

@@ -5,6 +5,7 @@ import KeyManager
 /// `keymgr server`: the identity server this device syncs with.
 struct Server: ParsableCommand {
     static let configuration = CommandConfiguration(
+        commandName: "server",
         abstract: "Configure the identity server keymgr syncs with, or show it.",
         discussion: """
             Example:
@@ -165,6 +166,7 @@ struct Server: ParsableCommand {
     /// `keymgr server show`: the saved profile, without the credential.
     struct Show: KeymgrCommand {
         static let configuration = CommandConfiguration(
+            commandName: "show",
             abstract: "Show the identity server's settings.",
             usage: "keymgr server show [<options>]",
             discussion: """

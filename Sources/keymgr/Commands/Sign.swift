@@ -6,6 +6,7 @@ import Sync
 /// `keymgr sign`: signs a server challenge with a user's key.
 struct Sign: KeymgrCommand {
     static let configuration = CommandConfiguration(
+        commandName: "sign",
         abstract: "Sign a challenge with a user's key and print the JWS.",
         discussion: """
             Picks the user's single active key (or the one --kid names), unlocks it as its auth type says, and \

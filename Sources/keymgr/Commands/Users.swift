@@ -4,6 +4,7 @@ import KeyManager
 /// `keymgr users`: who has keys on this device.
 struct Users: KeymgrCommand {
     static let configuration = CommandConfiguration(
+        commandName: "users",
         abstract: "List the users known on this device.",
         discussion: """
             KEYS counts each user's active keys. With --json: [{"userId", "username", "keys", "createdAt"}].
