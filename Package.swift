@@ -78,7 +78,7 @@ let package = Package(
         // Benchmark fixtures (benchmarks/): many users and keys made through the library in one process.
         .executableTarget(
             name: "keymgr-benchdata",
-            dependencies: ["KeyManager", "Storage", .product(name: "ArgumentParser", package: "swift-argument-parser")],
+            dependencies: ["KeyManager", .product(name: "ArgumentParser", package: "swift-argument-parser")],
             swiftSettings: strict),
 
         .testTarget(name: "StorageTests", dependencies: ["Storage", "KeyManager"], swiftSettings: strict),

@@ -1,7 +1,6 @@
 import ArgumentParser
 import Foundation
 import KeyManager
-import Storage
 
 /// `keymgr-benchdata`: makes a benchmark store of many users and keys through the KeyManager library
 /// (one process and one store open, not one `keymgr bind` process per key).
@@ -44,7 +43,7 @@ struct BenchData: ParsableCommand {
         let started = Date()
         var options = InitOptions()
         options.deviceName = deviceName
-        let manager = try KeyManager.initialize(home: StoreHome(url: URL(fileURLWithPath: home)), options: options)
+        let manager = try KeyManager.initialize(home: StoreLocation(url: URL(fileURLWithPath: home)), options: options)
         let issuers = (0..<keysPerUser).map { $0 == 0 ? options.issuer : "\(options.issuer)-\($0 + 1)" }
         let digits = String(users - 1).count
         for index in 0..<users {
