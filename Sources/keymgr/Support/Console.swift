@@ -36,13 +36,13 @@ struct Console {
     /// A one-line report of what was done, on stderr; not with `--json` or `--quiet`.
     func confirm(_ text: String) {
         guard !json, !quiet else { return }
-        StandardStream.error.write(text + "\n")
+        StandardStream.error.write(PrintableText.stripped(text) + "\n")
     }
 
     /// Something a person should know that is not an error, on stderr; not with `--quiet`.
     func warn(_ text: String) {
         guard !quiet else { return }
-        StandardStream.error.write("keymgr: warning: \(text)\n")
+        StandardStream.error.write("keymgr: warning: \(PrintableText.stripped(text))\n")
     }
 
     /// What keymgr is doing, on stderr; only with `--verbose`.
@@ -59,6 +59,8 @@ struct Console {
             if !quiet { StandardStream.error.write("\(empty)\n") }
             return
         }
+        // Cells may hold what a server sent (device names): no control or bidi character reaches the terminal.
+        let rows = rows.map { $0.map { PrintableText.stripped($0).replacingOccurrences(of: "\n", with: " ") } }
         answer(TextTable(headers: headers, rows: rows, keepWhole: keepWhole,
                          maxWidth: wide ? nil : TextTable.standardWidth).rendered)
     }
