@@ -97,7 +97,10 @@ extension KeyManager {
             unlink(pendingPath)
             throw error
         }
-        guard rename(pendingPath, keyPath) == 0 else {
+        // A keymgr that opened the store meanwhile may have finished the rename itself (see `open`).
+        let renamed = rename(pendingPath, keyPath) == 0
+            || (errno == ENOENT && (try? MasterKey.load(from: masterKeySource))?.bytes == newMaster)
+        guard renamed else {
             throw KeyManagerError(.config, "the store was re-sealed under the new master key, but it could not be moved into place: "
                 + "rename \(pendingPath) to \(keyPath) by hand (\(String(cString: strerror(errno))))")
         }
