@@ -207,17 +207,19 @@ extension KeyManager {
     /// afterwards a missing MAC is tampering. (An attacker cannot forge a version 1 check without an older copy of
     /// this store's file, and rolling the whole file back is the documented limit.)
     func stampIfMadeBeforeIntegrity() throws {
-        let legacy = { (device: DeviceRecord, hierarchy: KeyHierarchy) throws -> Bool in
-            try hierarchy.open(device.masterKeyCheck, in: .masterCheck(deviceId: device.deviceId))
+        // A check that does not open at all means a rotation elsewhere committed since this process loaded its key:
+        // that store was stamped before it could be rotated, and the next write reloads the key.
+        let legacy = { (device: DeviceRecord, hierarchy: KeyHierarchy) -> Bool in
+            (try? hierarchy.open(device.masterKeyCheck, in: .masterCheck(deviceId: device.deviceId)))
                 == KeyHierarchy.legacyMasterCheckPlaintext
         }
         let device = try Self.mapped { try store.read { try Self.requireDevice($0) } }
-        guard try legacy(device, hierarchy) else { return }
+        guard legacy(device, hierarchy) else { return }
         let keys = masterKeys
         try Self.mapped {
             try store.write(audit: keys.integrity.auditKeys) { writer in
                 var device = try Self.requireDevice(writer)
-                guard try legacy(device, keys.hierarchy) else { return }  // another keymgr stamped it meanwhile
+                guard legacy(device, keys.hierarchy) else { return }  // another keymgr stamped it meanwhile
                 device.masterKeyCheck = try keys.hierarchy.seal(KeyHierarchy.masterCheckPlaintext,
                                                                 in: .masterCheck(deviceId: device.deviceId))
                 try writer.save(try stamped(device))

@@ -95,24 +95,22 @@ public final class KeyManager: Sendable {
             throw KeyManagerError(.config, "the store at \(home.url.path) was never initialised: run `keymgr init`")
         }
         let source = MasterKey.source(home: home, environment: environment)
-        let masterKey = try MasterKey.load(from: source)
         logger.debug("opened the store", metadata: ["home": .string(home.url.path), "masterKey": .string(source.label)])
-        if let manager = try? opened(store, masterKey, device, environment, logger, now) {
-            try manager.stampIfMadeBeforeIntegrity()
-            return manager
-        }
-        // A rotation that committed but stopped before renaming its new key file into place.
-        let pending = source.path + ".next"
-        if FileManager.default.fileExists(atPath: pending),
-           let next = try? MasterKey.load(from: .home(pending)),
-           let manager = try? opened(store, MasterKey(bytes: next.bytes, source: source), device, environment, logger, now) {
-            if rename(pending, source.path) == 0 {
+        // A `master rotate` elsewhere may commit and rename its key file between any two of these reads: the device
+        // row and the key file are read afresh on each of a few tries.
+        for attempt in 0..<3 {
+            let device = attempt == 0 ? device : (try mapped({ try store.read { try $0.device() } }) ?? device)
+            let masterKey = try MasterKey.load(from: source)
+            if let manager = try? opened(store, masterKey, device, environment, logger, now) {
                 try manager.stampIfMadeBeforeIntegrity()
                 return manager
             }
-            // Another keymgr finished the rotation meanwhile: the key file now holds the new key.
-            if let current = try? MasterKey.load(from: source),
-               let manager = try? opened(store, current, device, environment, logger, now) {
+            // A rotation that committed but stopped (or has not yet got) to renaming its new key file into place.
+            let pending = source.path + ".next"
+            if FileManager.default.fileExists(atPath: pending),
+               let next = try? MasterKey.load(from: .home(pending)),
+               let manager = try? opened(store, MasterKey(bytes: next.bytes, source: source), device, environment, logger, now) {
+                _ = rename(pending, source.path)  // or the rotation renamed it meanwhile: either way the key is in place
                 try manager.stampIfMadeBeforeIntegrity()
                 return manager
             }
