@@ -170,3 +170,58 @@ final class AuditAndInputTamperingTests: XCTestCase {
         try input.fileHandleForWriting.write(contentsOf: Data("482916\n".utf8))
     }
 }
+
+/// Issue 9, item 11: what a server sends is printed without its control and bidi characters.
+final class ServerTextTests: XCTestCase {
+    /// A stand-in server on loopback that answers everything 401 with a message full of terminal escapes.
+    static let hostileServer = #"""
+        import http.server, json, threading
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def reply(self):
+                body = json.dumps({"code": 401, "reason": "Unauthorized",
+                                   "message": "bad token \x1b[2J\x1b]0;owned\x07 \u202eevil\u202c \x85\x9b31m"}).encode()
+                self.send_response(401)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+            do_GET = do_POST = do_PUT = do_DELETE = reply
+            def log_message(self, *args):
+                pass
+        server = http.server.HTTPServer(("127.0.0.1", 0), Handler)
+        print(server.server_address[1], flush=True)
+        threading.Timer(60, server.shutdown).start()
+        server.serve_forever()
+        """#
+
+    func testServerTextIsPrintedWithoutControlOrBidiCharacters() throws {
+        let sandbox = try Sandbox()
+        try sandbox.initialise()
+        try sandbox.bind("amy")
+        let server = Process()
+        server.executableURL = URL(fileURLWithPath: "/usr/bin/python3")
+        server.arguments = ["-c", Self.hostileServer]
+        let output = Pipe()
+        server.standardOutput = output
+        try server.run()
+        defer { server.terminate() }
+        var portText = ""
+        while !portText.hasSuffix("\n"), let byte = try output.fileHandleForReading.read(upToCount: 1), !byte.isEmpty {
+            portText += String(decoding: byte, as: UTF8.self)
+        }
+        let port = try XCTUnwrap(Int(portText.trimmingCharacters(in: .whitespacesAndNewlines)))
+        let token = sandbox.root.appendingPathComponent("admin.token")
+        try Data("token\n".utf8).write(to: token)
+        try sandbox.succeed(["server", "set", "--dialect", "pingam", "--base-url", "http://127.0.0.1:\(port)/am",
+                             "--credential-file", token.path])
+        for arguments in [["sync"], ["sync", "--json"]] {
+            let outcome = try sandbox.keymgr(arguments)
+            XCTAssertNotEqual(outcome.status, 0, outcome.summary)
+            XCTAssertTrue(outcome.stderr.contains("evil"), "the server's message is shown: \(outcome.stderr)")
+            for text in [outcome.stderr, outcome.stdout] {
+                XCTAssertFalse(text.unicodeScalars.contains { [0x1B, 0x07, 0x85, 0x9B, 0x202E, 0x202C].contains($0.value) },
+                               "a control or bidi character reached the terminal: \(text.debugDescription)")
+            }
+        }
+    }
+}
