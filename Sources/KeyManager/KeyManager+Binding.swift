@@ -55,7 +55,7 @@ extension KeyManager {
                                             issuer: issuer, issuedAt: created, expiresIn: request.expiresIn, key: privateKey)
         }
 
-        let (record, username) = try write { writer -> (UserKeyRecord, String?) in
+        let (record, username, retiredAny) = try write { writer -> (UserKeyRecord, String?, Bool) in
             // Sealed inside the transaction, under the master key the store holds now (a rotation may have run).
             let slot = SealedSlot.privateKey(kid: kid, userId: request.userId)
             let sealedKey = try pinLayer.map { try hierarchy.seal(SecretBytes($0.inner), in: slot) }
@@ -78,8 +78,10 @@ extension KeyManager {
                 "authType": .string(request.authType.rawValue), "issuer": .string(issuer),
                 "supersedes": .array(retired.map(JSONValue.string)),
             ]))
-            return (record, try writer.user(id: request.userId)?.username)
+            return (record, try writer.user(id: request.userId)?.username, !retired.isEmpty)
         }
+        // A superseded key's sealed blob must not linger in -wal either.
+        if retiredAny { store.checkpointDestroyedData() }
         logger.debug("bound key", metadata: ["kid": .string(kid), "authType": .string(request.authType.rawValue)])
         return BindResult(key: UserKey(record, username: username), jwk: jwk, jws: jws)
     }

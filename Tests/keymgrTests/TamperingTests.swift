@@ -15,6 +15,21 @@ final class TamperingTests: XCTestCase {
         return outcome.stdout.trimmingCharacters(in: .whitespacesAndNewlines)
     }
 
+    /// Another connection that stays open (as a running `keymgr sync` would), so keymgr's own exit is not the last
+    /// close and SQLite would not fold the WAL back by itself.
+    func holdOpen(_ sandbox: Sandbox) throws -> (Process, Pipe) {
+        let process = Process()
+        process.executableURL = Self.sqlite3
+        process.arguments = [sandbox.database.path]
+        let input = Pipe()
+        process.standardInput = input
+        process.standardOutput = FileHandle.nullDevice
+        try process.run()
+        try input.fileHandleForWriting.write(contentsOf: Data("SELECT COUNT(*) FROM user_keys;\n".utf8))
+        usleep(200_000)
+        return (process, input)
+    }
+
     func failedAttempts(_ sandbox: Sandbox, kid: String) throws -> String {
         try attack(sandbox, "SELECT failed_attempts FROM app_pins WHERE kid = '\(kid)'")
     }
@@ -162,6 +177,8 @@ final class TamperingTests: XCTestCase {
         let kid = try XCTUnwrap(try sandbox.bind("hal")["kid"] as? String)
         let blob = try attack(sandbox, "SELECT hex(wrapped_private_key) FROM user_keys WHERE kid = '\(kid)'")
         XCTAssertFalse(blob.isEmpty)
+        let (reader, readerInput) = try holdOpen(sandbox)
+        defer { try? readerInput.fileHandleForWriting.close(); reader.waitUntilExit() }
         try sandbox.succeed(["revoke", "--user", "hal"])
         // Neither the database file nor its WAL still holds the sealed key (secure_delete and a checkpoint).
         let bytes = try XCTUnwrap(Self.bytes(hex: blob))
@@ -172,6 +189,24 @@ final class TamperingTests: XCTestCase {
         }
         try attack(sandbox, "UPDATE user_keys SET wrapped_private_key = X'\(blob)', status = 'active', revoked_at = NULL WHERE kid = '\(kid)'")
         try assertTampered(sandbox, ["sign", "--kid", kid])
+    }
+
+    func testASupersededKeysBlobLeavesTheWAL() throws {
+        let sandbox = try Sandbox()
+        try sandbox.initialise()
+        let kid = try XCTUnwrap(try sandbox.bind("ida")["kid"] as? String)
+        let blob = try attack(sandbox, "SELECT hex(wrapped_private_key) FROM user_keys WHERE kid = '\(kid)'")
+        let bytes = try XCTUnwrap(Self.bytes(hex: blob))
+        XCTAssertNotNil(FileManager.default.contents(atPath: sandbox.database.path)?.range(of: Data(bytes)),
+                        "the blob is in the file before it is superseded")
+        let (reader, readerInput) = try holdOpen(sandbox)
+        defer { try? readerInput.fileHandleForWriting.close(); reader.waitUntilExit() }
+        try sandbox.bind("ida")
+        for suffix in ["", "-wal"] {
+            let path = sandbox.database.path + suffix
+            guard let contents = FileManager.default.contents(atPath: path) else { continue }
+            XCTAssertNil(contents.range(of: Data(bytes)), "the superseded key's sealed blob is still in \(path)")
+        }
     }
 
     // MARK: 9. pin change
