@@ -132,6 +132,46 @@ final class AuditAndInputTamperingTests: XCTestCase {
 
     // MARK: 12. Core dumps
 
+    func testKeymgrIsNotDumpableWhileItWaitsForAPIN() throws {
+        // Run as an unprivileged user: the kernel then shows PR_SET_DUMPABLE 0 as /proc/<pid>/ owned by root.
+        let sandbox = try Sandbox()
+        let home = sandbox.root.appendingPathComponent("nobody")
+        try FileManager.default.createDirectory(at: home, withIntermediateDirectories: true)
+        XCTAssertEqual(chown(home.path, 65534, 65534), 0)
+        XCTAssertEqual(chmod(sandbox.root.path, 0o755), 0)
+        let setpriv = URL(fileURLWithPath: "/usr/bin/setpriv")
+        let asNobody = ["--reuid=65534", "--regid=65534", "--clear-groups", Sandbox.binary.path, "--home", home.appendingPathComponent("h").path]
+        XCTAssertEqual(try sandbox.run(setpriv, asNobody + ["init"] + Sandbox.fastInit).status, 0)
+        XCTAssertEqual(try sandbox.run(setpriv, asNobody + ["bind", "--user", "pat", "--auth-type", "app-pin", "--pin-stdin"],
+                                       stdin: "482916\n").status, 0)
+        let process = Process()
+        process.executableURL = setpriv
+        process.arguments = asNobody + ["sign", "--user", "pat", "--pin-stdin"]
+        process.environment = sandbox.environment
+        let input = Pipe()
+        process.standardInput = input
+        process.standardOutput = FileHandle.nullDevice
+        process.standardError = FileHandle.nullDevice
+        try process.run()
+        defer {
+            try? input.fileHandleForWriting.close()
+            process.waitUntilExit()
+        }
+        var ownedByRoot = false
+        var sawKeymgr = false
+        for _ in 0..<400 where !ownedByRoot {
+            let exe = (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/\(process.processIdentifier)/exe")) ?? ""
+            if exe.hasSuffix("/keymgr") {
+                sawKeymgr = true
+                var info = stat()
+                if stat("/proc/\(process.processIdentifier)/environ", &info) == 0, info.st_uid == 0 { ownedByRoot = true }
+            }
+            if !ownedByRoot { usleep(10_000) }
+        }
+        XCTAssertTrue(sawKeymgr, "keymgr never ran")
+        XCTAssertTrue(ownedByRoot, "keymgr running as uid 65534 is still dumpable (its /proc entries are not root's)")
+    }
+
     func testCoreDumpsAreOffWhileKeymgrWaitsForAPIN() throws {
         let sandbox = try Sandbox()
         try sandbox.initialise()
