@@ -15,27 +15,41 @@ struct PINPolicy: Sendable {
     ]
 
     /// Throws `badInput` with what to choose instead when `pin` is too short, too long or too common.
+    ///
+    /// Works on the PIN's bytes and scalar values, wiped afterwards: the PIN never becomes a Swift `String`.
     func check(_ pin: SecretBytes) throws {
-        let text = pin.withUnsafeBytes { String(decoding: $0, as: UTF8.self) }
-        let characters = Array(text)
-        if characters.count < minLength {
+        guard var scalars = pin.withUnsafeBytes({ PINText.scalars(of: $0) }) else {
+            throw KeyManagerError(.badInput, "the PIN is not valid UTF-8 text")
+        }
+        defer {
+            for index in scalars.indices { scalars[index] = 0 }
+            scalars.removeAll()
+        }
+        if scalars.count < minLength {
             throw KeyManagerError(.badInput, "the PIN is too short: use at least \(minLength) characters")
         }
-        if characters.count > Self.maxLength {
+        if scalars.count > Self.maxLength {
             throw KeyManagerError(.badInput, "the PIN is too long: use at most \(Self.maxLength) characters")
         }
-        if characters.contains(where: { $0.isNewline || $0 == "\0" }) {
+        if scalars.contains(where: { [0x00, 0x0A, 0x0B, 0x0C, 0x0D, 0x85, 0x2028, 0x2029].contains($0) }) {
             throw KeyManagerError(.badInput, "the PIN contains a line break or NUL: use printable characters")
         }
-        if Set(characters).count == 1 || Self.blockList.contains(text.lowercased()) || Self.isDigitRun(characters) {
+        if scalars.allSatisfy({ $0 == scalars[0] }) || Self.isBlocked(scalars) || Self.isDigitRun(scalars) {
             throw KeyManagerError(.badInput, "the PIN is too common (repeated, sequential or on the block list): choose another")
         }
     }
 
+    /// Whether the PIN, with ASCII letters lowercased, is on the block list (compared scalar by scalar).
+    private static func isBlocked(_ scalars: [UInt32]) -> Bool {
+        var lowered = scalars.map { (0x41...0x5A).contains($0) ? $0 + 0x20 : $0 }
+        defer { for index in lowered.indices { lowered[index] = 0 } }
+        return blockList.contains { $0.unicodeScalars.map(\.value) == lowered }
+    }
+
     /// Ascending or descending runs of consecutive digits, such as 345678 or 98765.
-    private static func isDigitRun(_ characters: [Character]) -> Bool {
-        let digits = characters.compactMap(\.wholeNumberValue)
-        guard digits.count == characters.count, digits.count >= 4 else { return false }
+    private static func isDigitRun(_ scalars: [UInt32]) -> Bool {
+        guard scalars.count >= 4, scalars.allSatisfy({ (0x30...0x39).contains($0) }) else { return false }
+        let digits = scalars.map { Int($0) - 0x30 }
         let steps = zip(digits, digits.dropFirst()).map { ($1 - $0 + 10) % 10 }
         return steps.allSatisfy { $0 == 1 } || steps.allSatisfy { $0 == 9 }
     }
@@ -67,5 +81,41 @@ extension Argon2Parameters {
 
     init(_ pin: AppPINRecord) {
         self.init(memoryKiB: pin.argon2MemoryKib, iterations: pin.argon2Iterations, parallelism: pin.argon2Parallelism)
+    }
+}
+
+/// Checks on text that must not become a Swift `String` (a PIN), or that arrived as raw bytes (argv).
+public enum PINText {
+    /// Whether `bytes` are valid UTF-8 (no overlong forms, surrogates or stray continuation bytes).
+    public static func isValidUTF8(_ bytes: some Collection<UInt8>) -> Bool { scalars(of: bytes) != nil }
+
+    /// The Unicode scalar values `bytes` encode, decoded without making a String; nil when not valid UTF-8.
+    static func scalars(of bytes: some Collection<UInt8>) -> [UInt32]? {
+        var iterator = bytes.makeIterator()
+        var parser = Unicode.UTF8.ForwardParser()
+        var scalars: [UInt32] = []
+        while true {
+            switch parser.parseScalar(from: &iterator) {
+            case .valid(let encoded): scalars.append(Unicode.UTF8.decode(encoded).value)
+            case .emptyInput: return scalars
+            case .error: return nil
+            }
+        }
+    }
+}
+
+/// Process-wide protections of secrets in memory.
+public enum ProcessHardening {
+    /// Turns core dumps off for this process (`RLIMIT_CORE` 0 and `prctl(PR_SET_DUMPABLE, 0)`), so a crash while a
+    /// master key, PIN or private key is in memory writes no core file, and other processes of the same user
+    /// cannot ptrace it or read its memory through /proc. Call first thing in a process that handles secrets.
+    public static func disableCoreDumps() {
+        var none = rlimit(rlim_cur: 0, rlim_max: 0)
+        _ = setrlimit(__rlimit_resource_t(RLIMIT_CORE.rawValue), &none)
+        // prctl is variadic in C, which Swift cannot call directly: look it up with its fixed five-argument shape.
+        typealias PRCTL = @convention(c) (Int32, UInt, UInt, UInt, UInt) -> Int32
+        if let symbol = dlsym(UnsafeMutableRawPointer(bitPattern: 0), "prctl") {
+            _ = unsafeBitCast(symbol, to: PRCTL.self)(4 /* PR_SET_DUMPABLE */, 0, 0, 0, 0)
+        }
     }
 }

@@ -66,5 +66,8 @@ struct KeyHierarchy: Sendable {
         Hex.encode(try HMACSHA256.authenticate(Array(value.utf8), key: try purposeKey("audit.identifier")))
     }
 
-    static let masterCheckPlaintext = SecretBytes(utf8: "keymgr master key check v1")
+    /// The master key check of a store whose gating rows carry MACs: from then on a missing MAC is tampering.
+    static let masterCheckPlaintext = SecretBytes(utf8: "keymgr master key check v2")
+    /// The check of a store made before the MACs (schema 1): opening it stamps every row once (see `stampIfMadeBeforeIntegrity`).
+    static let legacyMasterCheckPlaintext = SecretBytes(utf8: "keymgr master key check v1")
 }

@@ -6,7 +6,7 @@ extension KeyManager {
     public static let knownAuditEvents: Set<String> = [
         "store.initialized", "key.bound", "key.rebound", "key.signed", "key.superseded", "key.revoked", "key.locked",
         "key.registered", "key.revokedByServer", "key.deletedOnServer", "orphan.deletedOnServer", "credentials.wiped",
-        "pin.changed", "pin.failed", "pin.parametersUpgraded", "master.rotated", "server.configured",
+        "pin.changed", "pin.failed", "pin.parametersUpgraded", "master.rotated", "server.configured", "store.integrityStamped",
     ]
 
     /// Audit entries matching `filter`, oldest first. An event name keymgr does not know, and the log does not
@@ -29,9 +29,12 @@ extension KeyManager {
         }
     }
 
-    /// Recomputes the hash chain and reports the first entry that does not hold.
+    /// Recomputes the hash chain and the keyed (HMAC) chain under the master key, checks the anchor of the newest
+    /// entry, and reports the first entry that does not hold: a rewritten chain, a chain copied from another store,
+    /// or a tail cut off.
     public func verifyAudit() throws -> AuditVerification {
-        let report = try read { try $0.verifyAuditChain() }
+        let keys = integrity.auditKeys
+        let report = try read { try $0.verifyAuditChain(keys: keys) }
         return AuditVerification(checked: report.checked,
                                  firstBad: report.firstBad.map { .init(seq: $0.seq, reason: $0.reason) })
     }

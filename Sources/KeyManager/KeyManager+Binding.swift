@@ -38,21 +38,15 @@ extension KeyManager {
         let privateKey = try P256PrivateKey.generate()
         let jwk = privateKey.publicKey.jwk(kid: kid)
         let created = now()
-        var pinRecord: AppPINRecord?
-        let sealedKey: Data
+        // The slow part (Argon2) happens here; what needs the master key is sealed inside the transaction below.
+        var pinLayer: (parameters: Argon2Parameters, salt: [UInt8], derivation: PINDerivation, inner: [UInt8])?
         if let pin {
             let parameters = Argon2Parameters(device)
             let salt = try SecureRandom.bytes(count: PINDerivation.saltLength)
             let derivation = try PINDerivation(pin: pin, salt: salt, parameters: parameters, kid: kid)
-            sealedKey = try sealPINProtected(privateKey.rawRepresentation, pinKey: derivation.wrappingKey,
-                                             kid: kid, userId: request.userId)
-            pinRecord = AppPINRecord(
-                kid: kid, argon2MemoryKib: parameters.memoryKiB, argon2Iterations: parameters.iterations,
-                argon2Parallelism: parameters.parallelism, salt: Data(salt),
-                verifier: try hierarchy.seal(derivation.verifier, in: .pinVerifier(kid: kid)),
-                pinRetry: device.pinRetry, updatedAt: created)
-        } else {
-            sealedKey = try hierarchy.seal(privateKey.rawRepresentation, in: .privateKey(kid: kid, userId: request.userId))
+            let inner = try AESGCM.seal(privateKey.rawRepresentation, key: derivation.wrappingKey,
+                                        aad: SealedSlot.pinWrappedPrivateKey(kid: kid, userId: request.userId).aad)
+            pinLayer = (parameters, salt, derivation, inner)
         }
 
         var jws: String?
@@ -61,20 +55,33 @@ extension KeyManager {
                                             issuer: issuer, issuedAt: created, expiresIn: request.expiresIn, key: privateKey)
         }
 
-        let record = UserKeyRecord(kid: kid, userId: request.userId, issuer: issuer, authType: request.authType.record,
-                                   publicJwk: jwk.jsonObject().canonicalJSON(), wrappedPrivateKey: sealedKey,
-                                   status: .active, serverState: .unregistered, createdAt: created)
-        let username = try write { writer -> String? in
+        let (record, username, retiredAny) = try write { writer -> (UserKeyRecord, String?, Bool) in
+            // Sealed inside the transaction, under the master key the store holds now (a rotation may have run).
+            let slot = SealedSlot.privateKey(kid: kid, userId: request.userId)
+            let sealedKey = try pinLayer.map { try hierarchy.seal(SecretBytes($0.inner), in: slot) }
+                ?? hierarchy.seal(privateKey.rawRepresentation, in: slot)
+            let record = try stamped(UserKeyRecord(
+                kid: kid, userId: request.userId, issuer: issuer, authType: request.authType.record,
+                publicJwk: jwk.jsonObject().canonicalJSON(), wrappedPrivateKey: sealedKey,
+                status: .active, serverState: .unregistered, createdAt: created))
             try writer.upsertUser(userId: request.userId, username: request.username, at: created)
             let retired = try retireUsableKeys(writer, userId: request.userId, issuer: issuer, supersededBy: kid, at: created)
             try writer.insert(record)
-            if let pinRecord { try writer.save(pinRecord) }
+            if let pinLayer {
+                try writer.save(try stamped(AppPINRecord(
+                    kid: kid, argon2MemoryKib: pinLayer.parameters.memoryKiB, argon2Iterations: pinLayer.parameters.iterations,
+                    argon2Parallelism: pinLayer.parameters.parallelism, salt: Data(pinLayer.salt),
+                    verifier: try hierarchy.seal(pinLayer.derivation.verifier, in: .pinVerifier(kid: kid)),
+                    pinRetry: device.pinRetry, updatedAt: created)))
+            }
             try writer.appendAudit(auditEvent(event, userId: request.userId, kid: kid, details: [
                 "authType": .string(request.authType.rawValue), "issuer": .string(issuer),
                 "supersedes": .array(retired.map(JSONValue.string)),
             ]))
-            return try writer.user(id: request.userId)?.username
+            return (record, try writer.user(id: request.userId)?.username, !retired.isEmpty)
         }
+        // A superseded key's sealed blob must not linger in -wal either.
+        if retiredAny { store.checkpointDestroyedData() }
         logger.debug("bound key", metadata: ["kid": .string(kid), "authType": .string(request.authType.rawValue)])
         return BindResult(key: UserKey(record, username: username), jwk: jwk, jws: jws)
     }
@@ -85,7 +92,7 @@ extension KeyManager {
         guard userId != nil || kid != nil else { throw KeyManagerError(.usage, "name the key to revoke with --user or --kid") }
         let at = now()
         let reason = reason ?? "revoked by \(actor)"
-        return try write { writer in
+        let revokedKeys = try write { writer in
             var targets: [UserKeyRecord]
             if let kid {
                 guard let key = try Self.key(named: kid, in: writer), userId == nil || key.userId == userId else {
@@ -102,7 +109,7 @@ extension KeyManager {
             var revoked: [UserKey] = []
             for var key in targets {
                 destroy(&key, status: .revoked, reason: reason, at: at)
-                try writer.update(key)
+                try writer.update(try stamped(key))
                 try writer.deleteAppPIN(kid: key.kid)
                 try writer.appendAudit(auditEvent("key.revoked", userId: key.userId, kid: key.kid,
                                                   details: ["reason": .string(reason)]))
@@ -119,6 +126,9 @@ extension KeyManager {
             }
             return revoked
         }
+        // The revoked keys' sealed blobs must not linger in -wal (secure_delete zeroes them in the file).
+        store.checkpointDestroyedData()
+        return revokedKeys
     }
 
     /// The keys `request` would supersede: the user's active and locked keys for the same issuer.
@@ -133,7 +143,7 @@ extension KeyManager {
         var retired: [String] = []
         for var key in try writer.keys(userId: userId, statuses: [.active, .locked]) where key.issuer == issuer {
             destroy(&key, status: .superseded, reason: "superseded by \(kid)", at: at)
-            try writer.update(key)
+            try writer.update(try stamped(key))
             try writer.deleteAppPIN(kid: key.kid)
             try writer.appendAudit(auditEvent("key.superseded", userId: userId, kid: key.kid,
                                               details: ["supersededBy": .string(kid)]))
@@ -151,12 +161,6 @@ extension KeyManager {
         if key.serverState == .registered { key.serverState = .pendingDeletion }
     }
 
-    /// Seals a private key under the PIN layer, then under the master-key layer.
-    func sealPINProtected(_ privateKey: SecretBytes, pinKey: SecretBytes, kid: String, userId: String) throws -> Data {
-        let inner = try AESGCM.seal(privateKey, key: pinKey, aad: SealedSlot.pinWrappedPrivateKey(kid: kid, userId: userId).aad)
-        return try hierarchy.seal(SecretBytes(inner), in: .privateKey(kid: kid, userId: userId))
-    }
-
     /// Picks one key: by kid, or the user's only key with a status in `statuses` (optionally for one issuer).
     /// Several candidates: a usage error listing them, as the Ping SDK's key selection asks the user to choose.
     func selectKey(userId: String?, kid: String?, statuses: Set<KeyStatus>, issuer: String?,
@@ -169,7 +173,7 @@ extension KeyManager {
                 guard key.status == .active || key.status == .locked else {
                     throw KeyManagerError(.clientNotRegistered, "key \(kid) was \(key.status.rawValue)\(key.revokedAt.map { " at \(Timestamp.string(from: $0))" } ?? ""): bind the user again with `keymgr bind --user \(key.userId)`")
                 }
-                return KeyListing(key: key, username: try reader.user(id: key.userId)?.username)
+                return KeyListing(key: try verified(key), username: try reader.user(id: key.userId)?.username)
             }
             guard let userId else { throw KeyManagerError(.usage, "name the key to \(verb) with --user or --kid") }
             var candidates = try reader.keyListings(userId: userId, statuses: Set(statuses.map(\.record)))
@@ -181,7 +185,7 @@ extension KeyManager {
                 let list = candidates.map { "\($0.key.kid) (issuer \($0.key.issuer), \($0.key.authType.rawValue))" }.joined(separator: ", ")
                 throw KeyManagerError(.usage, "user \(userId) has \(candidates.count) keys on this device: choose one with --kid: \(list)")
             }
-            return first
+            return KeyListing(key: try verified(first.key), username: first.username)
         }
     }
 
@@ -206,8 +210,24 @@ extension KeyManager {
             throw KeyManagerError(.usage, "the \(what) must not be empty or blank")
         }
         guard value.utf8.count <= 1024 else { throw KeyManagerError(.badInput, "the \(what) is longer than 1024 bytes") }
-        guard !value.unicodeScalars.contains(where: { $0.value < 0x20 || $0.value == 0x7f }) else {
+        guard !value.unicodeScalars.contains(where: { $0.value < 0x20 || (0x7f...0x9f).contains($0.value) }) else {
             throw KeyManagerError(.badInput, "the \(what) contains control characters")
         }
+        guard !value.unicodeScalars.contains(where: { Self.bidiControls.contains($0.value) }) else {
+            throw KeyManagerError(.badInput, "the \(what) contains a bidirectional control character (such as U+202E), "
+                + "which makes text display other than it is")
+        }
+        guard !value.unicodeScalars.contains("\u{FFFD}") else {
+            throw KeyManagerError(.badInput, "the \(what) contains U+FFFD, the mark of bytes that were not valid UTF-8")
+        }
+    }
+
+    /// The Unicode bidirectional formatting characters: embeddings, overrides, isolates and marks.
+    static let bidiControls: Set<UInt32> = [0x061C, 0x200E, 0x200F, 0x202A, 0x202B, 0x202C, 0x202D, 0x202E,
+                                            0x2066, 0x2067, 0x2068, 0x2069]
+
+    /// Whether `value` holds characters that would make it print other than it is (controls, bidi overrides).
+    static func hasDeceptiveCharacters(_ value: String) -> Bool {
+        value.unicodeScalars.contains { $0.value < 0x20 || (0x7f...0x9f).contains($0.value) || bidiControls.contains($0.value) }
     }
 }

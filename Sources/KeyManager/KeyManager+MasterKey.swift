@@ -21,27 +21,48 @@ extension KeyManager {
         unlink(pendingPath)
         let newMaster = try SecretBytes.random(count: MasterKey.byteCount)
         try MasterKey.writeNew(newMaster, to: pendingPath)
-        let next = KeyHierarchy(master: newMaster)
+        // The new key's directory entry must be on disk before the store is re-sealed under it.
+        MasterKey.syncDirectory(of: pendingPath)
+        let keys = masterKeys
 
         let count: Int
+        let nextKeys: MasterKeys
         do {
-            count = try write { writer -> Int in
+            let device = try Self.mapped { try store.read { try Self.requireDevice($0) } }
+            nextKeys = try MasterKeys(master: newMaster, deviceId: device.deviceId)
+            let next = nextKeys.hierarchy
+            let nextIntegrity = nextKeys.integrity
+            count = try Self.mapped { try store.write(audit: keys.integrity.auditKeys) { writer -> Int in
+                // Re-checked inside the transaction: another rotation may have committed since this process loaded its key.
+                try requireCurrentMasterKey(writer, keys)
                 var rewrapped = 0
                 func reseal(_ value: Data?, _ slot: SealedSlot) throws -> Data? {
                     guard let value else { return nil }
                     rewrapped += 1
                     return try next.seal(try openSealed(value, slot), in: slot)
                 }
-                var device = try Self.requireDevice(writer)
+                // Every MAC is checked under the old key before it is re-made under the new one: a rotation never
+                // blesses a row someone edited.
+                var device = try verifiedDevice(writer)
                 device.masterKeyCheck = try reseal(device.masterKeyCheck, .masterCheck(deviceId: device.deviceId)) ?? Data()
+                device.integrityMac = try nextIntegrity.mac(device)
                 try writer.save(device)
-                for var key in try writer.keys(statuses: Set(UserKeyRecord.Status.allCases)) where key.wrappedPrivateKey != nil {
+                for var key in try writer.keys(statuses: Set(UserKeyRecord.Status.allCases)) {
+                    key = try verified(key)
                     key.wrappedPrivateKey = try reseal(key.wrappedPrivateKey, .privateKey(kid: key.kid, userId: key.userId))
+                    key.integrityMac = try nextIntegrity.mac(key)
                     try writer.update(key)
                 }
                 for var pin in try writer.appPINs() {
+                    pin = try verified(pin)
                     pin.verifier = try reseal(pin.verifier, .pinVerifier(kid: pin.kid)) ?? Data()
+                    pin.integrityMac = try nextIntegrity.mac(pin)
                     try writer.save(pin)
+                }
+                for var server in try writer.servers() {
+                    server = try verified(server)
+                    server.integrityMac = try nextIntegrity.mac(server)
+                    try writer.save(server)
                 }
                 for var registration in try writer.registrations() {
                     let (user, server) = (registration.userId, registration.serverName)
@@ -60,21 +81,31 @@ extension KeyManager {
                     try writer.save(tokens)
                 }
                 try writer.appendAudit(auditEvent("master.rotated", details: ["secretsRewrapped": .int(Int64(rewrapped))]))
+                // The old chain is checked, then keyed anew (with its anchor) under the new master key.
+                if let bad = try writer.verifyAuditChain(keys: keys.integrity.auditKeys).firstBad {
+                    throw KeyManagerError(.tampered, "the audit log is broken at entry \(bad.seq) (\(bad.reason)): "
+                        + "nothing was rotated; run `keymgr audit verify` and restore the store from a backup")
+                }
+                try writer.stampAuditChain(keys: nextIntegrity.auditKeys)
                 return rewrapped
-            }
+            } }
+        } catch is MasterKeyMoved {
+            unlink(pendingPath)
+            throw KeyManagerError(.busy, "another `keymgr master rotate` changed the master key meanwhile: nothing was rotated; "
+                + "run it again if a further rotation is wanted")
         } catch {
             unlink(pendingPath)
             throw error
         }
-        guard rename(pendingPath, keyPath) == 0 else {
+        // A keymgr that opened the store meanwhile may have finished the rename itself (see `open`).
+        let renamed = rename(pendingPath, keyPath) == 0
+            || (errno == ENOENT && (try? MasterKey.load(from: masterKeySource))?.bytes == newMaster)
+        guard renamed else {
             throw KeyManagerError(.config, "the store was re-sealed under the new master key, but it could not be moved into place: "
                 + "rename \(pendingPath) to \(keyPath) by hand (\(String(cString: strerror(errno))))")
         }
-        let directory = Glibc.open((keyPath as NSString).deletingLastPathComponent, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
-        if directory >= 0 {
-            fsync(directory)
-            close(directory)
-        }
+        MasterKey.syncDirectory(of: keyPath)
+        replaceMasterKeys(nextKeys)
         return MasterKeyRotation(secretsRewrapped: count)
     }
 }

@@ -8,8 +8,9 @@ extension KeyManager {
         try PINPolicy(minLength: device().pinMinLength).check(pin)
     }
 
-    /// Changes the PIN of an APPLICATION_PIN key: the old PIN unlocks it (a wrong one counts as a failed attempt),
-    /// the new one must pass the PIN policy, and the key is re-wrapped under the new PIN with a fresh salt.
+    /// Changes the PIN of an APPLICATION_PIN key. The new PIN must pass the PIN policy first (a weak new PIN costs no
+    /// attempt); then the old PIN unlocks the key (only a wrong old PIN counts as a failed attempt), and the key is
+    /// re-wrapped under the new PIN with a fresh salt.
     public func changePIN(userId: String, kid: String?, oldPIN: SecretProvider, newPIN: SecretProvider) throws -> UserKey {
         let selected = try selectKey(userId: userId, kid: kid, statuses: KeyStatus.usable, issuer: nil, verb: "change the PIN of")
         let key = selected.key
@@ -18,27 +19,36 @@ extension KeyManager {
                 + "use `keymgr rebind --user \(key.userId) --auth-type app-pin` to protect it with a PIN")
         }
         let device = try device()
-        let unlocked = try unlock(key, pin: oldPIN, timeout: 60)
+        let old = try oldPIN()
         let pin = try newPIN()
         try PINPolicy(minLength: device.pinMinLength).check(pin)
+        let unlocked = try unlock(key, pin: { old }, timeout: 60)
+        guard let opened = unlocked.pin else {
+            throw KeyManagerError(.clientNotRegistered, "key \(key.kid) has no PIN record: bind the user again")
+        }
 
         let parameters = Argon2Parameters(device)
         let salt = try SecureRandom.bytes(count: PINDerivation.saltLength)
         let derivation = try PINDerivation(pin: pin, salt: salt, parameters: parameters, kid: key.kid)
-        let sealed = try sealPINProtected(unlocked.privateKey.rawRepresentation, pinKey: derivation.wrappingKey,
-                                          kid: key.kid, userId: key.userId)
+        let inner = try AESGCM.seal(unlocked.privateKey.rawRepresentation, key: derivation.wrappingKey,
+                                    aad: SealedSlot.pinWrappedPrivateKey(kid: key.kid, userId: key.userId).aad)
         let changedAt = now()
-        let record = AppPINRecord(kid: key.kid, argon2MemoryKib: parameters.memoryKiB,
-                                  argon2Iterations: parameters.iterations, argon2Parallelism: parameters.parallelism,
-                                  salt: Data(salt), verifier: try hierarchy.seal(derivation.verifier, in: .pinVerifier(kid: key.kid)),
-                                  failedAttempts: 0, pinRetry: device.pinRetry, updatedAt: changedAt)
         return try write { writer in
-            guard var row = try writer.key(kid: key.kid), row.status == .active else {
+            guard var row = try verifiedKey(writer, kid: key.kid), row.status == .active else {
                 throw KeyManagerError(.clientNotRegistered, "key \(key.kid) was revoked meanwhile: bind the user again")
             }
-            row.wrappedPrivateKey = sealed
-            try writer.update(row)
-            try writer.save(record)
+            guard let current = try writer.appPIN(kid: key.kid), try verified(current).salt == opened.salt else {
+                throw KeyManagerError(.busy, "the PIN of key \(key.kid) changed while this change ran: nothing was changed; "
+                    + "run `keymgr pin change` again with the PIN that is now set")
+            }
+            // Sealed here, inside the transaction, under the master key the store holds now.
+            row.wrappedPrivateKey = try hierarchy.seal(SecretBytes(inner), in: .privateKey(kid: key.kid, userId: key.userId))
+            try writer.update(try stamped(row))
+            let record = AppPINRecord(kid: key.kid, argon2MemoryKib: parameters.memoryKiB,
+                                      argon2Iterations: parameters.iterations, argon2Parallelism: parameters.parallelism,
+                                      salt: Data(salt), verifier: try hierarchy.seal(derivation.verifier, in: .pinVerifier(kid: key.kid)),
+                                      failedAttempts: 0, pinRetry: device.pinRetry, updatedAt: changedAt)
+            try writer.save(try stamped(record))
             try writer.appendAudit(auditEvent("pin.changed", userId: row.userId, kid: row.kid))
             return UserKey(row, username: selected.username)
         }

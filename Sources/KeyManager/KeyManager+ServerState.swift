@@ -65,7 +65,7 @@ extension KeyManager {
     public func apply(_ changes: ServerChanges) throws -> ServerChangesOutcome {
         guard !changes.isEmpty else { return ServerChangesOutcome() }
         let at = now()
-        return try write { writer in
+        let outcome = try write { writer in
             var outcome = ServerChangesOutcome()
             for listed in changes.listed {
                 guard var key = try writer.key(kid: listed.kid), key.userId == changes.userId else { continue }
@@ -91,7 +91,7 @@ extension KeyManager {
                       key.status == .active || key.status == .locked else { continue }
                 destroy(&key, status: .revoked, reason: "removed from the server", at: at)
                 key.serverState = .deleted
-                try writer.update(key)
+                try writer.update(try stamped(key))
                 try writer.deleteAppPIN(kid: kid)
                 try writer.appendAudit(auditEvent("key.revokedByServer", userId: key.userId, kid: kid))
                 outcome.revoked.append(kid)
@@ -121,24 +121,76 @@ extension KeyManager {
             }
             return outcome
         }
+        // Keys the server revoked: their sealed blobs must not linger in -wal.
+        if !outcome.revoked.isEmpty { store.checkpointDestroyedData() }
+        return outcome
     }
 }
 
 extension KeyManager {
     /// The server profile named `name`, or nil when none is configured.
+    ///
+    /// - Throws: `tampered` when the stored profile was edited outside keymgr (its MAC does not hold), so the admin
+    ///   credential is never sent to a URL an administrator did not set; `config` when it breaks a rule of `checkSafe`.
     public func serverSettings(name: String = "default") throws -> ServerSettings? {
-        try read { try $0.server(name: name) }.map(ServerSettings.init)
+        guard let record = try read({ reader in try reader.server(name: name).map(verified) }) else { return nil }
+        let settings = try ServerSettings(record)
+        try checkSafe(settings)
+        return settings
     }
 
     /// Saves a server profile (settings only: the admin credential stays in its file) and audits the change.
+    ///
+    /// - Throws: `config` for plain `http://` to a host other than loopback (unless `allowInsecureHTTP`), and for a
+    ///   credential file inside the store's home, the systemd credentials directory or the master key file.
     public func configureServer(_ settings: ServerSettings) throws {
-        let record = ServerRecord(settings, updatedAt: now())
+        try checkSafe(settings)
         try write { writer in
+            let record = try stamped(ServerRecord(settings, updatedAt: now()))
             try writer.save(record)
             try writer.appendAudit(auditEvent("server.configured", details: [
                 "name": .string(record.name), "dialect": .string(settings.dialect.rawValue), "baseUrl": .string(record.baseUrl),
+                "allowInsecureHttp": .bool(settings.allowInsecureHTTP),
             ]))
         }
+    }
+
+    /// The rules a server profile must keep, checked when it is set and again before every use.
+    func checkSafe(_ settings: ServerSettings) throws {
+        let urls = [settings.baseURL, settings.tokenEndpoint, settings.registrationEndpoint, settings.revocationEndpoint,
+                    settings.deviceAuthorizationEndpoint].compactMap { $0 }
+        for url in urls {
+            let scheme = url.scheme?.lowercased() ?? ""
+            guard scheme == "https" || scheme == "http" else {
+                throw KeyManagerError(.config, "\(url.absoluteString) is not an https:// URL: give the server's https:// address")
+            }
+            if scheme == "http", !settings.allowInsecureHTTP, !Self.isLoopback(url.host) {
+                throw KeyManagerError(.config, "\(url.absoluteString) is plain http:// to a host other than loopback: the admin "
+                    + "credential and tokens would cross the network unencrypted. Use https://, or if this network is "
+                    + "trusted, run `keymgr server set … --allow-insecure-http`")
+            }
+        }
+        guard let file = settings.credentialFile else { return }
+        let credential = Self.resolved(file)
+        var protected = [(Self.resolved(store.home.url.path), "the store's home")]
+        if let directory = environment["CREDENTIALS_DIRECTORY"], !directory.isEmpty {
+            protected.append((Self.resolved(directory), "the systemd credentials directory"))
+        }
+        protected.append((Self.resolved(masterKeySource.path), "the master key"))
+        for (path, what) in protected where credential == path || credential.hasPrefix(path + "/") {
+            throw KeyManagerError(.config, "the credential file \(file) is inside \(what) (\(path)): keymgr will not send "
+                + "what is there to a server. Keep the admin token in a file of its own, e.g. /etc/keymgr/admin.token")
+        }
+    }
+
+    static func isLoopback(_ host: String?) -> Bool {
+        guard let host = host?.lowercased().trimmingCharacters(in: CharacterSet(charactersIn: "[]")) else { return false }
+        return host == "localhost" || host == "::1" || host.hasPrefix("127.")
+    }
+
+    /// An absolute path with symbolic links resolved, so no link can hide where a file really is.
+    static func resolved(_ path: String) -> String {
+        URL(fileURLWithPath: path).standardizedFileURL.resolvingSymlinksInPath().path
     }
 
     /// Records that the server accepted a binding made through a journey: the key is registered under `deviceName`.
@@ -179,7 +231,8 @@ extension ServerSettings {
                   registrationEndpoint: endpoint(record.registrationEndpoint),
                   revocationEndpoint: endpoint(record.revocationEndpoint),
                   deviceAuthorizationEndpoint: endpoint(record.deviceAuthorizationEndpoint),
-                  tokenBinding: record.tokenBinding == .bound ? .bound : .unbound, updatedAt: record.updatedAt)
+                  tokenBinding: record.tokenBinding == .bound ? .bound : .unbound, updatedAt: record.updatedAt,
+                  allowInsecureHTTP: record.allowInsecureHttp)
     }
 }
 
@@ -193,5 +246,6 @@ extension ServerRecord {
                   revocationEndpoint: settings.revocationEndpoint?.absoluteString,
                   deviceAuthorizationEndpoint: settings.deviceAuthorizationEndpoint?.absoluteString,
                   tokenBinding: settings.tokenBinding == .bound ? .bound : .unbound, updatedAt: updatedAt)
+        allowInsecureHttp = settings.allowInsecureHTTP
     }
 }

@@ -19,16 +19,11 @@ extension KeyManager {
                                             issuer: request.issuer ?? key.issuer, issuedAt: signedAt,
                                             expiresIn: request.expiresIn, custom: request.claims, key: unlocked.privateKey)
         try write { writer in
-            guard var current = try writer.key(kid: key.kid), current.status == .active else {
+            // Only what this use changes is written: a PIN changed or a key re-sealed meanwhile is never undone.
+            guard try verifiedKey(writer, kid: key.kid) != nil, try writer.markUsed(kid: key.kid, at: signedAt) else {
                 throw KeyManagerError(.clientNotRegistered, "key \(key.kid) was revoked while signing: bind the user again")
             }
-            current.lastUsedAt = signedAt
-            try writer.update(current)
-            if var pinRecord = unlocked.pinRecord {
-                pinRecord.failedAttempts = 0
-                pinRecord.updatedAt = signedAt
-                try writer.save(pinRecord)
-            }
+            if let unlockedPIN = unlocked.pin { try settle(unlockedPIN, key: key, writer: writer, at: signedAt) }
             try writer.appendAudit(auditEvent("key.signed", userId: key.userId, kid: key.kid, details: [
                 "claims": .array(request.claims.keys.sorted().map(JSONValue.string)),
             ]))
@@ -36,105 +31,164 @@ extension KeyManager {
         return SignResult(kid: key.kid, jws: jws)
     }
 
-    /// A private key opened for use, and the PIN record to reset (with upgraded parameters) once the use commits.
+    /// A private key opened for use, and what its PIN unlock leaves to do once the use commits.
     struct UnlockedKey {
         let privateKey: P256PrivateKey
-        let pinRecord: AppPINRecord?
+        let pin: UnlockedPIN?
+    }
+
+    /// The PIN record a right PIN opened (known by its salt), and its re-derivation with the store's higher Argon2
+    /// cost when the record was made with a lower one.
+    struct UnlockedPIN {
+        let salt: Data
+        let upgrade: PINUpgrade?
+    }
+
+    /// A PIN record re-derived under new Argon2 parameters: the inner (PIN) layer is done; the master-key layer and
+    /// the verifier are sealed inside the transaction that stores them.
+    struct PINUpgrade {
+        let parameters: Argon2Parameters
+        let salt: [UInt8]
+        let verifier: SecretBytes
+        let innerSealed: [UInt8]
+    }
+
+    /// After a successful unlock, inside the use's transaction: resets the failure counter and applies a cost upgrade,
+    /// but only while the PIN record is still the one the PIN opened (same salt); a PIN changed meanwhile stays.
+    func settle(_ unlocked: UnlockedPIN, key: UserKeyRecord, writer: StoreWriter, at: Date) throws {
+        guard let stored = try writer.appPIN(kid: key.kid), stored.salt == unlocked.salt else { return }
+        var record = try verified(stored)
+        if let upgrade = unlocked.upgrade, var row = try verifiedKey(writer, kid: key.kid), row.status == .active {
+            row.wrappedPrivateKey = try hierarchy.seal(SecretBytes(upgrade.innerSealed),
+                                                       in: .privateKey(kid: key.kid, userId: key.userId))
+            try writer.update(try stamped(row))
+            record.argon2MemoryKib = upgrade.parameters.memoryKiB
+            record.argon2Iterations = upgrade.parameters.iterations
+            record.argon2Parallelism = upgrade.parameters.parallelism
+            record.salt = Data(upgrade.salt)
+            record.verifier = try hierarchy.seal(upgrade.verifier, in: .pinVerifier(kid: key.kid))
+            record.failedAttempts = 0
+            record.updatedAt = at
+            try writer.save(try stamped(record))
+            try writer.appendAudit(auditEvent("pin.parametersUpgraded", userId: key.userId, kid: key.kid, details: [
+                "memoryKiB": .int(Int64(upgrade.parameters.memoryKiB)), "iterations": .int(Int64(upgrade.parameters.iterations)),
+                "parallelism": .int(Int64(upgrade.parameters.parallelism)),
+            ]))
+            return
+        }
+        guard record.failedAttempts != 0 else { return }
+        record.failedAttempts = 0
+        try writer.setPINFailures(kid: key.kid, salt: record.salt, count: 0, integrityMac: try integrity.mac(record), at: at)
     }
 
     /// Verifies the user for `key`'s auth type and opens its private key.
     func unlock(_ key: UserKeyRecord, pin: SecretProvider, timeout: TimeInterval) throws -> UnlockedKey {
         guard key.status != .locked else { throw lockedError(key) }
-        guard key.status == .active, let sealed = key.wrappedPrivateKey else {
+        guard key.status == .active, key.wrappedPrivateKey != nil else {
             throw KeyManagerError(.clientNotRegistered, "key \(key.kid) has no key material left: bind the user again")
         }
         let authType = AuthType(key.authType)
-        let slot = SealedSlot.privateKey(kid: key.kid, userId: key.userId)
         switch authType {
         case .none:
-            return UnlockedKey(privateKey: try P256PrivateKey(rawRepresentation: try openSealed(sealed, slot)), pinRecord: nil)
+            break
         case .biometricOnly, .biometricAllowFallback:
             try verification(try device()).verify(authType, userId: key.userId, timeout: timeout)
-            return UnlockedKey(privateKey: try P256PrivateKey(rawRepresentation: try openSealed(sealed, slot)), pinRecord: nil)
         case .applicationPIN:
-            return try unlockWithPIN(key, sealed: sealed, pin: pin)
+            return try unlockWithPIN(key, pin: pin)
         }
+        // Re-read in one snapshot with the master key that opens it (a rotation may have run meanwhile).
+        let privateKey = try read { reader -> P256PrivateKey in
+            guard let row = try verifiedKey(reader, kid: key.kid), row.status == .active, let sealed = row.wrappedPrivateKey,
+                  row.authType == key.authType else {
+                throw KeyManagerError(.clientNotRegistered, "key \(key.kid) was revoked or changed while unlocking: try again")
+            }
+            return try P256PrivateKey(rawRepresentation: try openSealed(sealed, .privateKey(kid: key.kid, userId: key.userId)))
+        }
+        return UnlockedKey(privateKey: privateKey, pin: nil)
     }
 
-    /// One PIN guess: the failure counter is incremented and committed BEFORE the guess is checked, so a process
-    /// killed mid-guess still spends an attempt; the key locks at `pinRetry` failures.
-    private func unlockWithPIN(_ key: UserKeyRecord, sealed: Data, pin: SecretProvider) throws -> UnlockedKey {
+    /// One PIN guess. Everything that needs only the master key (the MACs of the key row and the PIN record, both
+    /// sealed layers) is checked first, so tampering is reported as `tampered` and spends no attempt. Then the failure
+    /// counter is incremented and committed BEFORE the guess is checked, so a process killed mid-guess still spends
+    /// an attempt; the key locks at `pinRetry` failures.
+    private func unlockWithPIN(_ key: UserKeyRecord, pin: SecretProvider) throws -> UnlockedKey {
         let guess = try pin()
-        let (record, attempts) = try write { writer -> (AppPINRecord, Int) in
-            guard let record = try writer.appPIN(kid: key.kid) else {
+        struct Guess {
+            let record: AppPINRecord
+            let expected: SecretBytes
+            let inner: SecretBytes
+            let attempts: Int
+        }
+        let outcome = try write { writer -> Guess? in
+            guard let row = try verifiedKey(writer, kid: key.kid) else {
+                throw KeyManagerError(.clientNotRegistered, "key \(key.kid) was removed: bind the user again")
+            }
+            if row.status == .locked { return nil }
+            guard row.status == .active, row.authType == .applicationPIN, let sealed = row.wrappedPrivateKey else {
+                throw KeyManagerError(.clientNotRegistered, "key \(key.kid) was revoked or changed while unlocking: bind the user again")
+            }
+            guard let stored = try writer.appPIN(kid: key.kid) else {
                 throw KeyManagerError(.clientNotRegistered, "key \(key.kid) has lost its PIN record: rebind with `keymgr rebind --user \(key.userId) --auth-type app-pin`")
             }
+            var record = try verified(stored)
+            let expected = try openSealed(record.verifier, .pinVerifier(kid: key.kid))
+            let inner = try openSealed(sealed, .privateKey(kid: key.kid, userId: key.userId))
             if record.failedAttempts >= record.pinRetry {
                 try lock(writer, kid: key.kid, attempts: record.failedAttempts)
-                return (record, -1)
+                return nil
             }
-            return (record, try writer.incrementPINFailures(kid: key.kid, at: now()))
+            record.failedAttempts += 1
+            try writer.setPINFailures(kid: key.kid, salt: record.salt, count: record.failedAttempts,
+                                      integrityMac: try integrity.mac(record), at: now())
+            return Guess(record: record, expected: expected, inner: inner, attempts: record.failedAttempts)
         }
-        if attempts < 0 { throw lockedError(key) }
+        guard let outcome else { throw lockedError(key) }
+        let record = outcome.record
 
         let derivation = try PINDerivation(pin: guess, salt: [UInt8](record.salt), parameters: Argon2Parameters(record), kid: key.kid)
-        let expected = try openSealed(record.verifier, .pinVerifier(kid: key.kid))
-        var privateKey: P256PrivateKey?
-        if derivation.verifier == expected,
-           let inner = try? openSealed(sealed, .privateKey(kid: key.kid, userId: key.userId)),
-           let raw = try? AESGCM.open(inner.bytes, key: derivation.wrappingKey,
-                                      aad: SealedSlot.pinWrappedPrivateKey(kid: key.kid, userId: key.userId).aad) {
-            privateKey = try P256PrivateKey(rawRepresentation: raw)
-        }
-        guard let privateKey else {
-            // The verifier and the PIN layer both depend on the PIN: editing the database cannot skip this.
-            let locked = attempts >= record.pinRetry
+        guard derivation.verifier == outcome.expected else {
+            let locked = outcome.attempts >= record.pinRetry
             try write { writer in
                 try writer.appendAudit(auditEvent("pin.failed", userId: key.userId, kid: key.kid,
-                                                  details: ["attempt": .int(Int64(attempts))]))
-                if locked { try lock(writer, kid: key.kid, attempts: attempts) }
+                                                  details: ["attempt": .int(Int64(outcome.attempts))]))
+                if locked { try lock(writer, kid: key.kid, attempts: outcome.attempts) }
             }
             if locked { throw lockedError(key) }
-            let left = record.pinRetry - attempts
+            let left = record.pinRetry - outcome.attempts
             throw KeyManagerError(.unAuthorize, "wrong PIN for user \(key.userId): \(left) attempt\(left == 1 ? "" : "s") left before the key locks")
         }
-        let upgraded = try upgradedPINRecord(record, key: key, pin: guess, privateKey: privateKey)
-        return UnlockedKey(privateKey: privateKey, pinRecord: upgraded ?? record)
+        // The PIN is right (the peppered verifier matched): if its layer does not open, the sealed key was swapped.
+        guard let raw = try? AESGCM.open(outcome.inner.bytes, key: derivation.wrappingKey,
+                                         aad: SealedSlot.pinWrappedPrivateKey(kid: key.kid, userId: key.userId).aad) else {
+            try write { writer in
+                try settle(UnlockedPIN(salt: record.salt, upgrade: nil), key: key, writer: writer, at: now())
+            }
+            throw Self.tampered("the sealed private key of key \(key.kid)")
+        }
+        let privateKey = try P256PrivateKey(rawRepresentation: raw)
+        return UnlockedKey(privateKey: privateKey,
+                           pin: UnlockedPIN(salt: record.salt, upgrade: try upgrade(record, key: key, pin: guess, privateKey: privateKey)))
     }
 
-    /// When the store's Argon2 parameters changed since this PIN was set, re-derives with the new ones
-    /// (a second KDF, once) and re-wraps the key; nil when nothing changes.
-    private func upgradedPINRecord(_ record: AppPINRecord, key: UserKeyRecord, pin: SecretBytes,
-                                   privateKey: P256PrivateKey) throws -> AppPINRecord? {
+    /// When the store's Argon2 cost is higher than the one this PIN record was made with, re-derives under it
+    /// (a second KDF, once). Never lowers a record's cost: a lower or mixed setting leaves the record as it is.
+    private func upgrade(_ record: AppPINRecord, key: UserKeyRecord, pin: SecretBytes,
+                         privateKey: P256PrivateKey) throws -> PINUpgrade? {
         let current = Argon2Parameters(try device())
-        guard current != Argon2Parameters(record) else { return nil }
+        let made = Argon2Parameters(record)
+        guard current != made, current.memoryKiB >= made.memoryKiB, current.iterations >= made.iterations,
+              current.parallelism >= made.parallelism else { return nil }
         let salt = try SecureRandom.bytes(count: PINDerivation.saltLength)
         let derivation = try PINDerivation(pin: pin, salt: salt, parameters: current, kid: key.kid)
-        let sealed = try sealPINProtected(privateKey.rawRepresentation, pinKey: derivation.wrappingKey,
-                                          kid: key.kid, userId: key.userId)
-        var upgraded = record
-        upgraded.argon2MemoryKib = current.memoryKiB
-        upgraded.argon2Iterations = current.iterations
-        upgraded.argon2Parallelism = current.parallelism
-        upgraded.salt = Data(salt)
-        upgraded.verifier = try hierarchy.seal(derivation.verifier, in: .pinVerifier(kid: key.kid))
-        try write { writer in
-            guard var row = try writer.key(kid: key.kid), row.status == .active else { return }
-            row.wrappedPrivateKey = sealed
-            try writer.update(row)
-            try writer.save(upgraded)
-            try writer.appendAudit(auditEvent("pin.parametersUpgraded", userId: key.userId, kid: key.kid, details: [
-                "memoryKiB": .int(Int64(current.memoryKiB)), "iterations": .int(Int64(current.iterations)),
-                "parallelism": .int(Int64(current.parallelism)),
-            ]))
-        }
-        return upgraded
+        let inner = try AESGCM.seal(privateKey.rawRepresentation, key: derivation.wrappingKey,
+                                    aad: SealedSlot.pinWrappedPrivateKey(kid: key.kid, userId: key.userId).aad)
+        return PINUpgrade(parameters: current, salt: salt, verifier: derivation.verifier, innerSealed: inner)
     }
 
     private func lock(_ writer: StoreWriter, kid: String, attempts: Int) throws {
-        guard var key = try writer.key(kid: kid), key.status == .active else { return }
+        guard var key = try verifiedKey(writer, kid: kid), key.status == .active else { return }
         key.status = .locked
-        try writer.update(key)
+        try writer.update(try stamped(key))
         try writer.appendAudit(auditEvent("key.locked", userId: key.userId, kid: kid,
                                           details: ["failedAttempts": .int(Int64(attempts))]))
     }
@@ -144,12 +198,13 @@ extension KeyManager {
             + "run `keymgr rebind --user \(key.userId) --auth-type app-pin` to bind a new key")
     }
 
-    /// Opens a master-key-sealed value; a failure here means a damaged row, since the master key was checked at open.
+    /// Opens a master-key-sealed value. The master key was checked when the store opened, so a value that does not
+    /// open was altered or moved from another row: tampering, never a wrong PIN.
     func openSealed(_ sealed: Data, _ slot: SealedSlot) throws -> SecretBytes {
         do {
             return try hierarchy.open(sealed, in: slot)
         } catch {
-            throw KeyManagerError(.failure, "a sealed value (\(slot.purpose)) does not open: the row was altered or moved from another row")
+            throw Self.tampered("a sealed value (\(slot.purpose))")
         }
     }
 }

@@ -1,6 +1,7 @@
 import Foundation
 import Logging
 import Storage
+import Synchronization
 
 /// The facade over a keymgr store: bind, sign, rebind, revoke, PINs and the audit log, for every user on this device.
 ///
@@ -9,21 +10,31 @@ import Storage
 public final class KeyManager: Sendable {
     /// The store this manager works on.
     let store: Store
-    let hierarchy: KeyHierarchy
+    private let currentKeys: Mutex<MasterKeys>
     let masterKeySource: MasterKey.Source
+    let environment: [String: String]
     let logger: Logger
     let now: @Sendable () -> Date
     /// The OS user running keymgr, recorded as the actor of audit entries.
     public let actor: String
 
-    init(store: Store, masterKey: MasterKey, logger: Logger, now: @escaping @Sendable () -> Date) {
+    init(store: Store, masterKey: MasterKey, deviceId: String, environment: [String: String], logger: Logger,
+         now: @escaping @Sendable () -> Date) throws {
         self.store = store
-        self.hierarchy = KeyHierarchy(master: masterKey.bytes)
+        self.currentKeys = Mutex(try MasterKeys(master: masterKey.bytes, deviceId: deviceId))
         self.masterKeySource = masterKey.source
+        self.environment = environment
         self.logger = logger
         self.now = now
         self.actor = Self.osUserName()
     }
+
+    /// The master key's purpose keys and integrity keys this process holds now.
+    var masterKeys: MasterKeys { currentKeys.withLock { $0 } }
+    var hierarchy: KeyHierarchy { masterKeys.hierarchy }
+    var integrity: Integrity { masterKeys.integrity }
+
+    func replaceMasterKeys(_ keys: MasterKeys) { currentKeys.withLock { $0 = keys } }
 
     /// Creates a store in `home`: the database, the device row and (unless one is supplied elsewhere) the master key.
     public static func initialize(home location: StoreLocation, options: InitOptions,
@@ -44,10 +55,11 @@ public final class KeyManager: Sendable {
             // A key supplied by systemd or KEYMGR_MASTER_KEY_FILE, or left by an init that stopped before its database write.
             masterKey = try MasterKey.load(from: source)
         }
-        let manager = KeyManager(store: store, masterKey: masterKey, logger: logger, now: now)
         let deviceId = UUID().uuidString
+        let manager = try KeyManager(store: store, masterKey: masterKey, deviceId: deviceId, environment: environment,
+                                     logger: logger, now: now)
         let created = now()
-        let device = DeviceRecord(
+        let device = try manager.stamped(DeviceRecord(
             deviceId: deviceId, deviceName: options.deviceName ?? Self.hostName(),
             osName: "linux", osVersion: Self.osVersion(), model: Self.machine(),
             issuer: options.issuer, pinRetry: options.pinRetry, pinMinLength: options.pinMinLength,
@@ -56,8 +68,8 @@ public final class KeyManager: Sendable {
             biometricVerifier: try options.biometricVerifier.map(Self.encodeArgv),
             credentialVerifier: try options.credentialVerifier.map(Self.encodeArgv),
             masterKeyCheck: try manager.hierarchy.seal(KeyHierarchy.masterCheckPlaintext, in: .masterCheck(deviceId: deviceId)),
-            createdAt: created)
-        try manager.write { writer in
+            createdAt: created))
+        try Self.mapped { try store.write(audit: manager.integrity.auditKeys) { writer in
             guard try writer.device() == nil else {
                 throw KeyManagerError(.config, "\(home.url.path) already holds a keymgr store: use it, or choose another --home")
             }
@@ -66,7 +78,7 @@ public final class KeyManager: Sendable {
                 "deviceId": .string(deviceId), "issuer": .string(options.issuer),
                 "masterKeySource": .string(Self.sourceKind(source)),
             ]))
-        }
+        } }
         return manager
     }
 
@@ -83,25 +95,37 @@ public final class KeyManager: Sendable {
             throw KeyManagerError(.config, "the store at \(home.url.path) was never initialised: run `keymgr init`")
         }
         let source = MasterKey.source(home: home, environment: environment)
-        let masterKey = try MasterKey.load(from: source)
         logger.debug("opened the store", metadata: ["home": .string(home.url.path), "masterKey": .string(source.label)])
-        if let manager = try? opened(store, masterKey, device, logger, now) { return manager }
-        // A rotation that committed but stopped before renaming its new key file into place.
-        let pending = source.path + ".next"
-        if FileManager.default.fileExists(atPath: pending),
-           let next = try? MasterKey.load(from: .home(pending)),
-           let manager = try? opened(store, MasterKey(bytes: next.bytes, source: source), device, logger, now) {
-            if rename(pending, source.path) == 0 { return manager }
+        // A `master rotate` elsewhere may commit and rename its key file between any two of these reads: the device
+        // row and the key file are read afresh on each of a few tries.
+        for attempt in 0..<3 {
+            let device = attempt == 0 ? device : (try mapped({ try store.read { try $0.device() } }) ?? device)
+            let masterKey = try MasterKey.load(from: source)
+            if let manager = try? opened(store, masterKey, device, environment, logger, now) {
+                try manager.stampIfMadeBeforeIntegrity()
+                return manager
+            }
+            // A rotation that committed but stopped (or has not yet got) to renaming its new key file into place.
+            let pending = source.path + ".next"
+            if FileManager.default.fileExists(atPath: pending),
+               let next = try? MasterKey.load(from: .home(pending)),
+               let manager = try? opened(store, MasterKey(bytes: next.bytes, source: source), device, environment, logger, now) {
+                _ = rename(pending, source.path)  // or the rotation renamed it meanwhile: either way the key is in place
+                try manager.stampIfMadeBeforeIntegrity()
+                return manager
+            }
         }
         throw KeyManagerError(.config, "the master key from \(source.label) does not open this store: "
             + "it is the wrong key (check KEYMGR_MASTER_KEY_FILE / $CREDENTIALS_DIRECTORY) or the store was damaged")
     }
 
-    private static func opened(_ store: Store, _ masterKey: MasterKey, _ device: DeviceRecord, _ logger: Logger,
+    private static func opened(_ store: Store, _ masterKey: MasterKey, _ device: DeviceRecord,
+                               _ environment: [String: String], _ logger: Logger,
                                _ now: @escaping @Sendable () -> Date) throws -> KeyManager {
-        let manager = KeyManager(store: store, masterKey: masterKey, logger: logger, now: now)
+        let manager = try KeyManager(store: store, masterKey: masterKey, deviceId: device.deviceId,
+                                     environment: environment, logger: logger, now: now)
         let check = try manager.hierarchy.open(device.masterKeyCheck, in: .masterCheck(deviceId: device.deviceId))
-        guard check == KeyHierarchy.masterCheckPlaintext else {
+        guard check == KeyHierarchy.masterCheckPlaintext || check == KeyHierarchy.legacyMasterCheckPlaintext else {
             throw KeyManagerError(.config, "master key check value does not match")
         }
         return manager
@@ -116,7 +140,7 @@ public final class KeyManager: Sendable {
     public func status() throws -> StoreStatus {
         let schemaVersion = try Self.mapped { try store.schemaVersion() }
         return try read { reader in
-            let device = try Self.requireDevice(reader)
+            let device = try verifiedDevice(reader)
             let counts = try reader.counts()
             return StoreStatus(deviceId: device.deviceId, deviceName: device.deviceName, schemaVersion: schemaVersion,
                                users: counts.users, keys: counts.usableKeys, lastSync: try reader.lastSync()?.finishedAt)
@@ -145,8 +169,8 @@ public final class KeyManager: Sendable {
 
     // MARK: Shared plumbing
 
-    /// The store's settings row.
-    func device() throws -> DeviceRecord { try read { try Self.requireDevice($0) } }
+    /// The store's settings row, its MAC checked.
+    func device() throws -> DeviceRecord { try read { try verifiedDevice($0) } }
 
     static func requireDevice(_ reader: StoreReader) throws -> DeviceRecord {
         guard let device = try reader.device() else {
@@ -155,10 +179,41 @@ public final class KeyManager: Sendable {
         return device
     }
 
-    func read<T>(_ body: (StoreReader) throws -> T) throws -> T { try Self.mapped { try store.read(body) } }
+    /// Runs `body` in a read snapshot. A MAC that does not hold because another process rotated the master key
+    /// meanwhile is not tampering: the new key is loaded and `body` runs again.
+    func read<T>(_ body: (StoreReader) throws -> T) throws -> T {
+        do {
+            return try Self.mapped { try store.read(body) }
+        } catch let error as KeyManagerError where error.code == .tampered {
+            guard try reloadIfMasterKeyMoved() else { throw error }
+            return try Self.mapped { try store.read(body) }
+        }
+    }
 
+    /// Runs `body` in one write transaction whose audit entries are MAC'd and anchored. Inside it, first checks that
+    /// the master key this process holds is still the store's: when a `master rotate` elsewhere committed meanwhile,
+    /// nothing is written under the discarded key; the new key is loaded and `body` runs again (so `body` must seal
+    /// and MAC inside itself, from what it reads in the transaction).
     @discardableResult
-    func write<T>(_ body: (StoreWriter) throws -> T) throws -> T { try Self.mapped { try store.write(body) } }
+    func write<T>(_ body: (StoreWriter) throws -> T) throws -> T {
+        var attempts = 0
+        while true {
+            let keys = masterKeys
+            do {
+                return try Self.mapped {
+                    try store.write(audit: keys.integrity.auditKeys) { writer in
+                        try requireCurrentMasterKey(writer, keys)
+                        return try body(writer)
+                    }
+                }
+            } catch let error where attempts < 3 && (error is MasterKeyMoved || (error as? KeyManagerError)?.code == .tampered) {
+                attempts += 1
+                guard try reloadIfMasterKeyMoved() else { throw error }
+            } catch is MasterKeyMoved {
+                throw KeyManagerError(.busy, "the master key kept changing while keymgr ran: try again in a moment")
+            }
+        }
+    }
 
     /// An audit entry stamped with now and this process's OS user.
     func auditEvent(_ event: String, userId: String? = nil, kid: String? = nil,
@@ -167,6 +222,7 @@ public final class KeyManager: Sendable {
                       details: JSONValue.object(details).canonicalJSON())
     }
 
+    /// The verifiers of a device row whose MAC was checked.
     func verification(_ device: DeviceRecord) -> UserVerification {
         UserVerification(biometric: device.biometricVerifier.flatMap(Self.decodeArgv),
                          credential: device.credentialVerifier.flatMap(Self.decodeArgv), osUser: actor)
@@ -179,7 +235,8 @@ public final class KeyManager: Sendable {
         } catch let error as StorageError {
             switch error.code {
             case .busy: throw KeyManagerError(.busy, error.message)
-            case .insecureHome, .notInitialized, .newerSchema: throw KeyManagerError(.config, error.message)
+            case .insecureHome, .notInitialized, .newerSchema, .notAStore: throw KeyManagerError(.config, error.message)
+            case .tampered: throw KeyManagerError(.tampered, error.message)
             case .notFound: throw KeyManagerError(.clientNotRegistered, error.message)
             case .conflict, .failure: throw KeyManagerError(.failure, error.message)
             }

@@ -48,7 +48,10 @@ struct MasterKey: Sendable {
             throw KeyManagerError(.config, "the master key is missing: \(source.label) does not exist. "
                 + "Restore it from your backup, or point KEYMGR_MASTER_KEY_FILE at it; without it the store cannot be opened")
         }
-        if case .home = source, info.st_mode & 0o077 != 0 {
+        // systemd hands credentials over in a private directory; a file named by the home or KEYMGR_MASTER_KEY_FILE
+        // must itself be private.
+        let fromSystemd = if case .systemdCredential = source { true } else { false }
+        if !fromSystemd, info.st_mode & 0o077 != 0 {
             throw KeyManagerError(.config, "the master key \(path) is readable by other OS users "
                 + "(mode \(String(info.st_mode & 0o777, radix: 8))): run `chmod 600 \(path)` and consider whether it leaked")
         }
@@ -76,7 +79,16 @@ struct MasterKey: Sendable {
     static func create(at path: String) throws -> MasterKey {
         let bytes = try SecretBytes.random(count: byteCount)
         try writeNew(bytes, to: path)
+        syncDirectory(of: path)
         return MasterKey(bytes: bytes, source: .home(path))
+    }
+
+    /// Syncs the directory holding `path`, so a file just created or renamed there survives a power loss.
+    static func syncDirectory(of path: String) {
+        let directory = open((path as NSString).deletingLastPathComponent, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        guard directory >= 0 else { return }
+        fsync(directory)
+        close(directory)
     }
 
     /// Writes `bytes` to a new file (O_EXCL, 0600) and syncs it to disk.

@@ -44,11 +44,13 @@ public struct ServerSettings: Sendable, Equatable {
     public var tokenBinding: TokenBinding
     /// When the profile was last saved.
     public var updatedAt: Date
+    /// Whether plain `http://` to a host other than loopback is allowed (`server set --allow-insecure-http`).
+    public var allowInsecureHTTP: Bool
 
     public init(name: String = "default", dialect: ServerDialect, baseURL: URL, realmPath: String = "/realms/root",
                 credentialFile: String? = nil, credentialHeader: String = "Authorization", tokenEndpoint: URL? = nil,
                 registrationEndpoint: URL? = nil, revocationEndpoint: URL? = nil, deviceAuthorizationEndpoint: URL? = nil,
-                tokenBinding: TokenBinding = .bound, updatedAt: Date = Date()) {
+                tokenBinding: TokenBinding = .bound, updatedAt: Date = Date(), allowInsecureHTTP: Bool = false) {
         self.name = name
         self.dialect = dialect
         self.baseURL = baseURL
@@ -61,6 +63,7 @@ public struct ServerSettings: Sendable, Equatable {
         self.deviceAuthorizationEndpoint = deviceAuthorizationEndpoint
         self.tokenBinding = tokenBinding
         self.updatedAt = updatedAt
+        self.allowInsecureHTTP = allowInsecureHTTP
     }
 
     /// Where the admin credential comes from: the profile's file, else `$CREDENTIALS_DIRECTORY/keymgr.admin`.

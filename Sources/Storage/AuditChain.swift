@@ -31,3 +31,33 @@ enum AuditChain {
         return Hex.encode(digest(prev + canonicalBytes(of: entry)))
     }
 }
+
+/// The keyed half of the audit chain, supplied by the crypto layer with keys derived from the master key.
+///
+/// `chain` is HMAC-SHA256 under the audit key: `mac = chain(prevMac || canonical entry || hash)`, so nobody without
+/// the master key can rewrite, shorten in the middle or transplant the chain consistently. `anchor` MACs the newest
+/// entry's seq and mac into the device row, so cutting entries off the end shows too.
+public struct AuditKeys: Sendable {
+    let chain: @Sendable ([UInt8]) throws -> [UInt8]
+    let anchor: @Sendable ([UInt8]) throws -> [UInt8]
+
+    public init(chain: @escaping @Sendable ([UInt8]) throws -> [UInt8],
+                anchor: @escaping @Sendable ([UInt8]) throws -> [UInt8]) {
+        self.chain = chain
+        self.anchor = anchor
+    }
+
+    func mac(of entry: AuditEventRecord, prevMac: String?) throws -> String {
+        let prev = prevMac.flatMap(Hex.decode) ?? []
+        var message = Array("keymgr-audit-mac-v1".utf8)
+        message.append(contentsOf: Array("|\(prev.count):".utf8))
+        message.append(contentsOf: prev)
+        message.append(contentsOf: AuditChain.canonicalBytes(of: entry))
+        message.append(contentsOf: Array("|\(entry.hash)".utf8))
+        return Hex.encode(try chain(message))
+    }
+
+    func anchorMAC(seq: Int64, mac: String) throws -> [UInt8] {
+        try anchor(Array("keymgr-audit-anchor-v1|\(seq)|\(mac)".utf8))
+    }
+}

@@ -14,6 +14,10 @@ public struct StorageError: Error, Sendable, Equatable, CustomStringConvertible 
         case notFound
         /// A uniqueness or integrity rule of the schema refused the change.
         case conflict
+        /// The file is not a keymgr database (not SQLite, or another program's SQLite file).
+        case notAStore
+        /// A row does not hold what keymgr wrote: a value no keymgr writes, or a broken keyed audit chain.
+        case tampered
         /// Anything else SQLite or the file system reported.
         case failure
     }

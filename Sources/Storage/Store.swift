@@ -104,6 +104,16 @@ public final class Store: Sendable {
                 "\(home.databaseURL.path) has schema version \(current), written by a newer keymgr; this keymgr knows versions up to \(latest): upgrade keymgr")
         }
         guard current < latest else { return }
+        if current == 0 {
+            // A SQLite file of another program: never write keymgr's tables into it.
+            let tables = try guarded("read \(home.databaseURL.path)") {
+                try pool.read { try Int.fetchOne($0, sql: "SELECT COUNT(*) FROM sqlite_master") ?? 0 }
+            }
+            guard tables == 0 else {
+                throw StorageError(.notAStore, "\(home.databaseURL.path) is a SQLite file of another program, not a keymgr "
+                    + "database: point --home at a keymgr store")
+            }
+        }
         for migration in EmbeddedMigration.all where migration.version > current {
             try guarded("apply migration \(migration.version) (\(migration.name))") {
                 try pool.writeWithoutTransaction { db in
@@ -130,11 +140,17 @@ public final class Store: Sendable {
     /// Runs `body` in one immediate write transaction: everything it does commits together or not at all.
     @discardableResult
     public func write<T>(_ body: (StoreWriter) throws -> T) throws -> T {
+        try write(audit: nil, body)
+    }
+
+    /// Runs `body` in one immediate write transaction whose audit entries are chained and anchored with `keys`.
+    @discardableResult
+    public func write<T>(audit keys: AuditKeys?, _ body: (StoreWriter) throws -> T) throws -> T {
         try guarded("write the store") {
             try pool.writeWithoutTransaction { db in
                 var result: T?
                 try db.inTransaction(.immediate) {
-                    result = try body(StoreWriter(db: db, digest: digest))
+                    result = try body(StoreWriter(db: db, digest: digest, auditKeys: keys))
                     return .commit
                 }
                 guard let result else { throw StorageError(.failure, "a write transaction produced no result") }
@@ -148,19 +164,33 @@ public final class Store: Sendable {
         try guarded("checkpoint the WAL") { _ = try pool.writeWithoutTransaction { try $0.checkpoint(.truncate) } }
     }
 
+    /// Folds the WAL into the database and truncates it, if no reader holds it, so that rows a transaction
+    /// destroyed (a revoked key's sealed blob) do not linger in `-wal`; `secure_delete` zeroes them in the file.
+    /// Best effort: a reader elsewhere may keep the WAL until its own checkpoint.
+    public func checkpointDestroyedData() {
+        _ = try? pool.writeWithoutTransaction { try $0.checkpoint(.truncate) }
+    }
+
     private func guarded<T>(_ doing: String, _ body: () throws -> T) throws -> T {
         do { return try body() } catch { throw Store.mapped(error, doing: doing) }
     }
 
     /// Maps GRDB's errors onto StorageError; other errors (the caller's own) pass through unchanged.
     static func mapped(_ error: Error, doing: String) -> Error {
+        if error is RowDecodingError || error is DecodingError {
+            // Only a hand edit puts a value in a row that keymgr never writes (an unknown auth type, say).
+            return StorageError(.tampered, "could not \(doing): a row holds a value keymgr never writes, so the database "
+                + "was edited outside keymgr; restore it from a backup")
+        }
         guard let error = error as? DatabaseError else { return error }
         switch error.resultCode {
         case .SQLITE_BUSY, .SQLITE_LOCKED:
             return StorageError(.busy, "the store is busy (another keymgr holds a lock): try again in a moment")
         case .SQLITE_CONSTRAINT:
             return StorageError(.conflict, "could not \(doing): \(error.message ?? "constraint failed")")
-        case .SQLITE_CORRUPT, .SQLITE_NOTADB:
+        case .SQLITE_NOTADB:
+            return StorageError(.notAStore, "could not \(doing): the file is not a keymgr database: point --home at a keymgr store")
+        case .SQLITE_CORRUPT:
             return StorageError(.failure, "could not \(doing): the database file is damaged or not a keymgr store")
         case .SQLITE_READONLY, .SQLITE_PERM, .SQLITE_CANTOPEN:
             return StorageError(.failure, "could not \(doing): \(error.message ?? "permission denied") — check the home's owner and permissions")

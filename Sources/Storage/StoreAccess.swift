@@ -8,10 +8,12 @@ import GRDB
 public class StoreReader {
     let db: Database
     let digest: AuditDigest
+    let auditKeys: AuditKeys?
 
-    init(db: Database, digest: @escaping AuditDigest) {
+    init(db: Database, digest: @escaping AuditDigest, auditKeys: AuditKeys? = nil) {
         self.db = db
         self.digest = digest
+        self.auditKeys = auditKeys
     }
 }
 

@@ -1,14 +1,25 @@
 import ArgumentParser
+import KeyManager
 import Foundation
 
 // keymgr's entry point: parse, run, and turn any error into the exit status and error output the README documents.
 // Parsing errors (usage, 64) and running errors (KeyManagerError codes) are reported apart, because the
 // argument parser's own exit codes only apply to the first.
 
+// Before anything reads a master key, PIN or private key: no core file, no ptrace by other processes.
+ProcessHardening.disableCoreDumps()
+
 let arguments = Array(CommandLine.arguments.dropFirst())
 // Known before parsing, so that even a usage error can be answered in JSON.
 let wantsJSON = arguments.prefix(while: { $0 != "--" }).contains("--json")
 let wantsVerbose = arguments.prefix(while: { $0 != "--" }).contains("--verbose")
+
+// CommandLine.arguments has already replaced invalid UTF-8 with U+FFFD, which could then match another user's
+// id: the raw argv decides.
+if let bad = RawArguments.firstInvalidUTF8() {
+    exit(FailureReport.running(KeyManagerError(.badInput, "argument \(bad) is not valid UTF-8 text: "
+        + "give user ids and other values as UTF-8"), json: wantsJSON, verbose: wantsVerbose))
+}
 
 var command: ParsableCommand
 do {

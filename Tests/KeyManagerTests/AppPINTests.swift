@@ -30,37 +30,40 @@ final class AppPINTests: KeyManagerTestCase {
     }
 
     func testCounterReachingTheLimitWithoutALockStillLocks() throws {
-        // A process killed after committing the fifth failure but before locking: the next attempt locks.
-        try bind("carl", .applicationPIN, pin: "482916")
-        try rawConnection().write { try $0.execute(sql: "UPDATE app_pins SET failed_attempts = 5") }
+        // A process killed after committing the fifth failure (counter and MAC together) but before locking:
+        // the next attempt locks.
+        let bound = try bind("carl", .applicationPIN, pin: "482916")
+        try restampPIN(bound.key.kid) { $0.failedAttempts = 5 }
         assertCode(.pinLocked) { _ = try self.sign("carl", pin: "482916") }
     }
 
     func testWrongPINCannotUnwrapEvenWithForgedVerifierAndCounter() throws {
         let bound = try bind("dora", .applicationPIN, pin: "482916")
         let kid = bound.key.kid
-        // Forge what an attacker holding the master key could write: a verifier for their guess, a zero counter.
+        // Forge what an attacker holding the master key could write: a verifier for their guess, a zero counter,
+        // the record's MAC made anew. The PIN layer of the key still needs the real PIN: reported as tampering.
         let record = try XCTUnwrap(try manager.store.read { try $0.appPIN(kid: kid) })
         let forged = try PINDerivation(pin: SecretBytes(utf8: "135790"), salt: [UInt8](record.salt),
                                        parameters: Argon2Parameters(record), kid: kid)
         let forgedVerifier = try manager.hierarchy.seal(forged.verifier, in: .pinVerifier(kid: kid))
-        try rawConnection().write { db in
-            try db.execute(sql: "UPDATE app_pins SET verifier = ?, failed_attempts = 0, pin_retry = 10 WHERE kid = ?",
-                           arguments: [forgedVerifier, kid])
-        }
-        assertCode(.unAuthorize) { _ = try self.sign("dora", pin: "135790") }
+        try restampPIN(kid) { $0.verifier = forgedVerifier; $0.failedAttempts = 0; $0.pinRetry = 10 }
+        assertCode(.tampered) { _ = try self.sign("dora", pin: "135790") }
         // Nor does a verifier copied from another user's record: it is bound to its own row and does not open here.
-        try bind("eve", .applicationPIN, pin: "135790")
-        try rawConnection().write { db in
-            try db.execute(sql: """
-                UPDATE app_pins SET verifier = (SELECT verifier FROM app_pins WHERE kid != ?), failed_attempts = 0 WHERE kid = ?
-                """, arguments: [kid, kid])
-        }
-        assertCode(.failure) { _ = try self.sign("dora", pin: "135790") }
-        try rawConnection().write { db in
-            try db.execute(sql: "UPDATE app_pins SET verifier = ?, failed_attempts = 0 WHERE kid = ?", arguments: [record.verifier, kid])
-        }
+        let eve = try bind("eve", .applicationPIN, pin: "135790")
+        let eveVerifier = try XCTUnwrap(try manager.store.read { try $0.appPIN(kid: eve.key.kid) }).verifier
+        try restampPIN(kid) { $0.verifier = eveVerifier; $0.failedAttempts = 0 }
+        assertCode(.tampered) { _ = try self.sign("dora", pin: "135790") }
+        try manager.store.write { try $0.save(record) }
         _ = try sign("dora", pin: "482916")
+    }
+
+    /// Changes a PIN record as someone holding the master key could, MAC included.
+    private func restampPIN(_ kid: String, _ change: (inout AppPINRecord) -> Void) throws {
+        try manager.store.write { writer in
+            var record = try XCTUnwrap(try writer.appPIN(kid: kid))
+            change(&record)
+            try writer.save(try manager.stamped(record))
+        }
     }
 
     func testWeakPINsAreRefused() throws {
@@ -93,12 +96,26 @@ final class AppPINTests: KeyManagerTestCase {
 
     func testArgon2ParametersAreUpgradedOnTheNextUnlock() throws {
         try bind("jo", .applicationPIN, pin: "482916")
-        try rawConnection().write { try $0.execute(sql: "UPDATE device SET argon2_memory_kib = 128, argon2_iterations = 2") }
+        try restampDevice { $0.argon2MemoryKib = 128; $0.argon2Iterations = 2 }
         _ = try sign("jo", pin: "482916")
         let record = try XCTUnwrap(try manager.store.read { try $0.appPINs() }.first)
         XCTAssertEqual(record.argon2MemoryKib, 128)
         XCTAssertEqual(record.argon2Iterations, 2)
         _ = try sign("jo", pin: "482916")
+        // A lower cost in the store's settings never lowers a record's.
+        try restampDevice { $0.argon2MemoryKib = 64; $0.argon2Iterations = 1 }
+        _ = try sign("jo", pin: "482916")
+        let after = try XCTUnwrap(try manager.store.read { try $0.appPINs() }.first)
+        XCTAssertEqual([after.argon2MemoryKib, after.argon2Iterations], [128, 2])
+    }
+
+    /// Changes the device settings as an administrator holding the master key could, MAC included.
+    private func restampDevice(_ change: (inout DeviceRecord) -> Void) throws {
+        try manager.store.write { writer in
+            var device = try XCTUnwrap(try writer.device())
+            change(&device)
+            try writer.save(try manager.stamped(device))
+        }
     }
 
     private func failedAttempts(_ userId: String) throws -> Int? {

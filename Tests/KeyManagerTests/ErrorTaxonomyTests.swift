@@ -65,7 +65,11 @@ final class ErrorTaxonomyTests: KeyManagerTestCase {
     func testUnAuthorizeAndPinLocked() throws {
         try bind("a", .applicationPIN, pin: "482916")
         assertCode(.unAuthorize) { _ = try self.sign("a", pin: "999000") }
-        try rawConnection().write { try $0.execute(sql: "UPDATE user_keys SET status = 'locked'") }
+        try manager.store.write { writer in
+            var key = try XCTUnwrap(try writer.keys(statuses: [.active]).first)
+            key.status = .locked
+            try writer.update(try manager.stamped(key))
+        }
         assertCode(.pinLocked) { _ = try self.sign("a", pin: "482916") }
     }
 
@@ -99,10 +103,10 @@ final class ErrorTaxonomyTests: KeyManagerTestCase {
         }
     }
 
-    func testFailureForADamagedRow() throws {
+    func testTamperedForADamagedRow() throws {
         try bind("a")
         try rawConnection().write { try $0.execute(sql: "UPDATE user_keys SET wrapped_private_key = X'00'") }
-        assertCode(.failure) { _ = try self.sign("a") }
+        assertCode(.tampered) { _ = try self.sign("a") }
     }
 
     func testEveryCodeHasAName() {

@@ -165,3 +165,49 @@ final class KeyLifecycleTests: KeyManagerTestCase {
         XCTAssertEqual(try manager.users().map(\.activeKeys), [1, 0])
     }
 }
+
+/// Issue 9: a store made before the integrity MACs (schema 1) is upgraded, not bricked, and "no MAC yet" is no bypass.
+final class IntegrityUpgradeTests: KeyManagerTestCase {
+    func testAStoreMadeBeforeTheMACsIsStampedOnceThenAMissingMACIsTampering() throws {
+        let plain = try bind("ada")
+        try bind("bea", .applicationPIN, pin: "482916")
+        _ = try sign("ada")
+        let deviceId = try XCTUnwrap(try manager.store.read { try $0.device() }).deviceId
+        let legacyCheck = try manager.hierarchy.seal(KeyHierarchy.legacyMasterCheckPlaintext, in: .masterCheck(deviceId: deviceId))
+        manager = nil
+        // What keymgr before migration 0002 left: schema 1, no MAC columns, the version 1 master key check.
+        try rawConnection().writeWithoutTransaction { db in
+            try db.execute(sql: """
+                DROP TRIGGER audit_events_append_only_update;
+                CREATE TRIGGER audit_events_append_only_update BEFORE UPDATE ON audit_events
+                BEGIN SELECT RAISE(ABORT, 'audit_events is append-only'); END;
+                ALTER TABLE device DROP COLUMN integrity_mac;
+                ALTER TABLE device DROP COLUMN audit_anchor_seq;
+                ALTER TABLE device DROP COLUMN audit_anchor_mac;
+                ALTER TABLE user_keys DROP COLUMN integrity_mac;
+                ALTER TABLE app_pins DROP COLUMN integrity_mac;
+                ALTER TABLE servers DROP COLUMN allow_insecure_http;
+                ALTER TABLE servers DROP COLUMN integrity_mac;
+                ALTER TABLE audit_events DROP COLUMN mac;
+                PRAGMA user_version = 1;
+                """)
+            try db.execute(sql: "UPDATE device SET master_key_check = ?", arguments: [legacyCheck])
+        }
+        manager = try KeyManager.open(home: home, environment: [:])
+        _ = try sign("ada")
+        _ = try sign("bea", pin: "482916")
+        XCTAssertTrue(try manager.verifyAudit().isIntact)
+        XCTAssertEqual(try manager.auditEntries(AuditFilter(event: "store.integrityStamped")).count, 1)
+        manager = nil
+        manager = try KeyManager.open(home: home, environment: [:])
+        XCTAssertEqual(try manager.auditEntries(AuditFilter(event: "store.integrityStamped")).count, 1, "stamped once")
+        // From now on a missing MAC is tampering, never "not stamped yet".
+        try rawConnection().write { db in
+            try db.execute(sql: "UPDATE user_keys SET integrity_mac = NULL WHERE kid = ?", arguments: [plain.key.kid])
+        }
+        manager = nil
+        manager = try KeyManager.open(home: home, environment: [:])
+        assertCode(.tampered) { _ = try self.sign("ada") }
+        _ = try sign("bea", pin: "482916")
+    }
+}

@@ -12,7 +12,8 @@ final class SealingAndSecretsTests: KeyManagerTestCase {
             try db.execute(sql: "UPDATE user_keys SET wrapped_private_key = (SELECT wrapped_private_key FROM user_keys WHERE kid = ?) WHERE kid = ?",
                            arguments: [alice.key.kid, bob.key.kid])
         }
-        assertCode(.failure) { _ = try self.sign("bob") }
+        // The key row's MAC covers the sealed key: reported as tampering, never used.
+        assertCode(.tampered) { _ = try self.sign("bob") }
         _ = try sign("alice")
     }
 

@@ -49,7 +49,7 @@ final class StoreRecordsTests: StorageTestCase {
         XCTAssertEqual(try store.read { try $0.auditEvents() }.count, 0)
     }
 
-    func testPINFailureCounterIsCommittedAndCounted() throws {
+    func testPINFailureCounterIsSetOnlyForTheRecordCheckedAndCommitted() throws {
         let store = try openStore()
         try store.write { writer in
             try writer.upsertUser(userId: "dan", username: nil, at: Date())
@@ -57,10 +57,11 @@ final class StoreRecordsTests: StorageTestCase {
             try writer.save(AppPINRecord(kid: "k1", argon2MemoryKib: 64, argon2Iterations: 1, argon2Parallelism: 1,
                                          salt: Data(count: 16), verifier: Data(count: 32), pinRetry: 5, updatedAt: Date()))
         }
-        XCTAssertEqual(try store.write { try $0.incrementPINFailures(kid: "k1", at: Date()) }, 1)
-        XCTAssertEqual(try store.write { try $0.incrementPINFailures(kid: "k1", at: Date()) }, 2)
-        XCTAssertEqual(try openStore(create: false).read { try $0.appPIN(kid: "k1") }?.failedAttempts, 2)
-        XCTAssertThrowsError(try store.write { try $0.incrementPINFailures(kid: "nope", at: Date()) })
+        XCTAssertEqual(try store.write { try $0.setPINFailures(kid: "k1", salt: Data(count: 16), count: 1, integrityMac: Data([1]), at: Date()) }, true)
+        XCTAssertEqual(try store.read { try $0.appPIN(kid: "k1") }?.failedAttempts, 1)
+        XCTAssertEqual(try store.write { try $0.setPINFailures(kid: "k1", salt: Data([9]), count: 5, integrityMac: Data([1]), at: Date()) }, false)
+        XCTAssertEqual(try openStore(create: false).read { try $0.appPIN(kid: "k1") }?.failedAttempts, 1)
+        XCTAssertEqual(try store.write { try $0.setPINFailures(kid: "nope", salt: Data(count: 16), count: 1, integrityMac: Data([1]), at: Date()) }, false)
     }
 
     func testServersRegistrationsTokensAndSyncState() throws {

@@ -15,13 +15,13 @@ extension StoreWriter {
 
     public func deleteAppPIN(kid: String) throws { _ = try AppPINRecord.deleteOne(db, key: kid) }
 
-    /// Adds one to the key's wrong-PIN counter and returns the new count. Callers commit it before checking a guess.
-    public func incrementPINFailures(kid: String, at now: Date) throws -> Int {
-        try db.execute(sql: "UPDATE app_pins SET failed_attempts = failed_attempts + 1, updated_at = ? WHERE kid = ?",
-                       arguments: [Timestamp.string(from: now), kid])
-        guard db.changesCount == 1, let count = try Int.fetchOne(db, sql: "SELECT failed_attempts FROM app_pins WHERE kid = ?", arguments: [kid]) else {
-            throw StorageError(.notFound, "key \(kid) has no PIN record")
-        }
-        return count
+    /// Sets the key's wrong-PIN counter and the record's MAC, only while the record still has `salt` (the PIN the
+    /// caller checked); returns whether it did. Only the counter changes: a PIN changed meanwhile is never undone.
+    @discardableResult
+    public func setPINFailures(kid: String, salt: Data, count: Int, integrityMac: Data, at now: Date) throws -> Bool {
+        try db.execute(sql: """
+            UPDATE app_pins SET failed_attempts = ?, integrity_mac = ?, updated_at = ? WHERE kid = ? AND salt = ?
+            """, arguments: [count, integrityMac, Timestamp.string(from: now), kid, salt])
+        return db.changesCount == 1
     }
 }

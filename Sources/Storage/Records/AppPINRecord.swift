@@ -15,6 +15,8 @@ public struct AppPINRecord: KeymgrRecord, Equatable {
     public var failedAttempts: Int
     public var pinRetry: Int
     public var updatedAt: Date
+    /// HMAC under a master-derived key over the fields that gate access (nil only before a legacy store is stamped).
+    public var integrityMac: Data?
 
     public init(kid: String, argon2MemoryKib: Int, argon2Iterations: Int, argon2Parallelism: Int,
                 salt: Data, verifier: Data, failedAttempts: Int = 0, pinRetry: Int, updatedAt: Date) {

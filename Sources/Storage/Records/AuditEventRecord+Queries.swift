@@ -37,24 +37,120 @@ extension StoreReader {
         }
         return AuditChainReport(checked: checked, firstBad: nil)
     }
+
+    /// Checks the keyed chain too: every entry's MAC under `keys` and the anchor of the newest entry. Names a rewritten
+    /// chain, a chain copied from another store, and entries cut off the end.
+    public func verifyAuditChain(keys: AuditKeys) throws -> AuditChainReport {
+        let hashes = try verifyAuditChain()
+        if hashes.firstBad != nil { return hashes }
+        var prevMac: String?
+        var checked = 0
+        var last: AuditEventRecord?
+        let cursor = try AuditEventRecord.order(Column("seq")).fetchCursor(db)
+        while let entry = try cursor.next() {
+            guard let mac = entry.mac, Hex.decode(mac) != nil else {
+                return AuditChainReport(checked: checked, firstBad: .init(seq: entry.seq,
+                    reason: "it has no MAC: it was written without the master key"))
+            }
+            guard try keys.mac(of: entry, prevMac: prevMac) == mac else {
+                let reason = checked == 0
+                    ? "its MAC does not hold under this store's master key: the chain was rewritten, or copied from another store"
+                    : "its MAC does not hold under this store's master key: the chain was rewritten from here on (entries removed, inserted, altered or re-hashed)"
+                return AuditChainReport(checked: checked, firstBad: .init(seq: entry.seq, reason: reason))
+            }
+            prevMac = mac
+            checked += 1
+            last = entry
+        }
+        let anchor = try Row.fetchOne(db, sql: "SELECT audit_anchor_seq, audit_anchor_mac FROM device WHERE id = 1")
+        let anchorSeq: Int64? = anchor?["audit_anchor_seq"]
+        let anchorMac: Data? = anchor?["audit_anchor_mac"]
+        guard let last else {
+            if let anchorSeq {
+                return AuditChainReport(checked: 0, firstBad: .init(seq: 1,
+                    reason: "the log is empty but its anchor names entry \(anchorSeq): every entry was removed"))
+            }
+            return AuditChainReport(checked: 0, firstBad: nil)
+        }
+        guard let anchorSeq, let anchorMac else {
+            return AuditChainReport(checked: checked, firstBad: .init(seq: last.seq,
+                reason: "the device row holds no anchor for the newest entry: it was removed without the master key"))
+        }
+        if anchorSeq > last.seq {
+            return AuditChainReport(checked: checked, firstBad: .init(seq: last.seq + 1,
+                reason: "the tail was cut off: the anchor names entry \(anchorSeq) but the log ends at \(last.seq)"))
+        }
+        guard anchorSeq == last.seq, let lastMac = last.mac,
+              constantTimeEqual(try keys.anchorMAC(seq: last.seq, mac: lastMac), [UInt8](anchorMac)) else {
+            return AuditChainReport(checked: checked, firstBad: .init(seq: last.seq,
+                reason: "the anchor in the device row does not match the newest entry: the log or its anchor was replaced"))
+        }
+        return AuditChainReport(checked: checked, firstBad: nil)
+    }
+}
+
+/// Compares two MACs in time independent of where they differ.
+func constantTimeEqual(_ a: [UInt8], _ b: [UInt8]) -> Bool {
+    guard a.count == b.count else { return false }
+    var difference: UInt8 = 0
+    for index in a.indices { difference |= a[index] ^ b[index] }
+    return difference == 0
 }
 
 extension StoreWriter {
     /// Appends an audit entry chained to the last one, in this transaction.
     @discardableResult
     public func appendAudit(_ event: NewAuditEvent) throws -> AuditEventRecord {
-        let last = try Row.fetchOne(db, sql: "SELECT seq, hash FROM audit_events ORDER BY seq DESC LIMIT 1")
+        let last = try Row.fetchOne(db, sql: "SELECT seq, hash, mac FROM audit_events ORDER BY seq DESC LIMIT 1")
         let prevHash: String = last?["hash"] ?? AuditChain.genesis
+        let prevMac: String? = last?["mac"]
         let lastSeq: Int64 = last?["seq"] ?? 0
         var entry = AuditEventRecord(seq: lastSeq + 1, at: Timestamp.string(from: event.at), event: event.event,
                                      userId: event.userId, kid: event.kid, actor: event.actor, details: event.details,
-                                     prevHash: prevHash, hash: "")
+                                     prevHash: prevHash, hash: "", mac: nil)
         entry.hash = AuditChain.hash(of: entry, digest: digest)
+        if let auditKeys {
+            if last != nil && prevMac == nil {
+                throw StorageError(.tampered, "the newest audit entry has no MAC: the log was written without the master key; "
+                    + "run `keymgr audit verify` and restore the store from a backup")
+            }
+            entry.mac = try auditKeys.mac(of: entry, prevMac: prevMac)
+        }
         try db.execute(sql: """
-            INSERT INTO audit_events (seq, at, event, user_id, kid, actor, details, prev_hash, hash)
-            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
+            INSERT INTO audit_events (seq, at, event, user_id, kid, actor, details, prev_hash, hash, mac)
+            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
             """, arguments: [entry.seq, entry.at, entry.event, entry.userId, entry.kid, entry.actor, entry.details,
-                             entry.prevHash, entry.hash])
+                             entry.prevHash, entry.hash, entry.mac])
+        if let auditKeys, let mac = entry.mac { try setAuditAnchor(seq: entry.seq, mac: mac, keys: auditKeys) }
         return entry
+    }
+
+    /// (Re)computes every entry's keyed MAC under `keys` and anchors the newest: for a store made before the keyed
+    /// chain (once, when it is first opened with the master key) and for `master rotate`. Checks the SHA-256 chain
+    /// first, so a chain broken before stamping is never blessed. Returns how many entries were stamped.
+    @discardableResult
+    public func stampAuditChain(keys: AuditKeys) throws -> Int {
+        if let bad = try verifyAuditChain().firstBad {
+            throw StorageError(.tampered, "the audit log is broken at entry \(bad.seq) (\(bad.reason)): it cannot be re-keyed; "
+                + "restore the store from a backup")
+        }
+        var prevMac: String?
+        var stamped = 0
+        var newest: (Int64, String)?
+        let entries = try AuditEventRecord.order(Column("seq")).fetchAll(db)
+        for entry in entries {
+            let mac = try keys.mac(of: entry, prevMac: prevMac)
+            try db.execute(sql: "UPDATE audit_events SET mac = ? WHERE seq = ?", arguments: [mac, entry.seq])
+            prevMac = mac
+            stamped += 1
+            newest = (entry.seq, mac)
+        }
+        if let (seq, mac) = newest { try setAuditAnchor(seq: seq, mac: mac, keys: keys) }
+        return stamped
+    }
+
+    private func setAuditAnchor(seq: Int64, mac: String, keys: AuditKeys) throws {
+        try db.execute(sql: "UPDATE device SET audit_anchor_seq = ?, audit_anchor_mac = ? WHERE id = 1",
+                       arguments: [seq, Data(try keys.anchorMAC(seq: seq, mac: mac))])
     }
 }

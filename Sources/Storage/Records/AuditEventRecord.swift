@@ -21,6 +21,9 @@ public struct AuditEventRecord: Codable, Sendable, Equatable, FetchableRecord, T
     public var prevHash: String
     /// Hex SHA-256(prevHash bytes || canonical bytes of this entry).
     public var hash: String
+    /// Hex HMAC-SHA256 under the master-derived audit key over the previous entry's mac, this entry and its hash;
+    /// nil only in a store that was not yet opened with its master key since the keyed chain came.
+    public var mac: String?
 }
 
 /// An audit entry to append; `seq` and the hashes are assigned by the store.

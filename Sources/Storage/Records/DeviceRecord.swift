@@ -27,6 +27,8 @@ public struct DeviceRecord: KeymgrRecord, Equatable {
     /// A sealed known value: opening it proves the master key is the right one.
     public var masterKeyCheck: Data
     public var createdAt: Date
+    /// HMAC under a master-derived key over the fields that gate access (nil only before a legacy store is stamped).
+    public var integrityMac: Data?
 
     public init(deviceId: String, deviceName: String, osName: String, osVersion: String, model: String,
                 issuer: String, pinRetry: Int, pinMinLength: Int,

@@ -33,6 +33,10 @@ public struct ServerRecord: KeymgrRecord, Equatable {
     public var deviceAuthorizationEndpoint: String?
     public var tokenBinding: TokenBinding
     public var updatedAt: Date
+    /// Whether plain `http://` to a host other than loopback was allowed (`server set --allow-insecure-http`).
+    public var allowInsecureHttp: Bool = false
+    /// HMAC under a master-derived key over the fields that gate access (nil only before a legacy store is stamped).
+    public var integrityMac: Data?
 
     public init(name: String = "default", dialect: Dialect, baseUrl: String, realmPath: String = "/realms/root",
                 credentialFile: String? = nil, credentialHeader: String = "Authorization",

@@ -47,6 +47,13 @@ extension StoreReader {
 extension StoreWriter {
     public func insert(_ key: UserKeyRecord) throws { try key.insert(db) }
 
+    /// Records a use of an active key, changing nothing else of its row; false when the key is no longer active.
+    public func markUsed(kid: String, at: Date) throws -> Bool {
+        try db.execute(sql: "UPDATE user_keys SET last_used_at = ? WHERE kid = ? AND status = 'active'",
+                       arguments: [Timestamp.string(from: at), kid])
+        return db.changesCount == 1
+    }
+
     /// Writes back a changed key row; the row must exist.
     public func update(_ key: UserKeyRecord) throws {
         do { try key.update(db) } catch is RecordError {

@@ -41,6 +41,8 @@ public struct UserKeyRecord: KeymgrRecord, Equatable {
     public var lastUsedAt: Date?
     public var revokedAt: Date?
     public var revokeReason: String?
+    /// HMAC under a master-derived key over the fields that gate access (nil only before a legacy store is stamped).
+    public var integrityMac: Data?
 
     public init(kid: String, userId: String, issuer: String, authType: AuthType, publicJwk: String,
                 wrappedPrivateKey: Data?, status: Status, serverState: ServerState, deviceName: String? = nil,

@@ -72,6 +72,9 @@ struct Server: ParsableCommand {
 
         @Flag var tokenBinding: TokenBindingFlag = .bound
 
+        @Flag(help: "Allow plain http:// to a host other than loopback (the admin token then crosses the network unencrypted).")
+        var allowInsecureHttp = false
+
         func validate() throws {
             guard ServerDialect(name: dialect) != nil else {
                 throw ValidationError("--dialect must be pingam or oauth (or curity, another name for oauth), not '\(dialect)'")
@@ -111,7 +114,7 @@ struct Server: ParsableCommand {
                 registrationEndpoint: registrationEndpoint.flatMap(URL.init(string:)),
                 revocationEndpoint: revocationEndpoint.flatMap(URL.init(string:)),
                 deviceAuthorizationEndpoint: deviceAuthorizationEndpoint.flatMap(URL.init(string:)),
-                tokenBinding: tokenBinding.tokenBinding))
+                tokenBinding: tokenBinding.tokenBinding, allowInsecureHTTP: allowInsecureHttp))
             guard let saved = try manager.serverSettings(name: Server.profileName) else {
                 throw KeyManagerError(.failure, "the server profile was not saved")
             }

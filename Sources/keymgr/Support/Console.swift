@@ -30,19 +30,35 @@ struct Console {
         }
         // The output types hold strings, numbers, dates and JSON values: nothing an encoder can refuse.
         guard let data = try? encoder.encode(value) else { return "null" }
-        return String(decoding: data, as: UTF8.self)
+        return escapingInvisibles(String(decoding: data, as: UTF8.self))
+    }
+
+    /// JSON with DEL, C1 controls and bidi controls written as `\uXXXX` (the encoder escapes only C0): the same
+    /// values for a JSON reader, but nothing a server sent can move the cursor or reorder text on a terminal.
+    static func escapingInvisibles(_ json: String) -> String {
+        let unsafe = { (value: UInt32) in (0x7F...0x9F).contains(value) || PrintableText.bidiControls.contains(value) }
+        guard json.unicodeScalars.contains(where: { unsafe($0.value) }) else { return json }
+        var out = String.UnicodeScalarView()
+        for scalar in json.unicodeScalars {
+            if unsafe(scalar.value) {
+                out.append(contentsOf: String(format: "\\u%04x", scalar.value).unicodeScalars)
+            } else {
+                out.append(scalar)
+            }
+        }
+        return String(out)
     }
 
     /// A one-line report of what was done, on stderr; not with `--json` or `--quiet`.
     func confirm(_ text: String) {
         guard !json, !quiet else { return }
-        StandardStream.error.write(text + "\n")
+        StandardStream.error.write(PrintableText.stripped(text) + "\n")
     }
 
     /// Something a person should know that is not an error, on stderr; not with `--quiet`.
     func warn(_ text: String) {
         guard !quiet else { return }
-        StandardStream.error.write("keymgr: warning: \(text)\n")
+        StandardStream.error.write("keymgr: warning: \(PrintableText.stripped(text))\n")
     }
 
     /// What keymgr is doing, on stderr; only with `--verbose`.
@@ -59,6 +75,8 @@ struct Console {
             if !quiet { StandardStream.error.write("\(empty)\n") }
             return
         }
+        // Cells may hold what a server sent (device names): no control or bidi character reaches the terminal.
+        let rows = rows.map { $0.map { PrintableText.stripped($0).replacingOccurrences(of: "\n", with: " ") } }
         answer(TextTable(headers: headers, rows: rows, keepWhole: keepWhole,
                          maxWidth: wide ? nil : TextTable.standardWidth).rendered)
     }
@@ -129,10 +147,14 @@ struct TextTable {
 
     /// Control characters would break the columns: show them escaped (user ids are the server's, not ours).
     static func printable(_ text: String) -> String {
-        guard text.unicodeScalars.contains(where: { $0.properties.generalCategory == .control }) else { return text }
+        // Controls, and the bidirectional overrides and isolates that make text display other than it is (U+202E).
+        let unsafe = { (scalar: Unicode.Scalar) in
+            scalar.properties.generalCategory == .control || PrintableText.bidiControls.contains(scalar.value)
+        }
+        guard text.unicodeScalars.contains(where: unsafe) else { return text }
         var out = ""
         for scalar in text.unicodeScalars {
-            if scalar.properties.generalCategory == .control {
+            if unsafe(scalar) {
                 out += scalar.escaped(asASCII: true)
             } else {
                 out.unicodeScalars.append(scalar)

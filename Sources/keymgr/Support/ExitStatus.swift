@@ -1,4 +1,5 @@
 import ArgumentParser
+import Foundation
 import KeyManager
 
 /// The exit-code table of the README: the one place an error code becomes a process status.
@@ -57,16 +58,18 @@ enum FailureReport {
         if let exit = error as? ExitCode { return exit.rawValue }  // the command has already said why
         if let after = error as? FailureAfterReport {
             // The command's document is already on stdout: the reason goes to stderr alone.
-            StandardStream.error.write("keymgr: \(after.message)\n")
+            StandardStream.error.write("keymgr: \(PrintableText.stripped(after.message))\n")
             return after.code.exitStatus
         }
         let failure: any KeymgrFailure = error as? any KeymgrFailure
             ?? KeyManagerError(.failure, "unexpected error: \(String(describing: error))")
-        StandardStream.error.write("keymgr: \(failure.message)\n")
+        // A message may quote what a server sent: no control or bidi character of it reaches the terminal.
+        let message = PrintableText.stripped(failure.message)
+        StandardStream.error.write("keymgr: \(message)\n")
         if verbose {
             StandardStream.error.write("keymgr: error code \(failure.code.rawValue), exit status \(failure.code.exitStatus)\n")
         }
-        if json { emitJSON(code: failure.code.rawValue, message: failure.message) }
+        if json { emitJSON(code: failure.code.rawValue, message: message) }
         return failure.code.exitStatus
     }
 
@@ -82,5 +85,38 @@ enum FailureReport {
 
     private static func emitJSON(code: String, message: String) {
         StandardStream.output.write(Console.encoded(ErrorJSON(error: .init(code: code, message: message))) + "\n")
+    }
+}
+
+/// Text from elsewhere (a server's error description, a device name it lists) made safe to print.
+enum PrintableText {
+    /// `text` without C0/C1 control characters (but tab and line feed), DEL and Unicode bidirectional controls, which could
+    /// rewrite the terminal or make text display other than it is.
+    static let bidiControls: Set<UInt32> = [0x061C, 0x200E, 0x200F, 0x202A, 0x202B, 0x202C, 0x202D, 0x202E,
+                                            0x2066, 0x2067, 0x2068, 0x2069]
+
+    static func stripped(_ text: String) -> String {
+        let bidi = bidiControls
+        var scalars = String.UnicodeScalarView()
+        for scalar in text.unicodeScalars {
+            let value = scalar.value
+            if value == 0x09 || value == 0x0A || !(value < 0x20 || (0x7F...0x9F).contains(value) || bidi.contains(value)) {
+                scalars.append(scalar)
+            }
+        }
+        return String(scalars)
+    }
+}
+
+/// The process's argv as the kernel passed it, before Swift decoded it.
+enum RawArguments {
+    /// The position (1-based, after the program name) of the first argument that is not valid UTF-8, if any.
+    static func firstInvalidUTF8() -> Int? {
+        for index in 1..<Int(CommandLine.argc) {
+            guard let raw = CommandLine.unsafeArgv[index] else { continue }
+            let bytes = UnsafeRawBufferPointer(start: raw, count: strlen(raw))
+            if !PINText.isValidUTF8(bytes) { return index }
+        }
+        return nil
     }
 }

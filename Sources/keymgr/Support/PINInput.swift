@@ -102,12 +102,13 @@ final class PINSource {
         }
     }
 
+    /// The PIN's bytes as they were read: checked as UTF-8 without ever becoming a `String`.
     private static func secret(from bytes: [UInt8]) throws -> SecretBytes {
         guard !bytes.isEmpty else { throw KeyManagerError(.abort, "no PIN entered: nothing was done") }
-        guard let text = String(validating: bytes, as: UTF8.self) else {
+        guard PINText.isValidUTF8(bytes) else {
             throw KeyManagerError(.badInput, "the PIN is not valid UTF-8 text")
         }
-        return SecretBytes(utf8: text)
+        return SecretBytes(bytes)
     }
 }
 

@@ -1,0 +1,244 @@
+import Foundation
+import Storage
+
+/// MACs over what is not secret but decides security (DESIGN.md "Integrity of what is not secret"): a key's owner,
+/// issuer, auth type, status and sealed key; a PIN record's cost, counter and retry limit; the device's verifier
+/// commands, Argon2 parameters and PIN policy; every server profile; and the keyed audit chain.
+///
+/// Every key is an HKDF purpose key of the master key, so a database writer without the master key cannot change a
+/// gated field consistently: keymgr reports the mismatch as `tampered` and uses nothing from that row.
+struct Integrity: Sendable {
+    private let deviceKey: SecretBytes
+    private let keyRowKey: SecretBytes
+    private let pinKey: SecretBytes
+    private let serverKey: SecretBytes
+    private let auditChainKey: SecretBytes
+    private let auditAnchorKey: SecretBytes
+    /// The store's device id, in every MAC of the audit chain: a chain copied from another store does not verify.
+    let deviceId: String
+
+    init(hierarchy: KeyHierarchy, deviceId: String) throws {
+        deviceKey = try hierarchy.purposeKey("integrity.device")
+        keyRowKey = try hierarchy.purposeKey("integrity.user_keys")
+        pinKey = try hierarchy.purposeKey("integrity.app_pins")
+        serverKey = try hierarchy.purposeKey("integrity.servers")
+        auditChainKey = try hierarchy.purposeKey("audit.chain")
+        auditAnchorKey = try hierarchy.purposeKey("audit.anchor")
+        self.deviceId = deviceId
+    }
+
+    func mac(_ device: DeviceRecord) throws -> Data {
+        try Self.mac(deviceKey, "device", [
+            device.deviceId, device.issuer, String(device.pinRetry), String(device.pinMinLength),
+            String(device.argon2MemoryKib), String(device.argon2Iterations), String(device.argon2Parallelism),
+            device.biometricVerifier, device.credentialVerifier,
+        ])
+    }
+
+    func mac(_ key: UserKeyRecord) throws -> Data {
+        try Self.mac(keyRowKey, "user_keys", [
+            key.kid, key.userId, key.issuer, key.authType.rawValue, key.status.rawValue, key.algorithm, key.publicJwk,
+            key.wrappedPrivateKey.map { Hex.encode(SHA256.hash([UInt8]($0))) },
+        ])
+    }
+
+    func mac(_ pin: AppPINRecord) throws -> Data {
+        try Self.mac(pinKey, "app_pins", [
+            pin.kid, String(pin.argon2MemoryKib), String(pin.argon2Iterations), String(pin.argon2Parallelism),
+            Hex.encode([UInt8](pin.salt)), Hex.encode(SHA256.hash([UInt8](pin.verifier))),
+            String(pin.failedAttempts), String(pin.pinRetry),
+        ])
+    }
+
+    func mac(_ server: ServerRecord) throws -> Data {
+        try Self.mac(serverKey, "servers", [
+            server.name, server.dialect.rawValue, server.baseUrl, server.realmPath, server.credentialFile,
+            server.credentialHeader, server.tokenEndpoint, server.registrationEndpoint, server.revocationEndpoint,
+            server.deviceAuthorizationEndpoint, server.tokenBinding.rawValue, server.allowInsecureHttp ? "1" : "0",
+        ])
+    }
+
+    /// The keyed audit chain's HMACs for Storage, which does no crypto itself.
+    var auditKeys: AuditKeys {
+        let (chain, anchor, prefix) = (auditChainKey, auditAnchorKey, Array("\(deviceId.utf8.count):\(deviceId)|".utf8))
+        return AuditKeys(chain: { try HMACSHA256.authenticate(prefix + $0, key: chain) },
+                         anchor: { try HMACSHA256.authenticate(prefix + $0, key: anchor) })
+    }
+
+    func holds(_ mac: Data?, _ expected: Data) -> Bool {
+        guard let mac else { return false }
+        return constantTimeEquals([UInt8](mac), [UInt8](expected))
+    }
+
+    /// Length-prefixed fields (nil apart from empty), so no choice of values makes two rows encode alike.
+    private static func mac(_ key: SecretBytes, _ table: String, _ fields: [String?]) throws -> Data {
+        var message = Array("keymgr-integrity-v1|\(table)".utf8)
+        for field in fields {
+            if let field {
+                message.append(contentsOf: Array("|\(field.utf8.count):".utf8))
+                message.append(contentsOf: Array(field.utf8))
+            } else {
+                message.append(contentsOf: Array("|-".utf8))
+            }
+        }
+        return Data(try HMACSHA256.authenticate(message, key: key))
+    }
+}
+
+/// The master key's purpose keys and integrity keys, replaced together when another process rotated the master key.
+struct MasterKeys: Sendable {
+    let hierarchy: KeyHierarchy
+    let integrity: Integrity
+
+    init(master: SecretBytes, deviceId: String) throws {
+        hierarchy = KeyHierarchy(master: master)
+        integrity = try Integrity(hierarchy: hierarchy, deviceId: deviceId)
+    }
+}
+
+/// Thrown inside a write transaction when the store's master key is no longer the one this process holds.
+struct MasterKeyMoved: Error {}
+
+extension KeyManager {
+    /// The error for a row whose MAC does not hold: nothing from it is used, and no PIN attempt is spent.
+    static func tampered(_ what: String) -> KeyManagerError {
+        KeyManagerError(.tampered, "\(what) was changed outside keymgr (its MAC does not match under the master key), "
+            + "so keymgr will not use it: run `keymgr audit verify` to see what else changed and restore the store from a backup")
+    }
+
+    func verified(_ device: DeviceRecord) throws -> DeviceRecord {
+        guard integrity.holds(device.integrityMac, try integrity.mac(device)), (1...10).contains(device.pinRetry) else {
+            throw Self.tampered("the device settings (verifier commands, Argon2 parameters, PIN policy)")
+        }
+        return device
+    }
+
+    func verified(_ key: UserKeyRecord) throws -> UserKeyRecord {
+        guard integrity.holds(key.integrityMac, try integrity.mac(key)) else {
+            throw Self.tampered("key \(key.kid) (its owner, issuer, auth type, status or sealed key)")
+        }
+        return key
+    }
+
+    func verified(_ pin: AppPINRecord) throws -> AppPINRecord {
+        guard integrity.holds(pin.integrityMac, try integrity.mac(pin)), (1...10).contains(pin.pinRetry),
+              pin.failedAttempts >= 0 else {
+            throw Self.tampered("the PIN record of key \(pin.kid) (its failure counter, retry limit or Argon2 cost)")
+        }
+        return pin
+    }
+
+    func verified(_ server: ServerRecord) throws -> ServerRecord {
+        guard integrity.holds(server.integrityMac, try integrity.mac(server)) else {
+            throw Self.tampered("the server profile \(server.name)")
+        }
+        return server
+    }
+
+    func stamped(_ device: DeviceRecord) throws -> DeviceRecord {
+        var device = device
+        device.integrityMac = try integrity.mac(device)
+        return device
+    }
+
+    func stamped(_ key: UserKeyRecord) throws -> UserKeyRecord {
+        var key = key
+        key.integrityMac = try integrity.mac(key)
+        return key
+    }
+
+    func stamped(_ pin: AppPINRecord) throws -> AppPINRecord {
+        var pin = pin
+        pin.integrityMac = try integrity.mac(pin)
+        return pin
+    }
+
+    func stamped(_ server: ServerRecord) throws -> ServerRecord {
+        var server = server
+        server.integrityMac = try integrity.mac(server)
+        return server
+    }
+
+    /// The store's device row, its MAC checked.
+    func verifiedDevice(_ reader: StoreReader) throws -> DeviceRecord {
+        try verified(try Self.requireDevice(reader))
+    }
+
+    /// A key row, its MAC checked; nil when there is none.
+    func verifiedKey(_ reader: StoreReader, kid: String) throws -> UserKeyRecord? {
+        try reader.key(kid: kid).map(verified)
+    }
+
+    /// Inside a write transaction: refuses (with `MasterKeyMoved`) to go on when another process rotated the master
+    /// key since this one loaded it, so nothing is ever sealed or MAC'd under a discarded key.
+    func requireCurrentMasterKey(_ writer: StoreWriter, _ keys: MasterKeys) throws {
+        let device = try Self.requireDevice(writer)
+        guard (try? keys.hierarchy.open(device.masterKeyCheck, in: .masterCheck(deviceId: device.deviceId))) != nil else {
+            throw MasterKeyMoved()
+        }
+    }
+
+    /// When the store is no longer sealed under the master key this process holds (a `master rotate` elsewhere
+    /// committed), loads the new one from the key file or the rotation's pending `.next` file. Returns whether it did.
+    func reloadIfMasterKeyMoved() throws -> Bool {
+        let device = try Self.mapped { try store.read { try Self.requireDevice($0) } }
+        let slot = SealedSlot.masterCheck(deviceId: device.deviceId)
+        if (try? masterKeys.hierarchy.open(device.masterKeyCheck, in: slot)) != nil { return false }
+        for _ in 0..<3 {
+            for path in [masterKeySource.path, masterKeySource.path + ".next"] {
+                let source: MasterKey.Source = path == masterKeySource.path ? masterKeySource : .home(path)
+                guard let candidate = try? MasterKey.load(from: source),
+                      let keys = try? MasterKeys(master: candidate.bytes, deviceId: device.deviceId),
+                      (try? keys.hierarchy.open(device.masterKeyCheck, in: slot)) != nil else { continue }
+                replaceMasterKeys(keys)
+                logger.debug("the master key was rotated by another process: reloaded it")
+                return true
+            }
+        }
+        throw KeyManagerError(.config, "the master key was rotated while keymgr ran and the new key could not be read "
+            + "from \(masterKeySource.label): run the command again")
+    }
+}
+
+extension KeyManager {
+    /// Upgrades a store made before the MACs (its master key check is version 1): in ONE transaction, under the master
+    /// key, stamps the device row, every key, PIN record and server profile, keys the audit chain and anchors it, and
+    /// re-seals the master key check as version 2. This happens once, the first time this keymgr opens the store;
+    /// afterwards a missing MAC is tampering. (An attacker cannot forge a version 1 check without an older copy of
+    /// this store's file, and rolling the whole file back is the documented limit.)
+    func stampIfMadeBeforeIntegrity() throws {
+        // A check that does not open at all means a rotation elsewhere committed since this process loaded its key:
+        // that store was stamped before it could be rotated, and the next write reloads the key.
+        let legacy = { (device: DeviceRecord, hierarchy: KeyHierarchy) -> Bool in
+            (try? hierarchy.open(device.masterKeyCheck, in: .masterCheck(deviceId: device.deviceId)))
+                == KeyHierarchy.legacyMasterCheckPlaintext
+        }
+        let device = try Self.mapped { try store.read { try Self.requireDevice($0) } }
+        guard legacy(device, hierarchy) else { return }
+        let keys = masterKeys
+        try Self.mapped {
+            try store.write(audit: keys.integrity.auditKeys) { writer in
+                var device = try Self.requireDevice(writer)
+                guard legacy(device, keys.hierarchy) else { return }  // another keymgr stamped it meanwhile
+                device.masterKeyCheck = try keys.hierarchy.seal(KeyHierarchy.masterCheckPlaintext,
+                                                                in: .masterCheck(deviceId: device.deviceId))
+                try writer.save(try stamped(device))
+                let rows = try writer.keys(statuses: Set(UserKeyRecord.Status.allCases))
+                for key in rows { try writer.update(try stamped(key)) }
+                let pins = try writer.appPINs()
+                for var pin in pins {
+                    pin.pinRetry = min(max(pin.pinRetry, 1), 10)
+                    try writer.save(try stamped(pin))
+                }
+                let servers = try writer.servers()
+                for server in servers { try writer.save(try stamped(server)) }
+                let entries = try writer.stampAuditChain(keys: keys.integrity.auditKeys)
+                try writer.appendAudit(auditEvent("store.integrityStamped", details: [
+                    "keys": .int(Int64(rows.count)), "pinRecords": .int(Int64(pins.count)),
+                    "servers": .int(Int64(servers.count)), "auditEntries": .int(Int64(entries)),
+                ]))
+            }
+        }
+        logger.debug("stamped a store made before integrity MACs")
+    }
+}
