@@ -71,6 +71,8 @@ struct AdminRoutes: Sendable {
         case (.delete, "requests", 1):
             await handler.state.clearRecordedRequests()
             return Response(status: .noContent)
+        case (_, "oauth", _):
+            return try await OAuthAdminRoutes(handler: handler).respond(to: request, path: Array(path.dropFirst()))
         default:
             throw AMError.notFound("Resource '/\(request.target.segments.joined(separator: "/"))' not found")
         }

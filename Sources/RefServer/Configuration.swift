@@ -72,6 +72,8 @@ public struct ReferenceServerConfiguration: Sendable {
     public var clock: @Sendable () -> Date
     /// Where the server logs; it never logs passwords, tokens or JWS.
     public var logger: Logger
+    /// The authorization server's settings (DCR, tokens, DPoP, device grant).
+    public var oauth: OAuthServerConfiguration
 
     /// Creates a configuration with PingAM-like defaults.
     public init(
@@ -86,7 +88,8 @@ public struct ReferenceServerConfiguration: Sendable {
         journeyLifetime: TimeInterval = 300,
         maxRequestBodySize: Int = 1 << 20,
         clock: @escaping @Sendable () -> Date = { Date() },
-        logger: Logger = ReferenceServerConfiguration.defaultLogger
+        logger: Logger = ReferenceServerConfiguration.defaultLogger,
+        oauth: OAuthServerConfiguration = OAuthServerConfiguration()
     ) {
         self.databasePath = databasePath
         self.port = port
@@ -100,6 +103,7 @@ public struct ReferenceServerConfiguration: Sendable {
         self.maxRequestBodySize = maxRequestBodySize
         self.clock = clock
         self.logger = logger
+        self.oauth = oauth
     }
 }
 

@@ -29,7 +29,7 @@ public final class ReferenceServer: Sendable {
     /// The configuration the server runs with.
     public let configuration: ReferenceServerConfiguration
 
-    private let handler: RequestHandler
+    let handler: RequestHandler
     private let runTask: Task<Void, any Error>
 
     private init(
@@ -72,8 +72,15 @@ public final class ReferenceServer: Sendable {
         } catch {
             throw ReferenceServerError("cannot open \(configuration.databasePath): \(error)")
         }
+        let oauth: OAuthContext
+        do {
+            oauth = OAuthContext(store: try OAuthStore(database: store.database), state: OAuthState())
+        } catch {
+            throw ReferenceServerError("cannot prepare the OAuth tables in \(configuration.databasePath): \(error)")
+        }
         let handler = RequestHandler(
-            configuration: configuration, realms: realms, store: store, state: ServerState(), verifier: verifier)
+            configuration: configuration, realms: realms, store: store, state: ServerState(), verifier: verifier,
+            oauth: oauth)
 
         let (ports, portContinuation) = AsyncStream<Int>.makeStream()
         let application = Application(
@@ -101,6 +108,7 @@ public final class ReferenceServer: Sendable {
             runTask.cancel()
             throw ReferenceServerError("cannot form the base URL for port \(port)")
         }
+        await oauth.state.setBaseURL(baseURL.absoluteString)
         return ReferenceServer(baseURL: baseURL, configuration: configuration, handler: handler, runTask: runTask)
     }
 

@@ -28,6 +28,7 @@ struct RequestHandler: Sendable {
     let store: Store
     let state: ServerState
     let verifier: any JWSVerifier
+    let oauth: OAuthContext
 
     func respond(to request: Request) async -> Response {
         let rawTarget = request.head.path ?? "/"
@@ -52,6 +53,7 @@ struct RequestHandler: Sendable {
             if isAdmin {
                 return try await AdminRoutes(handler: self).respond(to: incoming)
             }
+            if let response = await OAuthRoutes(handler: self).respond(to: incoming) { return response }
             guard target.segments.first == "json" else {
                 throw AMError.notFound("Resource '\(rawTarget)' not found")
             }

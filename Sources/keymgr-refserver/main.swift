@@ -9,7 +9,8 @@ import Glibc
 import Darwin
 #endif
 
-/// `keymgr-refserver`: the reference identity server (PingAM's device REST and journeys) as a process.
+/// `keymgr-refserver`: the reference identity server (PingAM's device REST and journeys, and an OAuth
+/// authorization server standing in for Curity) as a process.
 ///
 /// Prints exactly one line on stdout, `listening on http://127.0.0.1:PORT`, once it accepts
 /// connections; logs go to stderr. Stops on SIGTERM/SIGINT, when `--parent-pid` dies, or after
@@ -17,7 +18,7 @@ import Darwin
 struct RefServerCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "keymgr-refserver",
-        abstract: "A local stand-in for PingAM: device binding REST and journeys on 127.0.0.1.")
+        abstract: "A local stand-in for PingAM (device binding REST, journeys) and Curity (DCR, tokens, DPoP) on 127.0.0.1.")
 
     @Option(name: .customLong("db"), help: "The server's SQLite file (created when missing).")
     var databasePath: String
@@ -49,6 +50,27 @@ struct RefServerCommand: AsyncParsableCommand {
     @Option(help: "Name of the signing journey.")
     var signingJourney: String = Journey.defaultSigning.name
 
+    @Option(help: "File holding an initial access token that DCR requires (repeatable; none: open registration).")
+    var oauthInitialAccessTokenFile: [String] = []
+
+    @Option(help: "JSON file of DCR template clients, {\"<software_id>\": {<metadata>}}; default: keymgr-template.")
+    var oauthTemplates: String?
+
+    @Flag(help: "Issue only DPoP-bound tokens (Curity's issue-token-bound-authorization-code = true).")
+    var oauthTokenBound = false
+
+    @Flag(help: "Require a server nonce in DPoP proofs at the token endpoint.")
+    var oauthDpopNonce = false
+
+    @Flag(help: "Require a server nonce in DPoP proofs at the resource (userinfo) endpoint.")
+    var oauthResourceDpopNonce = false
+
+    @Flag(help: "Serve only /.well-known/openid-configuration, not the RFC 8414 metadata.")
+    var oauthOpenidDiscoveryOnly = false
+
+    @Option(help: "The OAuth issuer's path below the base URL, e.g. /oauth/v2/oauth-anonymous.")
+    var oauthIssuerPath: String = ""
+
     @Option(help: "Stop after this many seconds without a request.")
     var idleExit: Double?
 
@@ -62,6 +84,9 @@ struct RefServerCommand: AsyncParsableCommand {
         }
         for user in users where !user.contains(":") || user.hasPrefix(":") {
             throw ValidationError("--add-user takes NAME:PASSWORD")
+        }
+        if !oauthIssuerPath.isEmpty, !oauthIssuerPath.hasPrefix("/") || oauthIssuerPath.hasSuffix("/") {
+            throw ValidationError("--oauth-issuer-path must start with / and not end with /")
         }
         if let idleExit, idleExit <= 0 { throw ValidationError("--idle-exit must be positive") }
         guard bindingJourney != signingJourney else {
@@ -81,6 +106,7 @@ struct RefServerCommand: AsyncParsableCommand {
 
     mutating func run() async throws {
         let token = try adminToken()
+        let oauth = try oauthConfiguration()
         let configuration = ReferenceServerConfiguration(
             databasePath: databasePath, port: port,
             realmPaths: realms.isEmpty ? ["/realms/root"] : realms,
@@ -89,7 +115,8 @@ struct RefServerCommand: AsyncParsableCommand {
             journeys: [
                 Journey(name: bindingJourney, kind: .deviceBinding(Self.authenticationType(authType) ?? .none)),
                 Journey(name: signingJourney, kind: .deviceSigning),
-            ])
+            ],
+            oauth: oauth)
         let server: ReferenceServer
         do {
             server = try await ReferenceServer.start(configuration: configuration)
@@ -105,6 +132,35 @@ struct RefServerCommand: AsyncParsableCommand {
         let reason = await Self.waitForStop(server: server, idleExit: idleExit, parentPid: parentPid)
         FileHandle.standardError.write(Data("keymgr-refserver: stopping (\(reason))\n".utf8))
         await server.stop()
+    }
+
+    /// The authorization server's settings from the `--oauth-…` options.
+    private func oauthConfiguration() throws -> OAuthServerConfiguration {
+        var oauth = OAuthServerConfiguration()
+        for path in oauthInitialAccessTokenFile {
+            guard let data = FileManager.default.contents(atPath: path) else {
+                throw ValidationError("cannot read the initial access token file \(path)")
+            }
+            let token = String(decoding: data, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
+            guard !token.isEmpty else { throw ValidationError("the initial access token file \(path) is empty") }
+            oauth.initialAccessTokens.append(token)
+        }
+        if let oauthTemplates {
+            guard let data = FileManager.default.contents(atPath: oauthTemplates) else {
+                throw ValidationError("cannot read the templates file \(oauthTemplates)")
+            }
+            do {
+                oauth.templates = try OAuthClientTemplate.templates(fromJSON: data)
+            } catch {
+                throw ValidationError("\(oauthTemplates): \(error)")
+            }
+        }
+        oauth.issuesTokenBoundTokens = oauthTokenBound
+        oauth.requiresDPoPNonce = oauthDpopNonce
+        oauth.resourceRequiresDPoPNonce = oauthResourceDpopNonce
+        oauth.servesAuthorizationServerMetadata = !oauthOpenidDiscoveryOnly
+        oauth.issuerPath = oauthIssuerPath
+        return oauth
     }
 
     /// Reads the admin token, or creates a random one in the token file.
