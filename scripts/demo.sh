@@ -127,8 +127,16 @@ curl -sS --fail-with-body -X POST -H @"$headers" -H "Content-Type: application/j
     -d "{\"user_code\":\"$user_code\",\"subject\":\"gina\"}" "$url/__refserver/oauth/device/approve" >/dev/null
 wait "$login_pid"
 run token refresh --user gina
-printf '\n$ keymgr token print --user gina | cut -c1-16\n'
-"$bin/keymgr" --home "$home" token print --user gina | cut -c1-16
+# A script calls an API with a fresh access token and a DPoP proof for the request (the token never shows).
+userinfo="$url/oauth/v2/oauth-userinfo"
+printf '\n$ at="$(keymgr token print --user gina)"\n'
+at="$("$bin/keymgr" --home "$home" token print --user gina)"
+printf '$ proof="$(printf %%s "$at" | keymgr dpop proof --user gina --htm GET --htu %s --access-token-stdin)"\n' "$userinfo"
+proof="$(printf %s "$at" | "$bin/keymgr" --home "$home" dpop proof --user gina --htm GET --htu "$userinfo" --access-token-stdin)"
+printf '$ curl -H "Authorization: DPoP $at" -H "DPoP: $proof" %s\n' "$userinfo"
+curl -sS --fail-with-body -H "Authorization: DPoP $at" -H "DPoP: $proof" "$userinfo"
+echo
+unset at proof
 run token show --user gina
 run token revoke --user gina
 run audit --user gina
