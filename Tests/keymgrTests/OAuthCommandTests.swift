@@ -240,6 +240,40 @@ final class OAuthCommandTests: ServerTestCase {
         XCTAssertTrue(refresh.stderr.contains("dcr register"), refresh.stderr)
     }
 
+    func testImportedTokensAreStoredUnboundAndRefresh() throws {
+        try startOAuth(binding: "--unbound")
+        let clientId = try XCTUnwrap(try registerClient("alice")["clientId"] as? String)
+        let minted = try server.request("POST", "/__refserver/oauth/tokens", body: ["client_id": clientId, "subject": "alice"])
+        XCTAssertTrue((200..<300).contains(minted.status), "\(minted)")
+        let response = try JSONSerialization.data(withJSONObject: try XCTUnwrap(minted.json))
+        let imported = try sandbox.keymgr(["token", "import", "--user", "alice", "--json"], stdin: String(decoding: response, as: UTF8.self))
+        XCTAssertEqual(imported.status, 0, imported.summary)
+        XCTAssertEqual(try imported.object()["bound"] as? Bool, false)
+        XCTAssertTrue(try imported.object()["accessToken"] is NSNull, "no token on the screen without --reveal")
+        XCTAssertEqual(try sandbox.keymgr(["token", "refresh", "--user", "alice"]).status, 0)
+        let garbage = try sandbox.keymgr(["token", "import", "--user", "alice", "--json"], stdin: #"{"token_type":"Bearer"}"#)
+        try assertJSONError(garbage, status: 65, code: "badInput")
+    }
+
+    func testALoginDeniedAtTheVerificationPageStoresNothing() throws {
+        try startOAuth()
+        try registerClient("alice")
+        let running = try RunningKeymgr(sandbox, ["login", "--user", "alice", "--json"])
+        var userCode: String?
+        let deadline = Date().addingTimeInterval(30)
+        while userCode == nil, Date() < deadline {
+            userCode = try adminList("device").first { ($0["status"] as? String) == "pending" }?["user_code"] as? String
+            if userCode == nil { usleep(50_000) }
+        }
+        let denied = try server.request("POST", "/__refserver/oauth/device/deny", body: ["user_code": try XCTUnwrap(userCode)])
+        XCTAssertEqual(denied.status, 200, "\(denied)")
+        let (outcome, _) = try running.finish()
+        XCTAssertEqual(outcome.status, 77, outcome.summary)
+        XCTAssertEqual((try outcome.object()["error"] as? [String: Any])?["code"] as? String, "unAuthorize")
+        XCTAssertTrue(outcome.stderr.contains("denied"), outcome.stderr)
+        XCTAssertEqual(try sandbox.keymgr(["token", "show", "--user", "alice"]).status, 66)
+    }
+
     // MARK: DPoP
 
     func testDPoPProofsVerifyIndependentlyWithServerNonces() throws {
