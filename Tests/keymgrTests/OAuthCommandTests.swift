@@ -76,6 +76,26 @@ final class OAuthCommandTests: ServerTestCase {
         }
     }
 
+    func testDiscoveryFallsBackToOpenIDAndExplicitEndpointsWin() throws {
+        sandbox = try Sandbox()
+        try sandbox.initialise()
+        server = try RefServerProcess(in: sandbox, users: [], extra: ["--oauth-openid-discovery-only",
+                                                                      "--oauth-issuer-path", "/oauth/v2/oauth-anonymous"])
+        var base = server.baseURL.absoluteString
+        while base.hasSuffix("/") { base.removeLast() }
+        let issuer = base + "/oauth/v2/oauth-anonymous"
+        let saved = try sandbox.succeed(["server", "set", "--dialect", "oauth", "--base-url", base, "--issuer", issuer,
+                                         "--token-endpoint", "https://tokens.example.com/token", "--json"]).object()
+        XCTAssertEqual(saved["tokenEndpoint"] as? String, "https://tokens.example.com/token", "an explicit endpoint wins")
+        XCTAssertEqual(saved["registrationEndpoint"] as? String, base + "/oauth/v2/oauth-dynamic-client-registration")
+        XCTAssertEqual(saved["revocationEndpoint"] as? String, base + "/oauth/v2/oauth-revoke")
+        XCTAssertEqual(saved["deviceAuthorizationEndpoint"] as? String, base + "/oauth/v2/oauth-device-authorization")
+        let wrong = try sandbox.keymgr(["server", "set", "--dialect", "oauth", "--base-url", base, "--issuer", base + "/nowhere", "--json"])
+        XCTAssertNotEqual(wrong.status, 0, wrong.summary)
+        XCTAssertEqual(try sandbox.succeed(["server", "show", "--json"]).object()["tokenEndpoint"] as? String,
+                       "https://tokens.example.com/token", "a failed discovery leaves the profile as it was")
+    }
+
     // MARK: registrations
 
     func testRegistrationFieldsRoundTripWithSecretsOnlyUnderReveal() throws {
