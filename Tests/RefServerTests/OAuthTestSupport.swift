@@ -22,6 +22,9 @@ final class ManualClock: @unchecked Sendable {
     var now: Date { lock.withLock { current } }
 
     func advance(_ seconds: TimeInterval) { lock.withLock { current = current.addingTimeInterval(seconds) } }
+
+    /// Back to the wall clock (XCTest makes every test case long before it runs).
+    func reset() { lock.withLock { current = Date() } }
 }
 
 /// A DPoP key as a client holds it, making RFC 9449 proofs with keymgr's `JWS.sign`.
@@ -73,7 +76,12 @@ func sendForm(
     let body = Data(parameters.map { "\(formEncode($0.0))=\(formEncode($0.1))" }.joined(separator: "&").utf8)
     var fields = headers
     fields["Content-Type"] = "application/x-www-form-urlencoded"
-    return try rawHTTP(method, url, headers: fields, body: body)
+    let prepared = fields
+    // Blocking socket calls on a thread of their own: on the concurrency pool they would starve the
+    // in-process server, whose handlers need that pool too.
+    return try await withCheckedThrowingContinuation { continuation in
+        Thread { continuation.resume(with: Result { try rawHTTP(method, url, headers: prepared, body: body) }) }.start()
+    }
 }
 
 /// One HTTP/1.1 exchange on a fresh loopback connection (`Connection: close`, read to EOF).
@@ -150,6 +158,11 @@ class OAuthServerTestCase: ServerTestCase {
     let clock = ManualClock()
     /// The OAuth settings the next `setUp` / `restart` uses.
     var oauthConfiguration = OAuthServerConfiguration(initialAccessTokens: [initialAccessToken])
+
+    override func setUp() async throws {
+        clock.reset()
+        try await super.setUp()
+    }
 
     override func makeConfiguration(databasePath: String) -> ReferenceServerConfiguration {
         let clock = self.clock

@@ -34,6 +34,30 @@ final class OAuthTokenTests: OAuthServerTestCase {
         XCTAssertEqual(next.status, 200)
     }
 
+    func testConcurrentRefreshesWithOneTokenSpendItOnce() async throws {
+        let client = try await register()
+        let (_, refreshToken) = try await mint(client)
+        let endpoint = server.oauthTokenEndpoint
+        let authorization = basicAuthorization(client.clientId, client.clientSecret ?? "")
+        let statuses = try await withThrowingTaskGroup(of: Int.self) { group in
+            for _ in 0..<6 {
+                group.addTask {
+                    try await sendForm(
+                        endpoint, [("grant_type", "refresh_token"), ("refresh_token", refreshToken)],
+                        headers: ["Authorization": authorization]
+                    ).status
+                }
+            }
+            return try await group.reduce(into: [Int]()) { $0.append($1) }
+        }
+        XCTAssertEqual(statuses.filter { $0 == 200 }.count, 1, "\(statuses)")
+        XCTAssertEqual(statuses.filter { $0 == 400 }.count, 5, "\(statuses)")
+        let presented = try await server.presentations(ofToken: refreshToken)
+        XCTAssertEqual(presented, 6)
+        let issued = try await server.oauthTokens().filter { $0.kind == "refresh" && $0.status == "active" }
+        XCTAssertEqual(issued.count, 1)
+    }
+
     func testClientSecretPostAndTheWrongMethodOrSecret() async throws {
         let client = try await register([
             "grant_types": ["refresh_token"], "token_endpoint_auth_method": "client_secret_post", "scope": "read",
