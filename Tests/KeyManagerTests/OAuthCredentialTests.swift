@@ -78,6 +78,15 @@ final class OAuthCredentialTests: KeyManagerTestCase {
         XCTAssertEqual(try reopened.dpopKey(userId: "alice", serverName: "default")?.thumbprint, key.thumbprint)
 
         XCTAssertTrue(try reopened.discardTokens(userId: "alice", serverName: "default", reason: "invalid_grant"))
+        // Neither the DPoP private key (raw or base64url) nor a token string is readable in the files.
+        var files = Data()
+        for suffix in ["", "-wal", "-shm"] {
+            files += (try? Data(contentsOf: URL(fileURLWithPath: home.home.databaseURL.path + suffix))) ?? Data()
+        }
+        let raw = key.privateKey.rawRepresentation.bytes
+        for needle in [Data(raw), Data(Base64URL.encode(raw).utf8), Data("at-1".utf8), Data("at-2".utf8), Data("rt-1".utf8)] {
+            XCTAssertNil(files.range(of: needle))
+        }
         XCTAssertNil(try reopened.tokenSet(userId: "alice", serverName: "default"))
         XCTAssertNil(try reopened.dpopKey(userId: "alice", serverName: "default"))
         XCTAssertFalse(try reopened.discardTokens(userId: "alice", serverName: "default", reason: "again"))
