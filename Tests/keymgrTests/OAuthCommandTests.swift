@@ -96,6 +96,19 @@ final class OAuthCommandTests: ServerTestCase {
                        "https://tokens.example.com/token", "a failed discovery leaves the profile as it was")
     }
 
+    func testOAuthCommandHelpFits80ColumnsWithAnExample() throws {
+        let sandbox = try Sandbox()
+        for command in [["dcr", "register"], ["dcr", "show"], ["dcr", "delete"], ["token", "import"], ["token", "show"],
+                        ["token", "refresh"], ["token", "revoke"], ["token", "print"], ["dpop", "proof"], ["login"]] {
+            let help = try sandbox.run(Sandbox.binary, command + ["--help"], extraEnvironment: ["COLUMNS": "80"])
+            XCTAssertEqual(help.status, 0, help.summary)
+            for line in help.stdout.split(separator: "\n") {
+                XCTAssertLessThanOrEqual(line.count, 80, "`keymgr \(command.joined(separator: " ")) --help`: \(line)")
+            }
+            XCTAssertTrue(help.stdout.contains("Example"), "`keymgr \(command.joined(separator: " ")) --help` has no example")
+        }
+    }
+
     // MARK: registrations
 
     func testRegistrationFieldsRoundTripWithSecretsOnlyUnderReveal() throws {

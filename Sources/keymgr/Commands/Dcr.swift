@@ -51,6 +51,7 @@ struct Dcr: ParsableCommand {
     struct Register: KeymgrCommand {
         static let configuration = CommandConfiguration(
             abstract: "Register an OAuth client for a user (RFC 7591).",
+            usage: "keymgr dcr register --user <id> (--software-id <t> | --metadata <f>)\n       [--initial-access-token-file <f>] [--scope <scope>] [<options>]",
             discussion: """
                 With --software-id the server fills the metadata from its template client (Curity's templatized \
                 DCR); with --metadata FILE the file holds full RFC 7591 client metadata (any server). The device's \
@@ -58,6 +59,10 @@ struct Dcr: ParsableCommand {
                 token is read from --initial-access-token-file, never from arguments. Every member of the answer \
                 is stored; the client secret and registration access token sealed. With --json prints the \
                 `dcr show` object.
+
+                Example:
+                  keymgr dcr register --user alice --software-id keymgr-template \\
+                    --initial-access-token-file /etc/keymgr/dcr.token
                 """)
 
         @OptionGroup var globals: GlobalOptions
@@ -120,11 +125,17 @@ struct Dcr: ParsableCommand {
     struct Show: KeymgrCommand {
         static let configuration = CommandConfiguration(
             abstract: "Show a user's client registration.",
+            usage: "keymgr dcr show [<options>] --user <id> [--reveal]",
             discussion: """
-                With --json: {"userId","clientId","registrationClientUri","clientIdIssuedAt","clientSecretExpiresAt",\
-                "tokenEndpointAuthMethod","grantTypes","scope","softwareId","clientSecret","metadata"}; clientSecret is \
-                null unless --reveal, which also adds "registrationAccessToken". metadata holds every other member \
-                the server answered with.
+                With --json:
+                  {"userId","clientId","registrationClientUri","clientIdIssuedAt",
+                   "clientSecretExpiresAt","tokenEndpointAuthMethod","grantTypes","scope",
+                   "softwareId","clientSecret","metadata"}
+                clientSecret is null unless --reveal, which also adds "registrationAccessToken". \
+                metadata holds every other member the server answered with.
+
+                Example:
+                  keymgr dcr show --user alice --json
                 """)
 
         @OptionGroup var globals: GlobalOptions
@@ -166,7 +177,15 @@ struct Dcr: ParsableCommand {
 
     struct Delete: KeymgrCommand {
         static let configuration = CommandConfiguration(
-            abstract: "Delete a user's client at the server (RFC 7592) and its registration, tokens and DPoP key here.")
+            abstract: "Delete a user's client at the server (RFC 7592), and its tokens here.",
+            usage: "keymgr dcr delete [<options>] --user <id>",
+            discussion: """
+                Deletes the client at the server (already gone is fine), then the registration, the tokens and \
+                the DPoP key here.
+
+                Example:
+                  keymgr dcr delete --user alice
+                """)
 
         @OptionGroup var globals: GlobalOptions
 

@@ -15,6 +15,7 @@ struct Dpop: ParsableCommand {
     struct Proof: KeymgrCommand {
         static let configuration = CommandConfiguration(
             abstract: "Print a DPoP proof for one request.",
+            usage: "keymgr dpop proof [<options>] --user <id> --htm <method> --htu <url>",
             discussion: """
                 The proof carries jti, htm, htu (without query or fragment), iat, and with --nonce the server's \
                 nonce, with --access-token-stdin the access token's hash (ath). With --json: {"proof","jkt"}.
@@ -75,6 +76,7 @@ struct Dpop: ParsableCommand {
 struct Login: KeymgrCommand {
     static let configuration = CommandConfiguration(
         abstract: "Log a user in through the device authorization grant (no browser needed here).",
+        usage: "keymgr login [<options>] --user <id> [--scope <scope>]",
         discussion: """
             Prints a verification URI and a user code on stderr: open the URI on any other device (a phone), enter \
             the code and approve. keymgr polls at the server's interval and stores the tokens, bound to a new DPoP \

@@ -23,7 +23,13 @@ struct Token: ParsableCommand {
     struct Import: KeymgrCommand {
         static let configuration = CommandConfiguration(
             abstract: "Store a token response (RFC 6749 JSON on stdin) for a user.",
-            discussion: "The tokens were issued elsewhere, so keymgr holds no DPoP key for them: they are stored as unbound.")
+            usage: "keymgr token import [<options>] --user <id> < response.json",
+            discussion: """
+                The tokens were issued elsewhere, so keymgr holds no DPoP key for them: they are stored as unbound.
+
+                Example:
+                  keymgr token import --user alice < response.json
+                """)
 
         @OptionGroup var globals: GlobalOptions
 
@@ -44,9 +50,15 @@ struct Token: ParsableCommand {
     struct Show: KeymgrCommand {
         static let configuration = CommandConfiguration(
             abstract: "Show a user's tokens, redacted unless --reveal.",
+            usage: "keymgr token show [<options>] --user <id> [--reveal]",
             discussion: """
-                With --json: {"userId","tokenType","scope","expiresAt","bound","jkt","accessToken","refreshToken",\
-                "idToken"}; the three tokens are null unless --reveal.
+                With --json:
+                  {"userId","tokenType","scope","expiresAt","bound","jkt","accessToken",
+                   "refreshToken","idToken"}
+                the three tokens are null unless --reveal.
+
+                Example:
+                  keymgr token show --user alice --json
                 """)
 
         @OptionGroup var globals: GlobalOptions
@@ -87,7 +99,13 @@ struct Token: ParsableCommand {
     struct Refresh: KeymgrCommand {
         static let configuration = CommandConfiguration(
             abstract: "Refresh a user's tokens now (single-flight across processes).",
-            discussion: "With --json prints the `token show` object (tokens null).")
+            usage: "keymgr token refresh [<options>] --user <id>",
+            discussion: """
+                With --json prints the `token show` object (tokens null).
+
+                Example:
+                  keymgr token refresh --user alice
+                """)
 
         @OptionGroup var globals: GlobalOptions
 
@@ -112,7 +130,14 @@ struct Token: ParsableCommand {
 
     struct Revoke: KeymgrCommand {
         static let configuration = CommandConfiguration(
-            abstract: "Revoke a user's tokens at the server (RFC 7009) and discard them and the DPoP key here.")
+            abstract: "Revoke a user's tokens at the server (RFC 7009) and here.",
+            usage: "keymgr token revoke [<options>] --user <id>",
+            discussion: """
+                Revokes the refresh and access tokens at the server, then discards them and the DPoP key here.
+
+                Example:
+                  keymgr token revoke --user alice
+                """)
 
         @OptionGroup var globals: GlobalOptions
 
@@ -130,11 +155,12 @@ struct Token: ParsableCommand {
     struct Print: KeymgrCommand {
         static let configuration = CommandConfiguration(
             abstract: "Print a valid access token for scripts, refreshing it first when it expires soon.",
+            usage: "keymgr token print [<options>] --user <id> [--min-ttl <s>]",
             discussion: """
                 Writes the access token and a newline to stdout. With --json: {"accessToken","tokenType","expiresAt"}.
 
                 Example:
-                  curl -H "Authorization: Bearer $(keymgr token print --user alice)" https://api.example.com/
+                  keymgr token print --user alice --min-ttl 120
                 """)
 
         @OptionGroup var globals: GlobalOptions
