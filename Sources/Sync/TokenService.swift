@@ -9,8 +9,21 @@ import ServerClients
 final class TokenRefreshLock {
     private var descriptor: Int32
 
-    /// Waits up to `timeout` seconds for the lock; `busy` after that.
-    init(home: StoreLocation, userId: String, serverName: String, timeout: TimeInterval = 60) throws {
+    /// Waits up to `timeout` seconds for the lock (sleeping between tries, never blocking a thread); `busy` after that.
+    static func acquire(home: StoreLocation, userId: String, serverName: String, timeout: TimeInterval = 60) async throws -> TokenRefreshLock {
+        let lock = try TokenRefreshLock(home: home, userId: userId, serverName: serverName)
+        let deadline = Date().addingTimeInterval(timeout)
+        while try !lock.tryLock() {
+            guard Date() < deadline else {
+                lock.release()
+                throw KeyManagerError(.busy, "another keymgr process has been refreshing these tokens for too long: try again")
+            }
+            try await Task.sleep(nanoseconds: 20_000_000)
+        }
+        return lock
+    }
+
+    private init(home: StoreLocation, userId: String, serverName: String) throws {
         try home.checkUsable()
         let name = "oauth-refresh-" + Self.fileSafe(serverName + "\u{0}" + userId) + ".lock"
         let path = home.url.appendingPathComponent(name).path
@@ -18,16 +31,16 @@ final class TokenRefreshLock {
         guard descriptor >= 0 else {
             throw KeyManagerError(.config, "cannot open the refresh lock \(path): \(String(cString: strerror(errno)))")
         }
-        let deadline = Date().addingTimeInterval(timeout)
-        while flock(descriptor, LOCK_EX | LOCK_NB) != 0 {
-            let reason = errno
-            guard reason == EWOULDBLOCK || reason == EINTR, Date() < deadline else {
-                close(descriptor)
-                descriptor = -1
-                throw KeyManagerError(.busy, "another keymgr process has been refreshing these tokens for too long: try again")
-            }
-            usleep(20_000)
+    }
+
+    /// Takes the lock if it is free.
+    private func tryLock() throws -> Bool {
+        if flock(descriptor, LOCK_EX | LOCK_NB) == 0 { return true }
+        let reason = errno
+        guard reason == EWOULDBLOCK || reason == EINTR else {
+            throw KeyManagerError(.failure, "cannot lock the refresh lock: \(String(cString: strerror(reason)))")
         }
+        return false
     }
 
     func release() {
@@ -103,7 +116,7 @@ public struct TokenService: Sendable {
     /// revision `seen` (another process refreshed while this one waited for the lock), those are used and the
     /// old refresh token is never spent again.
     public func refresh(userId: String, seen: String?) async throws -> TokenSet {
-        let lock = try TokenRefreshLock(home: home, userId: userId, serverName: serverName)
+        let lock = try await TokenRefreshLock.acquire(home: home, userId: userId, serverName: serverName)
         defer { lock.release() }
         guard let current = try manager.tokenSet(userId: userId, serverName: serverName) else {
             throw KeyManagerError(.clientNotRegistered, "\(userId) has no tokens: run `keymgr login --user \(userId)`")

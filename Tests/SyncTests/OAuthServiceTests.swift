@@ -72,5 +72,16 @@ final class OAuthServiceTests: XCTestCase {
         XCTAssertEqual(refreshTokens.count, 2, "one login, one refresh")
         XCTAssertEqual(refreshTokens.filter { $0.status == "active" }.map(\.token),
                        [try XCTUnwrap(try manager.tokenSecrets(userId: "alice", serverName: "default").refreshToken)])
+
+        // Two refreshes at once in one process wait for each other on the per-user lock: one spends the token,
+        // the other finds the new tokens stored.
+        let current = try XCTUnwrap(try manager.tokenSet(userId: "alice", serverName: "default"))
+        let service = try tokenService()
+        async let first = service.refresh(userId: "alice", seen: current.revision)
+        async let second = service.refresh(userId: "alice", seen: current.revision)
+        let results = try await [first, second]
+        XCTAssertEqual(results[0].revision, results[1].revision, "both end with the same tokens")
+        let refreshCount = try await server.oauthTokens().filter { $0.kind == "refresh" }.count
+        XCTAssertEqual(refreshCount, 3, "one more refresh, not two")
     }
 }
