@@ -1,13 +1,37 @@
-# keymgr: `make demo` walks through keymgr on a fresh machine; `make test` runs the whole suite.
-# Both install the Debian packages and Python modules they need when missing.
+# keymgr: `make demo` walks through keymgr on a fresh machine; `make test` runs the whole suite;
+# `make install [PREFIX=/usr/local] [DESTDIR=]` installs a release build, `make uninstall` removes it;
+# `make bench` measures keymgr against its baselines (not part of `make test`).
+# They install the Debian packages and Python modules they need when missing.
 
 SWIFT_BIN ?= /opt/swift/usr/bin
 export PATH := $(SWIFT_BIN):$(PATH)
 
-APT_PACKAGES := libsqlite3-dev libssl-dev libargon2-dev pkg-config sqlite3 openssl python3 curl argon2
+# Everything a build, a test or a script calls: libcurl4-openssl-dev has the curl headers of the CCurl shim
+# (libcurl itself is loaded on first network use), argon2 is the tests' reference CLI, systemd brings systemd-analyze and
+# systemd-creds (the unit and shared-device tests), make and bsdutils (`script`) are called by tests and demo,
+# sudo brings visudo (the shared-device test checks the README's sudoers rule); time, valgrind, strace and
+# eatmydata are the benchmarks'.
+APT_PACKAGES := libsqlite3-dev libssl-dev libargon2-dev libcurl4-openssl-dev pkg-config sqlite3 openssl \
+	python3 python3-pip curl argon2 systemd make bsdutils sudo time valgrind strace eatmydata
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: all deps build test demo clean
+PREFIX ?= /usr/local
+DESTDIR ?=
+BINDIR := $(PREFIX)/bin
+SYSTEMD_UNIT_DIR ?= $(PREFIX)/lib/systemd/system
+BASH_COMPLETION_DIR := $(PREFIX)/share/bash-completion/completions
+ZSH_COMPLETION_DIR := $(PREFIX)/share/zsh/site-functions
+FISH_COMPLETION_DIR := $(PREFIX)/share/fish/vendor_completions.d
+# The release build has its own scratch path, so it never disturbs the debug build of `make test`.
+RELEASE_SCRATCH ?= .build-release
+RELEASE_BIN = $(RELEASE_SCRATCH)/release/keymgr
+
+# Exactly what `make install` writes and `make uninstall` removes.
+INSTALLED := $(BINDIR)/keymgr \
+	$(BASH_COMPLETION_DIR)/keymgr $(ZSH_COMPLETION_DIR)/_keymgr $(FISH_COMPLETION_DIR)/keymgr.fish \
+	$(SYSTEMD_UNIT_DIR)/keymgr-sync.service $(SYSTEMD_UNIT_DIR)/keymgr-sync.timer
+
+.PHONY: all deps build test demo bench clean release install uninstall
 
 all: build
 
@@ -32,5 +56,39 @@ test: deps
 demo: build
 	./scripts/demo.sh "$$(swift build --show-bin-path)"
 
+# The static Swift standard library (and Foundation) is linked in: the binary runs without the toolchain.
+# A file target: make skips swift build (about two minutes even when nothing changed, as the migrations plugin
+# re-runs) unless a source is newer than the binary.
+RELEASE_SOURCES := Package.swift $(shell find Sources Plugins migrations -type f 2>/dev/null)
+
+release: $(RELEASE_BIN)
+
+$(RELEASE_BIN): $(RELEASE_SOURCES)
+	@$(MAKE) --no-print-directory deps
+	swift build -c release --static-swift-stdlib --scratch-path $(RELEASE_SCRATCH) --product keymgr
+	@touch $@
+
+install: release
+	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(BASH_COMPLETION_DIR) $(DESTDIR)$(ZSH_COMPLETION_DIR) \
+	  $(DESTDIR)$(FISH_COMPLETION_DIR) $(DESTDIR)$(SYSTEMD_UNIT_DIR)
+	install -m 0755 $(RELEASE_BIN) $(DESTDIR)$(BINDIR)/keymgr
+	$(RELEASE_BIN) --generate-completion-script bash > $(DESTDIR)$(BASH_COMPLETION_DIR)/keymgr
+	$(RELEASE_BIN) --generate-completion-script zsh > $(DESTDIR)$(ZSH_COMPLETION_DIR)/_keymgr
+	$(RELEASE_BIN) --generate-completion-script fish > $(DESTDIR)$(FISH_COMPLETION_DIR)/keymgr.fish
+	chmod 0644 $(DESTDIR)$(BASH_COMPLETION_DIR)/keymgr $(DESTDIR)$(ZSH_COMPLETION_DIR)/_keymgr \
+	  $(DESTDIR)$(FISH_COMPLETION_DIR)/keymgr.fish
+	sed 's|/usr/local/bin/keymgr|$(BINDIR)/keymgr|' contrib/systemd/keymgr-sync.service \
+	  > $(DESTDIR)$(SYSTEMD_UNIT_DIR)/keymgr-sync.service
+	install -m 0644 contrib/systemd/keymgr-sync.timer $(DESTDIR)$(SYSTEMD_UNIT_DIR)/keymgr-sync.timer
+	chmod 0644 $(DESTDIR)$(SYSTEMD_UNIT_DIR)/keymgr-sync.service
+
+uninstall:
+	rm -f $(addprefix $(DESTDIR),$(INSTALLED))
+
+# Release build in .build-release, every benchmark side by side with its baseline, one table (benchmarks/README.md).
+# BENCH_FLAGS=--static links the Swift standard library statically; --quick is a smoke run.
+bench: deps
+	./benchmarks/run $(BENCH_FLAGS)
+
 clean:
-	rm -rf .build
+	rm -rf .build $(RELEASE_SCRATCH) .build-release-static .build-bench

@@ -9,6 +9,7 @@ let package = Package(
     products: [
         .executable(name: "keymgr", targets: ["keymgr"]),
         .executable(name: "keymgr-refserver", targets: ["keymgr-refserver"]),
+        .executable(name: "keymgr-benchdata", targets: ["keymgr-benchdata"]),
         .library(name: "KeyManager", targets: ["KeyManager"]),
     ],
     dependencies: [
@@ -21,6 +22,8 @@ let package = Package(
         // System libraries: the distribution's libcrypto (OpenSSL 3) and libargon2.
         .systemLibrary(name: "COpenSSL", pkgConfig: "libcrypto", providers: [.apt(["libssl-dev"])]),
         .systemLibrary(name: "CArgon2", pkgConfig: "libargon2", providers: [.apt(["libargon2-dev"])]),
+        // The system libcurl, loaded with dlopen on first network use (headers from libcurl4-openssl-dev).
+        .target(name: "CCurl"),
 
         // Build-time embedding of migrations/*.sql into the Storage module.
         .executableTarget(name: "MigrationEmbedder", swiftSettings: strict),
@@ -41,7 +44,7 @@ let package = Package(
         // Wire clients: HTTP, PingAM's device REST and journeys, OAuth endpoints. Values in, values out.
         .target(
             name: "ServerClients",
-            dependencies: ["KeyManager"],
+            dependencies: ["KeyManager", "CCurl"],
             swiftSettings: strict),
         // Services that combine a wire client with the KeyManager facade: sync, journeys.
         .target(
@@ -70,6 +73,12 @@ let package = Package(
         .executableTarget(
             name: "keymgr-refserver",
             dependencies: ["RefServer", .product(name: "ArgumentParser", package: "swift-argument-parser")],
+            swiftSettings: strict),
+
+        // Benchmark fixtures (benchmarks/): many users and keys made through the library in one process.
+        .executableTarget(
+            name: "keymgr-benchdata",
+            dependencies: ["KeyManager", .product(name: "ArgumentParser", package: "swift-argument-parser")],
             swiftSettings: strict),
 
         .testTarget(name: "StorageTests", dependencies: ["Storage", "KeyManager"], swiftSettings: strict),

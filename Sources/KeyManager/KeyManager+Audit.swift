@@ -2,8 +2,22 @@ import Foundation
 import Storage
 
 extension KeyManager {
-    /// Audit entries matching `query`, oldest first.
+    /// The events keymgr records, for people filtering the log.
+    public static let knownAuditEvents: Set<String> = [
+        "store.initialized", "key.bound", "key.rebound", "key.signed", "key.superseded", "key.revoked", "key.locked",
+        "key.registered", "key.revokedByServer", "key.deletedOnServer", "orphan.deletedOnServer", "credentials.wiped",
+        "pin.changed", "pin.failed", "pin.parametersUpgraded", "master.rotated", "server.configured",
+    ]
+
+    /// Audit entries matching `filter`, oldest first. An event name keymgr does not know, and the log does not
+    /// hold, is a usage error that lists the names it knows.
     public func auditEntries(_ filter: AuditFilter = AuditFilter()) throws -> [AuditEntry] {
+        if let event = filter.event {
+            let known = try Self.knownAuditEvents.union(read { try $0.auditEventNames() })
+            guard known.contains(event) else {
+                throw KeyManagerError(.usage, "there is no audit event \(event): the events are \(known.sorted().joined(separator: ", "))")
+            }
+        }
         let query = AuditQuery(userId: filter.userId, since: filter.since, event: filter.event)
         return try read { reader in
             try reader.auditEvents(query).map { record in

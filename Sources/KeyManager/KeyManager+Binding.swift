@@ -88,7 +88,7 @@ extension KeyManager {
         return try write { writer in
             var targets: [UserKeyRecord]
             if let kid {
-                guard let key = try writer.key(kid: kid), userId == nil || key.userId == userId else {
+                guard let key = try Self.key(named: kid, in: writer), userId == nil || key.userId == userId else {
                     throw KeyManagerError(.clientNotRegistered, "no key \(kid)\(userId.map { " for user \($0)" } ?? "") on this device: see `keymgr list --status all`")
                 }
                 targets = [key]
@@ -119,6 +119,12 @@ extension KeyManager {
             }
             return revoked
         }
+    }
+
+    /// The keys `request` would supersede: the user's active and locked keys for the same issuer.
+    public func keysSuperseded(by request: BindRequest) throws -> [UserKey] {
+        let issuer = try request.issuer ?? device().issuer
+        return try keys(userId: request.userId, statuses: KeyStatus.usable).filter { $0.issuer == issuer }
     }
 
     /// Marks the user's usable keys for `issuer` superseded (material destroyed, queued for server deletion).
@@ -157,7 +163,7 @@ extension KeyManager {
                    verb: String) throws -> KeyListing {
         try read { reader in
             if let kid {
-                guard let key = try reader.key(kid: kid), userId == nil || key.userId == userId else {
+                guard let key = try Self.key(named: kid, in: reader), userId == nil || key.userId == userId else {
                     throw KeyManagerError(.clientNotRegistered, "no key \(kid)\(userId.map { " for user \($0)" } ?? "") on this device: see `keymgr list`")
                 }
                 guard key.status == .active || key.status == .locked else {
@@ -179,8 +185,26 @@ extension KeyManager {
         }
     }
 
+    /// The key a `--kid` value names: its whole kid, or (as git shortens hashes) any prefix of at least
+    /// `shortKidLength` characters that only one kid starts with. Several matches: a usage error listing them.
+    static func key(named text: String, in reader: StoreReader) throws -> UserKeyRecord? {
+        if let exact = try reader.key(kid: text) { return exact }
+        guard text.count >= shortKidLength else { return nil }
+        let matches = try reader.keys(kidPrefix: text, limit: 10)
+        guard matches.count <= 1 else {
+            throw KeyManagerError(.usage, "more than one key starts with \(text): give more of the kid, e.g. one of "
+                + matches.map(\.kid).joined(separator: ", "))
+        }
+        return matches.first
+    }
+
+    /// How many characters of a kid tables show, and the shortest prefix `--kid` accepts.
+    public static let shortKidLength = 8
+
     static func validateIdentifier(_ value: String, what: String) throws {
-        guard !value.isEmpty else { throw KeyManagerError(.usage, "the \(what) must not be empty") }
+        guard !value.trimmingCharacters(in: .whitespacesAndNewlines).isEmpty else {
+            throw KeyManagerError(.usage, "the \(what) must not be empty or blank")
+        }
         guard value.utf8.count <= 1024 else { throw KeyManagerError(.badInput, "the \(what) is longer than 1024 bytes") }
         guard !value.unicodeScalars.contains(where: { $0.value < 0x20 || $0.value == 0x7f }) else {
             throw KeyManagerError(.badInput, "the \(what) contains control characters")

@@ -2,6 +2,12 @@ import Foundation
 import Storage
 
 extension KeyManager {
+    /// Checks a new PIN against the store's policy (length, block list) before it is confirmed or used, so a
+    /// person can choose another at once. Throws `badInput` saying what to choose instead.
+    public func checkNewPIN(_ pin: SecretBytes) throws {
+        try PINPolicy(minLength: device().pinMinLength).check(pin)
+    }
+
     /// Changes the PIN of an APPLICATION_PIN key: the old PIN unlocks it (a wrong one counts as a failed attempt),
     /// the new one must pass the PIN policy, and the key is re-wrapped under the new PIN with a fresh salt.
     public func changePIN(userId: String, kid: String?, oldPIN: SecretProvider, newPIN: SecretProvider) throws -> UserKey {

@@ -9,7 +9,7 @@ public protocol KeymgrFailure: Error, Sendable {
     var message: String { get }
 }
 
-/// The one error type of keymgr's library: a code from DESIGN.md's taxonomy and a message a person can act on.
+/// The one error type of keymgr's library: a code of keymgr's error taxonomy (docs/wire-formats.md) and a message a person can act on.
 ///
 /// Messages never contain a secret (PIN, private key, token, client secret). The CLI maps `code` to an exit code.
 public struct KeyManagerError: KeymgrFailure, Equatable, CustomStringConvertible {

@@ -2,7 +2,7 @@ import Foundation
 import KeyManager
 
 /// A misbehaviour the reference server can be told to show on the device REST for one user id, so
-/// tests can watch keymgr's sync survive a broken server (DESIGN.md, sync rules 6 and 10).
+/// tests can watch keymgr's sync survive a broken server (docs/sync.md, rules 6 and 10).
 public enum Fault: Sendable, Equatable {
     /// Answer `500` with PingAM's JSON error body.
     case status500

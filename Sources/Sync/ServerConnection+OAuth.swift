@@ -34,7 +34,7 @@ public struct DiscoveryService: Sendable {
     let http: any HTTPClient
 
     public init(timeout: TimeInterval = 15) {
-        self.http = URLSessionHTTPClient(timeout: timeout)
+        self.http = CurlHTTPClient(timeout: timeout)
     }
 
     public init(http: any HTTPClient) {

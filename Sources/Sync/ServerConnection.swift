@@ -16,13 +16,13 @@ public struct ServerConnection: Sendable {
         self.environment = environment
     }
 
-    /// The store's configured profile over URLSession, or `config` when none is set.
+    /// The store's configured profile over libcurl, or `config` when none is set.
     public static func configured(in manager: KeyManager, profile: String = "default", timeout: TimeInterval = 15,
                                   environment: [String: String] = ProcessInfo.processInfo.environment) throws -> ServerConnection {
         guard let settings = try manager.serverSettings(name: profile) else {
             throw KeyManagerError(.config, "no server is configured: run `keymgr server set --dialect pingam --base-url URL --credential-file F`")
         }
-        return ServerConnection(settings: settings, http: URLSessionHTTPClient(timeout: timeout), environment: environment)
+        return ServerConnection(settings: settings, http: CurlHTTPClient(timeout: timeout), environment: environment)
     }
 
     /// PingAM's device REST with the admin credential; nil for a dialect that keeps no device registry.

@@ -55,7 +55,7 @@ public struct SyncReport: Sendable, Equatable {
     }
 }
 
-/// Reconciles the local keys with the server's registered devices (DESIGN.md "Sync" rules 1–4 and 6–10).
+/// Reconciles the local keys with the server's registered devices (docs/sync.md, rules 1–4 and 6–10).
 public struct SyncService: Sendable {
     public let manager: KeyManager
     let connection: ServerConnection
@@ -135,7 +135,9 @@ public struct SyncService: Sendable {
         report.plannedRevocations = planned
         report.revocationLimit = Reconciler.revocationLimit(activeKeys: activeKeys, percent: options.maxRevokePercent)
         if planned > report.revocationLimit && !options.force {
+            // Nothing is applied; the report lists what the valve held back.
             report.safetyValveTripped = true
+            report.revoked = plans.flatMap(\.changes.revokedByServer)
             return report
         }
 

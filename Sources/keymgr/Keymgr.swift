@@ -24,6 +24,7 @@ struct Keymgr: ParsableCommand {
             69 server or verifier unavailable, 75 busy or timed out (try again), 76 server rejected, \
             77 not authenticated (wrong PIN, locked, aborted), 78 configuration error.
             """,
+        version: KeymgrVersion.current,
         subcommands: [
             Init.self, Status.self, Users.self, List.self, Bind.self, Sign.self, Rebind.self, Revoke.self,
             Pin.self, Audit.self, Server.self, SyncCommand.self, Master.self, Dcr.self, Token.self, Dpop.self, Login.self,

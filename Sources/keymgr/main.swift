@@ -1,7 +1,7 @@
 import ArgumentParser
 import Foundation
 
-// keymgr's entry point: parse, run, and turn any error into DESIGN.md's exit status and error output.
+// keymgr's entry point: parse, run, and turn any error into the exit status and error output the README documents.
 // Parsing errors (usage, 64) and running errors (KeyManagerError codes) are reported apart, because the
 // argument parser's own exit codes only apply to the first.
 

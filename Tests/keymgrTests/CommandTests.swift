@@ -132,9 +132,13 @@ final class CommandTests: XCTestCase {
         XCTAssertEqual(try sandbox.succeed(["list", "--status", "all", "--json"]).array().count, 2)
         XCTAssertEqual(try sandbox.succeed(["list", "--status", "active", "--status", "revoked", "--json"]).array().count, 2)
 
-        let table = try sandbox.succeed(["list", "--status", "all"])
+        let table = try sandbox.succeed(["list", "--status", "all", "--wide"])
         assertAlignedTable(table.stdout, headers: ["KID", "USER ID", "USERNAME", "AUTH TYPE", "STATUS", "SERVER", "CREATED", "LAST USED"])
-        XCTAssertTrue(table.stdout.contains(alice["kid"] as? String ?? "?"))
+        XCTAssertTrue(table.stdout.contains(alice["kid"] as? String ?? "?"), "--wide shows whole kids")
+        let narrow = try sandbox.succeed(["list", "--status", "all"])
+        assertAlignedTable(narrow.stdout, headers: ["KID", "USER ID", "USERNAME", "AUTH TYPE", "STATUS", "SERVER", "LAST USED"])
+        XCTAssertFalse(narrow.stdout.contains(alice["kid"] as? String ?? "?"), "kids are shortened by default")
+        XCTAssertTrue(narrow.stdout.contains(String((alice["kid"] as? String ?? "?").prefix(8))))
         let none = try sandbox.succeed(["list", "--user", "nobody"])
         XCTAssertEqual(none.stdout, "", "an empty listing prints no table")
         XCTAssertTrue(none.stderr.contains("no matching keys"), none.stderr)
@@ -326,5 +330,29 @@ final class CommandTests: XCTestCase {
         XCTAssertEqual(try sandbox.keymgr(["sign", "--user", "carol", "--pin-stdin"], stdin: "482916\n").status, 0)
         let human = try sandbox.succeed(["master", "rotate"])
         XCTAssertTrue(human.stderr.hasPrefix("rotated the master key: "), human.stderr)
+    }
+
+    func testTablesFit80ColumnsAndAShortKidNamesItsKey() throws {
+        let sandbox = try Sandbox()
+        try sandbox.initialise()
+        let long = "id=" + String(repeating: "a-very-long-directory-user-name-", count: 3) + ",ou=user,o=alpha,ou=services,ou=am-config"
+        let key = try sandbox.bind(long, ["--username", String(repeating: "Firstname Lastname ", count: 4), "--auth-type", "none"])
+        try sandbox.bind("bob")
+        let kid = try XCTUnwrap(key["kid"] as? String)
+        for command in [["list"], ["users"], ["audit"], ["list", "--status", "all"]] {
+            let outcome = try sandbox.succeed(command)
+            for line in outcome.stdout.split(separator: "\n") {
+                XCTAssertLessThanOrEqual(line.count, 80, "`keymgr \(command.joined(separator: " "))`: \(line)")
+            }
+            XCTAssertTrue(outcome.stdout.contains("…"), "long values are cut with …: \(outcome.stdout)")
+            let wide = try sandbox.succeed(command + ["--wide"])
+            XCTAssertTrue(wide.stdout.split(separator: "\n").contains { $0.count > 80 }, "--wide cuts nothing")
+        }
+        // Any unique prefix of at least 8 characters names the key, as git shortens hashes.
+        let signed = try sandbox.succeed(["sign", "--kid", String(kid.prefix(8)), "--json"]).object()
+        XCTAssertEqual(signed["kid"] as? String, kid)
+        let tooShort = try sandbox.keymgr(["sign", "--kid", String(kid.prefix(7))])
+        XCTAssertEqual(tooShort.status, 66, "a prefix shorter than 8 names nothing: \(tooShort.summary)")
+        XCTAssertEqual(try sandbox.succeed(["revoke", "--kid", String(kid.prefix(10)).lowercased(), "--json"]).array().first?["kid"] as? String, kid)
     }
 }

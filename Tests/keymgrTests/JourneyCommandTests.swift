@@ -119,4 +119,18 @@ final class JourneyCommandTests: ServerTestCase {
         let wrongPIN = try sandbox.keymgr(["sign", "--journey", "SignIn", "--user", "bob", "--pin-stdin", "--json"], stdin: "111111\n")
         XCTAssertEqual(wrongPIN.status, 77, wrongPIN.summary)
     }
+
+    func testWithoutATerminalABindOverAServerKnownKeyNeedsReplace() throws {
+        try start(users: ["alice"])
+        let registered = try register("alice")
+        let user = universalId("alice")
+        let refused = try sandbox.keymgr(["bind", "--user", user, "--json"])
+        try assertJSONError(refused, status: 64, code: "usage")
+        XCTAssertTrue(refused.stderr.contains("--replace"), refused.stderr)
+        XCTAssertEqual(try keys()[registered["kid"] as? String ?? ""]?["status"] as? String, "active", "the key stays")
+
+        let replaced = try sandbox.keymgr(["bind", "--user", user, "--replace", "--json"])
+        XCTAssertEqual(replaced.status, 0, replaced.summary)
+        XCTAssertEqual(try keys()[registered["kid"] as? String ?? ""]?["status"] as? String, "superseded")
+    }
 }

@@ -24,7 +24,7 @@ final class LayoutTests: XCTestCase {
             for forbidden in ["import Storage", "import GRDB", "import ServerClients", "@_exported"] {
                 XCTAssertFalse(text.contains(forbidden), "\(name) has `\(forbidden)`")
             }
-            for client in ["URLSessionHTTPClient(", "PingAMDeviceClient(", "PingAMJourneyClient(", "Record("] {
+            for client in ["CurlHTTPClient(", "PingAMDeviceClient(", "PingAMJourneyClient(", "Record("] {
                 XCTAssertFalse(text.contains(client), "\(name) constructs \(client)…)")
             }
         }

@@ -262,11 +262,24 @@ final class SyncCommandTests: ServerTestCase {
         for name in names.dropFirst() { try server.deleteBinding(user: name, uuid: try XCTUnwrap(kids[name])) }
 
         let tripped = try sandbox.keymgr(["sync", "--json"])
-        try assertJSONError(tripped, status: 3, code: "safetyValve")
-        let message = try XCTUnwrap((try tripped.object()["error"] as? [String: Any])?["message"] as? String)
-        XCTAssertTrue(message.contains("revoke 4 keys") && message.contains("limit of 1") && message.contains("--force"), message)
+        XCTAssertEqual(tripped.status, 3, tripped.summary)
+        // The one document on stdout is the report of what the valve held back; the reason is on stderr.
+        let held = try tripped.object()
+        XCTAssertEqual(Set(held.keys), Self.reportFields)
+        XCTAssertEqual(held["applied"] as? Bool, false)
+        XCTAssertEqual(Set(held["revoked"] as? [String] ?? []), Set(names.dropFirst().compactMap { kids[$0] }))
+        XCTAssertTrue(tripped.stderr.contains("revoke 4 keys") && tripped.stderr.contains("limit of 1")
+                      && tripped.stderr.contains("--force") && tripped.stderr.contains("--dry-run"), tripped.stderr)
         XCTAssertTrue(try keys().values.allSatisfy { $0["status"] as? String == "active" }, "nothing applied")
         XCTAssertEqual(try sandbox.keymgr(["sync", "--json", "--max-revoke", "50"]).status, 3, "50 % of 5 is 2")
+
+        let human = try sandbox.keymgr(["sync"])
+        XCTAssertEqual(human.status, 3, human.summary)
+        XCTAssertTrue(human.stdout.contains("HELD BACK"), human.stdout)
+        for name in names.dropFirst() {
+            XCTAssertTrue(human.stdout.contains(String(try XCTUnwrap(kids[name]).prefix(8))), "\(name)'s key is listed: \(human.stdout)")
+        }
+        XCTAssertTrue(try keys().values.allSatisfy { $0["status"] as? String == "active" }, "still nothing applied")
 
         let forced = try sync(["--force"])
         XCTAssertEqual(Set(forced["revoked"] as? [String] ?? []), Set(names.dropFirst().compactMap { kids[$0] }))
@@ -367,14 +380,33 @@ final class SyncCommandTests: ServerTestCase {
         XCTAssertFalse(quiet.stdout.contains("syncing:"), quiet.stdout.debugDescription)
     }
 
-    func testAnUnreachableServerFailsEveryUserWithExit2() throws {
-        try start(users: ["alice"])
-        try registerSettled(["alice"])
+    func testAnUnreachableServerFailsTheRunWithExit69AndOneLine() throws {
+        try start(users: ["alice", "bob"])
+        try registerSettled(["alice", "bob"])
         server.stop()
         let outcome = try sandbox.keymgr(["sync", "--json", "--timeout", "5"])
-        XCTAssertEqual(outcome.status, 2, outcome.summary)
+        XCTAssertEqual(outcome.status, 69, "no user could be reconciled: the timer must see a failure, not 2: \(outcome.summary)")
         let errors = try XCTUnwrap(try outcome.object()["errors"] as? [[String: Any]])
-        XCTAssertEqual(errors.map { $0["code"] as? String }, ["serverUnavailable"])
+        XCTAssertEqual(errors.map { $0["code"] as? String }, ["serverUnavailable", "serverUnavailable"])
+        let lines = outcome.stderr.split(separator: "\n").filter { $0.hasPrefix("keymgr:") }
+        XCTAssertEqual(lines.count, 1, "one line says so, not one per user: \(outcome.stderr)")
+        XCTAssertTrue(lines.first?.contains("no user was reconciled") == true, outcome.stderr)
+        XCTAssertEqual(try keys().values.first?["status"] as? String, "active")
+    }
+
+    func testARefusedAdminCredentialFailsTheRunWithExit77() throws {
+        try start(users: ["alice"])
+        try registerSettled(["alice"])
+        let wrong = sandbox.root.appendingPathComponent("wrong.token")
+        try Data("not-the-admin-token\n".utf8).write(to: wrong)
+        try FileManager.default.setAttributes([.posixPermissions: 0o600], ofItemAtPath: wrong.path)
+        var arguments = server.serverSetArguments
+        if let index = arguments.firstIndex(of: "--credential-file") { arguments[index + 1] = wrong.path }
+        try sandbox.succeed(arguments)
+        let outcome = try sandbox.keymgr(["sync"])
+        XCTAssertEqual(outcome.status, 77, outcome.summary)
+        XCTAssertTrue(outcome.stderr.contains("admin credential"), outcome.stderr)
+        XCTAssertFalse(outcome.stderr.contains("not-the-admin-token"), "the credential is never shown")
         XCTAssertEqual(try keys().values.first?["status"] as? String, "active")
     }
 
@@ -401,7 +433,7 @@ final class SyncCommandTests: ServerTestCase {
 
         // An administrator removes it with the same one-segment path, and the next sync revokes it here.
         try server.deleteBinding(user: segment, uuid: try XCTUnwrap(key["kid"] as? String))
-        let revoked = try sandbox.succeed(["sync"])
+        let revoked = try sandbox.succeed(["sync", "--wide"])
         let kid = try XCTUnwrap(key["kid"] as? String)
         let row = revoked.stdout.split(separator: "\n").first { $0.hasPrefix("revoked") }.map(String.init) ?? ""
         XCTAssertTrue(row.contains(universalId(awkward)) && row.contains(kid), revoked.stdout)

@@ -13,10 +13,11 @@ final class TerminalPromptTests: XCTestCase {
         if pid == 0:
             os.execv(sys.argv[1], sys.argv[1:])
         seen = b""
+        searched = 0  # each prompt is looked for after the one before it, so a repeated prompt waits for its turn
         def read_until(token, limit=30):
             global seen
             end = time.time() + limit
-            while token not in seen and time.time() < end:
+            while seen.find(token, searched) < 0 and time.time() < end:
                 ready, _, _ = select.select([fd], [], [], 0.1)
                 if ready:
                     try:
@@ -26,12 +27,12 @@ final class TerminalPromptTests: XCTestCase {
                     if not chunk:
                         return False
                     seen += chunk
-            return token in seen
+            return seen.find(token, searched) >= 0
         for prompt, answer in answers:
             if not read_until(prompt.encode()):
                 sys.stdout.buffer.write(seen)
                 sys.exit(90)
-            seen = seen.replace(prompt.encode(), b"<" + prompt.encode() + b">", 1)
+            searched = seen.find(prompt.encode(), searched) + len(prompt.encode())
             os.write(fd, answer.encode() + b"\n")
         read_until(b"\x00never\x00", limit=30)
         _, status = os.waitpid(pid, 0)
@@ -81,5 +82,47 @@ final class TerminalPromptTests: XCTestCase {
         XCTAssertEqual(outcome.status, 65, outcome.summary)
         XCTAssertTrue(outcome.stdout.contains("the two PINs differ"), outcome.stdout)
         XCTAssertEqual(try sandbox.succeed(["list", "--json"]).array().count, 0)
+    }
+
+    func testDestructiveCommandsAskOnATerminalAndNeverWithout() throws {
+        let sandbox = try Sandbox()
+        try sandbox.initialise()
+        try sandbox.bind("dave")
+
+        let declined = try onTerminal(sandbox, ["revoke", "--user", "dave"], answers: [("destroy its key material? [y/N] ", "n")])
+        XCTAssertEqual(declined.status, 77, "no is an abort: \(declined.summary)")
+        XCTAssertEqual(try sandbox.succeed(["list", "--json"]).array().count, 1, "nothing was revoked")
+
+        let supersede = try onTerminal(sandbox, ["bind", "--user", "dave"], answers: [("destroy its key material? [y/N] ", "no")])
+        XCTAssertEqual(supersede.status, 77, supersede.summary)
+        XCTAssertEqual(try sandbox.succeed(["list", "--status", "all", "--json"]).array().count, 1, "no new key, none superseded")
+        let replaced = try onTerminal(sandbox, ["bind", "--user", "dave", "--yes"], answers: [])
+        XCTAssertEqual(replaced.status, 0, "--yes asks nothing: \(replaced.summary)")
+
+        let rotated = try onTerminal(sandbox, ["master", "rotate"], answers: [("re-wrap every secret under a new one? [y/N] ", "y")])
+        XCTAssertEqual(rotated.status, 0, rotated.summary)
+        let accepted = try onTerminal(sandbox, ["revoke", "--user", "dave"], answers: [("destroy its key material? [y/N] ", "yes")])
+        XCTAssertEqual(accepted.status, 0, accepted.summary)
+        XCTAssertEqual(try sandbox.succeed(["list", "--json"]).array().count, 0)
+
+        // Without a terminal nothing asks: scripts and timers go on as they are told.
+        try sandbox.bind("erin")
+        XCTAssertEqual(try sandbox.keymgr(["revoke", "--user", "erin"]).status, 0)
+        XCTAssertEqual(try sandbox.keymgr(["master", "rotate"]).status, 0)
+    }
+
+    func testARefusedNewPINIsSaidBeforeRepeatAndAskedAgain() throws {
+        let sandbox = try Sandbox()
+        try sandbox.initialise()
+        let bound = try onTerminal(sandbox, ["bind", "--user", "carol", "--auth-type", "app-pin"], answers: [
+            ("New PIN for carol: ", "123456"), ("New PIN for carol: ", "482916"),
+            ("Repeat the new PIN: ", "482916"),
+        ])
+        XCTAssertEqual(bound.status, 0, bound.summary)
+        let refusal = try XCTUnwrap(bound.stdout.range(of: "too common"))
+        let repeatPrompt = try XCTUnwrap(bound.stdout.range(of: "Repeat the new PIN"))
+        XCTAssertLessThan(refusal.lowerBound, repeatPrompt.lowerBound, "the policy speaks before Repeat: \(bound.stdout)")
+        XCTAssertEqual(bound.stdout.components(separatedBy: "Repeat the new PIN").count - 1, 1, "one Repeat, for the accepted PIN")
+        XCTAssertEqual(try sandbox.keymgr(["sign", "--user", "carol", "--pin-stdin"], stdin: "482916\n").status, 0)
     }
 }

@@ -4,6 +4,11 @@ import GRDB
 // The queries of `AuditEventRecord`: reads for any snapshot, changes inside a write transaction.
 
 extension StoreReader {
+    /// The event names the log holds.
+    public func auditEventNames() throws -> Set<String> {
+        Set(try String.fetchAll(db, sql: "SELECT DISTINCT event FROM audit_events"))
+    }
+
     /// Audit entries matching `query`, oldest first.
     public func auditEvents(_ query: AuditQuery = AuditQuery()) throws -> [AuditEventRecord] {
         var request = AuditEventRecord.all()

@@ -4,6 +4,13 @@ import GRDB
 // The queries of `UserKeyRecord`: reads for any snapshot, changes inside a write transaction.
 
 extension StoreReader {
+    /// Keys whose kid starts with `prefix`, compared without regard to case (at most `limit`).
+    public func keys(kidPrefix prefix: String, limit: Int) throws -> [UserKeyRecord] {
+        try UserKeyRecord.fetchAll(db, sql: """
+            SELECT * FROM user_keys WHERE upper(substr(kid, 1, ?)) = upper(?) ORDER BY kid LIMIT ?
+            """, arguments: [prefix.count, prefix, limit])
+    }
+
     public func key(kid: String) throws -> UserKeyRecord? { try UserKeyRecord.fetchOne(db, key: kid) }
 
     /// The keys of one user (or of every user when `userId` is nil) whose status is in `statuses`, oldest first.

@@ -5,6 +5,7 @@ import KeyManager
 /// `keymgr audit`: the hash-chained audit log. Without a subcommand it lists entries (`audit list`).
 struct Audit: ParsableCommand {
     static let configuration = CommandConfiguration(
+        commandName: "audit",
         abstract: "Show the audit log, or verify its hash chain.",
         discussion: """
             `keymgr audit [options]` is `keymgr audit list [options]`.
@@ -28,8 +29,9 @@ struct Audit: ParsableCommand {
         static let configuration = CommandConfiguration(
             commandName: "list",
             abstract: "List audit entries, oldest first.",
+            usage: "keymgr audit [list] [<options>] [--user <id>] [--event <name>]",
             discussion: """
-                --format json (or --json) prints [{"seq","at","event","userId","kid","actor","details","hash","prevHash"}]; \
+                --format json (or --json) prints [{"seq", "at", "event", "userId", "kid", "actor", "details", "hash", "prevHash"}]; \
                 csv prints the same fields under a header line. `actor` is the OS user who ran keymgr.
 
                 Example:
@@ -37,6 +39,8 @@ struct Audit: ParsableCommand {
                 """)
 
         @OptionGroup var globals: GlobalOptions
+
+        @OptionGroup var table: TableOptions
 
         @Option(help: ArgumentHelp("Only entries about this user.", valueName: "id"))
         var user: String?
@@ -75,10 +79,13 @@ struct Audit: ParsableCommand {
                 }
                 console.answer(text)
             case .table:
+                // Details are cut in the table; --json and --format csv show them whole.
+                let wide = table.wide
                 console.table(["SEQ", "AT", "EVENT", "USER ID", "KID", "ACTOR", "DETAILS"],
-                              entries.map { [String($0.seq), $0.at, $0.event, HumanText.text($0.userId), HumanText.text($0.kid),
-                                             $0.actor, $0.details.canonicalJSON()] },
-                              empty: "no matching audit entries")
+                              entries.map { [String($0.seq), HumanText.time(ISOTime.date(from: $0.at)), $0.event,
+                                             HumanText.text($0.userId), HumanText.kid($0.kid, wide: wide), $0.actor,
+                                             $0.details.canonicalJSON()] },
+                              empty: "no matching audit entries", wide: wide, keepWhole: [0, 1, 4])
             }
         }
 
@@ -92,10 +99,11 @@ struct Audit: ParsableCommand {
     /// `keymgr audit verify`: recomputes the hash chain.
     struct Verify: KeymgrCommand {
         static let configuration = CommandConfiguration(
+            commandName: "verify",
             abstract: "Check that no audit entry was altered, removed, inserted or reordered.",
             discussion: """
                 Recomputes every entry's hash from the first one. Exits 0 when the chain holds and 1 when it does \
-                not, naming the first entry that fails. With --json: {"intact","checked","firstBadSeq","reason"}.
+                not, naming the first entry that fails. With --json: {"intact", "checked", "firstBadSeq", "reason"}.
 
                 Example:
                   keymgr audit verify --json

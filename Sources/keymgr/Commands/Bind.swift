@@ -1,3 +1,4 @@
+import Foundation
 import ArgumentParser
 import KeyManager
 import Sync
@@ -5,12 +6,14 @@ import Sync
 /// `keymgr bind`: creates a new device-bound key for a user.
 struct Bind: KeymgrCommand {
     static let configuration = CommandConfiguration(
+        commandName: "bind",
         abstract: "Bind a new key for a user on this device.",
         discussion: """
             Creates a P-256 key guarded by the auth type. APPLICATION_PIN asks for a new PIN (twice on a \
             terminal) or reads it with --pin-stdin / --pin-fd. With --challenge, prints the binding JWS for the \
-            identity server on stdout. A user's earlier key for the same issuer is superseded. With --json: the \
-            key object plus "jwk" and, with --challenge, "jws".
+            identity server on stdout. A user's earlier key for the same issuer is superseded: on a terminal \
+            keymgr asks first (--yes or --replace does not ask); without one, a key the server knows is only \
+            superseded with --replace. With --json: the key object plus "jwk" and, with --challenge, "jws".
 
             With --journey, the key is bound through a PingAM journey on the configured server (`keymgr server \
             set`): keymgr answers the NameCallback with --username (else --user) and the PasswordCallback with \
@@ -19,8 +22,10 @@ struct Bind: KeymgrCommand {
             the JWS the server accepted.
 
             Example:
-              printf '482916\\n' | keymgr bind --user alice --username "Alice Liddell" --auth-type app-pin --pin-stdin
-              keymgr bind --journey RegisterDevice --user alice --password-fd 3 3<password.txt
+              printf '482916\\n' | keymgr bind --user alice --username "Alice Liddell" \\
+                --auth-type app-pin --pin-stdin
+              keymgr bind --journey RegisterDevice --user alice \\
+                --password-fd 3 3<password.txt
             """)
 
     @OptionGroup var globals: GlobalOptions
@@ -40,6 +45,12 @@ struct Bind: KeymgrCommand {
 
     @OptionGroup(title: "Journey") var journey: JourneyOptions
 
+    @Flag(help: "Supersede the user's active key without asking, even one the server knows.")
+    var replace = false
+
+    @Flag(help: "Do not ask for confirmation on a terminal.")
+    var yes = false
+
     func validate() throws {
         if journey.journey != nil {
             try JourneyOptions.refuse(jws.decidedByTheServer)
@@ -57,7 +68,8 @@ struct Bind: KeymgrCommand {
         if let timeout = jws.timeout { request.verifierTimeout = timeout }
 
         let manager = try globals.openManager()
-        let result = try manager.bind(request, newPIN: pin.source().new(for: user))
+        try confirmSupersede(try manager.keysSuperseded(by: request))
+        let result = try manager.bind(request, newPIN: pin.source().new(for: user, policy: manager.checkNewPIN))
         let console = globals.console
         if globals.json {
             console.answer(json: KeyJSON(result))
@@ -65,6 +77,22 @@ struct Bind: KeymgrCommand {
         }
         console.confirm("bound \(user): key \(result.key.kid) (\(result.key.authType.rawValue))")
         if let jws = result.jws { console.answer(jws) }
+    }
+
+    /// Superseding destroys the user's current key: on a terminal keymgr asks; without one, a key the server
+    /// knows is only replaced with --replace.
+    private func confirmSupersede(_ superseded: [UserKey]) throws {
+        guard !superseded.isEmpty, !replace else { return }
+        let list = superseded.map(\.kid).joined(separator: ", ")
+        if isatty(STDIN_FILENO) == 1 {
+            guard !yes else { return }
+            guard try Terminal.askYesNo("\(user) already has key \(list); supersede it and destroy its key material?") else {
+                throw KeyManagerError(.abort, "nothing was done")
+            }
+        } else if superseded.contains(where: { $0.serverState == .registered }) {
+            throw KeyManagerError(.usage, "\(user) already has key \(list), registered with the server: "
+                + "add --replace to supersede it (the server's record is deleted at the next sync)")
+        }
     }
 
     /// Binds through the journey `name`: the server's callback decides the user id, auth type and challenge.
@@ -78,7 +106,7 @@ struct Bind: KeymgrCommand {
         let result = try AsyncBridge.wait {
             try await journeys.bind(journey: name, username: login, password: { try password.read() },
                                     requestedAuthType: requested,
-                                    newPIN: PINSource.choose(stdin: pinStdin, fd: pinFd).new(for: user))
+                                    newPIN: PINSource.choose(stdin: pinStdin, fd: pinFd).new(for: user, policy: manager.checkNewPIN))
         }
         let console = globals.console
         if globals.json {

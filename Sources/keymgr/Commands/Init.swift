@@ -4,6 +4,7 @@ import KeyManager
 /// `keymgr init`: creates the store, its master key and the device identity.
 struct Init: KeymgrCommand {
     static let configuration = CommandConfiguration(
+        commandName: "init",
         abstract: "Create a keymgr store for this device.",
         discussion: """
             Creates the home directory (mode 0700), the database and the master key ($KEYMGR_HOME/master.key, \
@@ -14,7 +15,8 @@ struct Init: KeymgrCommand {
             they run. Exit 0 means verified, 1 rejected, anything else unavailable.
 
             Example:
-              keymgr init --device-name "kiosk 7" --pin-retry 5 --biometric-verifier "fprintd-verify {osUser}"
+              keymgr init --device-name "kiosk 7" --pin-retry 5 \\
+                --biometric-verifier "/usr/bin/fprintd-verify {osUser}"
             """)
 
     @OptionGroup var globals: GlobalOptions

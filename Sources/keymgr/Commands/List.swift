@@ -4,10 +4,12 @@ import KeyManager
 /// `keymgr list`: the keys on this device.
 struct List: KeymgrCommand {
     static let configuration = CommandConfiguration(
+        commandName: "list",
         abstract: "List keys: active and locked ones unless --status says otherwise.",
+        usage: "keymgr list [<options>] [--user <id>] [--status <status> ...]",
         discussion: """
             With --json: an array of key objects \
-            {"kid","userId","username","authType","status","serverState","createdAt","lastUsedAt","deviceName"}.
+            {"kid", "userId", "username", "authType", "status", "serverState", "createdAt", "lastUsedAt", "deviceName"}.
 
             Example:
               keymgr list --user alice --status all
@@ -30,6 +32,8 @@ struct List: KeymgrCommand {
 
     @OptionGroup var globals: GlobalOptions
 
+    @OptionGroup var table: TableOptions
+
     @Option(help: ArgumentHelp("Only this user's keys.", valueName: "id"))
     var user: String?
 
@@ -44,9 +48,19 @@ struct List: KeymgrCommand {
             console.answer(json: keys.map { KeyJSON($0) })
             return
         }
-        console.table(["KID", "USER ID", "USERNAME", "AUTH TYPE", "STATUS", "SERVER", "CREATED", "LAST USED"],
-                      keys.map { [$0.kid, $0.userId, HumanText.text($0.username), $0.authType.rawValue, $0.status.rawValue,
-                                  $0.serverState.rawValue, HumanText.time($0.createdAt), HumanText.time($0.lastUsedAt)] },
-                      empty: user.map { "no matching keys for user \($0)" } ?? "no matching keys")
+        let empty = user.map { "no matching keys for user \($0)" } ?? "no matching keys"
+        if table.wide {
+            console.table(["KID", "USER ID", "USERNAME", "AUTH TYPE", "STATUS", "SERVER", "CREATED", "LAST USED"],
+                          keys.map { [$0.kid, $0.userId, HumanText.text($0.username), $0.authType.rawValue, $0.status.rawValue,
+                                      $0.serverState.rawValue, HumanText.time($0.createdAt), HumanText.time($0.lastUsedAt)] },
+                          empty: empty, wide: true)
+            return
+        }
+        // 80 columns: short kids, no creation time (--wide and --json have it), ids cut with … when long.
+        console.table(["KID", "USER ID", "USERNAME", "AUTH TYPE", "STATUS", "SERVER", "LAST USED"],
+                      keys.map { [HumanText.kid($0.kid, wide: false), $0.userId, HumanText.text($0.username),
+                                  $0.authType.rawValue, $0.status.rawValue, $0.serverState.rawValue,
+                                  HumanText.time($0.lastUsedAt)] },
+                      empty: empty, keepWhole: [0, 4, 6])
     }
 }

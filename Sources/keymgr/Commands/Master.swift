@@ -4,6 +4,7 @@ import KeyManager
 /// `keymgr master`: the master key that wraps every secret in the store.
 struct Master: ParsableCommand {
     static let configuration = CommandConfiguration(
+        commandName: "master",
         abstract: "Manage the store's master key.",
         discussion: """
             Example:
@@ -16,10 +17,12 @@ struct Master: ParsableCommand {
     /// `keymgr master rotate`: a new master key, every secret re-wrapped in one transaction.
     struct Rotate: KeymgrCommand {
         static let configuration = CommandConfiguration(
+            commandName: "rotate",
             abstract: "Replace the master key and re-wrap every secret under the new one.",
+            usage: "keymgr master rotate [<options>] [--yes]",
             discussion: """
-                All secrets are re-wrapped in one transaction: either all move to the new key or none do. \
-                With --json: {"secretsRewrapped"}.
+                All secrets are re-wrapped in one transaction: either all move to the new key or none do. On a \
+                terminal keymgr asks first (--yes does not ask). With --json: {"secretsRewrapped"}.
 
                 Example:
                   keymgr master rotate --json
@@ -27,8 +30,12 @@ struct Master: ParsableCommand {
 
         @OptionGroup var globals: GlobalOptions
 
+        @OptionGroup var confirmation: ConfirmationOptions
+
         func run() throws {
-            let rotation = try globals.openManager().rotateMasterKey()
+            let manager = try globals.openManager()
+            try confirmation.confirm("Replace the master key and re-wrap every secret under a new one?")
+            let rotation = try manager.rotateMasterKey()
             let console = globals.console
             if globals.json {
                 console.answer(json: RotationJSON(secretsRewrapped: rotation.secretsRewrapped))

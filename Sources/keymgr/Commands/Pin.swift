@@ -4,6 +4,7 @@ import KeyManager
 /// `keymgr pin`: PIN maintenance for APPLICATION_PIN keys.
 struct Pin: ParsableCommand {
     static let configuration = CommandConfiguration(
+        commandName: "pin",
         abstract: "Manage the PIN of an APPLICATION_PIN key.",
         discussion: """
             Example:
@@ -16,7 +17,9 @@ struct Pin: ParsableCommand {
     /// `keymgr pin change`: a new PIN for the same key, after the old one is verified.
     struct Change: KeymgrCommand {
         static let configuration = CommandConfiguration(
+            commandName: "change",
             abstract: "Change a key's PIN (the old PIN is required).",
+            usage: "keymgr pin change [<options>] --user <id> [--kid <kid>]",
             discussion: """
                 Reads the old PIN, then the new one: two lines with --pin-stdin or --pin-fd, or prompts on the \
                 terminal (the new PIN twice). A wrong old PIN counts as a failed attempt. With --json: the key object.
@@ -37,7 +40,7 @@ struct Pin: ParsableCommand {
 
         func run() throws {
             let manager = try globals.openManager()
-            let pins = pin.source().change(for: user)
+            let pins = pin.source().change(for: user, policy: manager.checkNewPIN)
             let key = try manager.changePIN(userId: user, kid: kid, oldPIN: pins.old, newPIN: pins.new)
             let console = globals.console
             if globals.json {

@@ -4,7 +4,9 @@ import KeyManager
 /// `keymgr rebind`: replaces a user's key with a new one (the way back from a locked key or a forgotten PIN).
 struct Rebind: KeymgrCommand {
     static let configuration = CommandConfiguration(
+        commandName: "rebind",
         abstract: "Replace a user's key with a new one, e.g. after a forgotten PIN.",
+        usage: "keymgr rebind [<options>] --user <id> [--kid <kid>] --auth-type <type>",
         discussion: """
             Binds a new key with the given auth type and supersedes the old one (queued for deletion on the \
             server at the next sync). With --json: like `bind`.
@@ -29,7 +31,7 @@ struct Rebind: KeymgrCommand {
     func run() throws {
         let manager = try globals.openManager()
         let result = try manager.rebind(userId: user, kid: kid, authType: authType.authType,
-                                        newPIN: pin.source().new(for: user))
+                                        newPIN: pin.source().new(for: user, policy: manager.checkNewPIN))
         let console = globals.console
         if globals.json {
             console.answer(json: KeyJSON(result))

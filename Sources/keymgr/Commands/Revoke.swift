@@ -4,10 +4,13 @@ import KeyManager
 /// `keymgr revoke`: revokes keys and destroys their key material.
 struct Revoke: KeymgrCommand {
     static let configuration = CommandConfiguration(
+        commandName: "revoke",
         abstract: "Revoke a user's keys, or one key.",
+        usage: "keymgr revoke [<options>] (--user <id> | --kid <kid>)",
         discussion: """
             Marks the keys revoked and destroys their private keys; the server learns of it at the next sync. \
-            With --json: an array of the revoked key objects.
+            On a terminal keymgr asks first (--yes does not ask); without one it never asks. With --json: an \
+            array of the revoked key objects.
 
             Example:
               keymgr revoke --user alice --reason "tablet reported stolen"
@@ -24,12 +27,16 @@ struct Revoke: KeymgrCommand {
     @Option(help: ArgumentHelp("Why, for the audit log.", valueName: "reason"))
     var reason: String?
 
+    @OptionGroup var confirmation: ConfirmationOptions
+
     func validate() throws {
         if user == nil && kid == nil { throw ValidationError("say what to revoke: --user ID or --kid KID") }
     }
 
     func run() throws {
-        let revoked = try globals.openManager().revoke(userId: user, kid: kid, reason: reason)
+        let manager = try globals.openManager()
+        try confirmation.confirm("Revoke \(kid.map { "key \($0)" } ?? "every key of \(user ?? "")") and destroy its key material?")
+        let revoked = try manager.revoke(userId: user, kid: kid, reason: reason)
         let console = globals.console
         if globals.json {
             console.answer(json: revoked.map { KeyJSON($0) })

@@ -6,6 +6,7 @@ import Sync
 /// `keymgr server`: the identity server this device syncs with.
 struct Server: ParsableCommand {
     static let configuration = CommandConfiguration(
+        commandName: "server",
         abstract: "Configure the identity server keymgr syncs with, or show it.",
         discussion: """
             Example:
@@ -101,7 +102,10 @@ struct Server: ParsableCommand {
             let credentialPath = credentialFile.map(Self.absolutePath)
             if let credentialPath { Self.checkCredentialFile(credentialPath, console: console) }
             let manager = try globals.openManager()
-            guard let dialect = ServerDialect(name: dialect), let baseURL = URL(string: baseUrl) else {
+            // `https://am.example.com/am/` and `…/am` are one server: keep the form without trailing slashes.
+            var base = baseUrl
+            while base.hasSuffix("/") { base.removeLast() }
+            guard let dialect = ServerDialect(name: dialect), let baseURL = URL(string: base) else {
                 throw KeyManagerError(.usage, "--dialect and --base-url must be given")  // validate() checked both
             }
             var settings = ServerSettings(
@@ -171,11 +175,13 @@ struct Server: ParsableCommand {
     /// `keymgr server show`: the saved profile, without the credential.
     struct Show: KeymgrCommand {
         static let configuration = CommandConfiguration(
+            commandName: "show",
             abstract: "Show the identity server's settings.",
+            usage: "keymgr server show [<options>]",
             discussion: """
                 The admin token is never shown, only where it is read from. With --json: \
-                {"name","dialect","baseUrl","realmPath","credentialFile","credentialHeader","tokenEndpoint",\
-                "registrationEndpoint","revocationEndpoint","deviceAuthorizationEndpoint","tokenBinding","updatedAt"}.
+                {"name", "dialect", "baseUrl", "realmPath", "credentialFile", "credentialHeader", "tokenEndpoint",\
+                "registrationEndpoint", "revocationEndpoint", "deviceAuthorizationEndpoint", "tokenBinding", "updatedAt"}.
 
                 Example:
                   keymgr server show --json

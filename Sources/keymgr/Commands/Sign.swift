@@ -6,10 +6,11 @@ import Sync
 /// `keymgr sign`: signs a server challenge with a user's key.
 struct Sign: KeymgrCommand {
     static let configuration = CommandConfiguration(
+        commandName: "sign",
         abstract: "Sign a challenge with a user's key and print the JWS.",
         discussion: """
             Picks the user's single active key (or the one --kid names), unlocks it as its auth type says, and \
-            prints the compact JWS on stdout (with --json: {"kid","jws"}).
+            prints the compact JWS on stdout (with --json: {"kid", "jws"}).
 
             --claim NAME=VALUE adds a custom claim (repeatable). VALUE is a string; write json:VALUE for any \
             other JSON value, e.g. --claim amount=json:42 or --claim ctx='json:{"a":1}'. The claims sub, exp, \
@@ -21,7 +22,8 @@ struct Sign: KeymgrCommand {
             server's DeviceSigningVerifierCallback and prints the JWS the server accepted.
 
             Example:
-              printf '482916\\n' | keymgr sign --user alice --challenge "$CHALLENGE" --claim txn=4711 --pin-stdin
+              printf '482916\\n' | keymgr sign --user alice --challenge "$CHALLENGE" \\
+                --claim txn=4711 --pin-stdin
               keymgr sign --journey SignIn --user alice --claim purpose=door
             """)
 

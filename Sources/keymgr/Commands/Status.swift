@@ -4,10 +4,11 @@ import KeyManager
 /// `keymgr status`: the device and how much the store holds.
 struct Status: KeymgrCommand {
     static let configuration = CommandConfiguration(
+        commandName: "status",
         abstract: "Show this device's identity and what the store holds.",
         discussion: """
             `keys` counts usable (active or locked) keys. With --json: \
-            {"deviceId","deviceName","schemaVersion","users","keys","lastSync"}.
+            {"deviceId", "deviceName", "schemaVersion", "users", "keys", "lastSync"}.
 
             Example:
               keymgr status --json

@@ -10,15 +10,16 @@ struct SyncCommand: KeymgrCommand {
     static let configuration = CommandConfiguration(
         commandName: "sync",
         abstract: "Reconcile this device's keys with the identity server.",
+        usage: "keymgr sync [<options>] [--dry-run] [--prune-orphans] [--force]",
         discussion: """
             Lists every user's device bindings on the configured server (`keymgr server set`) and follows \
-            DESIGN.md's sync rules: keys the server lists are marked registered, keys an administrator removed \
+            the sync rules (docs/sync.md): keys the server lists are marked registered, keys an administrator removed \
             there are revoked here, keys retired here are deleted there, and bindings of this device unknown \
             here are reported as orphans (deleted with --prune-orphans). A user whose listing fails is left \
             untouched. One sync runs at a time per store: an overlapping run exits 75 at once.
 
-            With --json: {"dryRun","applied","users","inSync","registered","revoked","serverDeleted","orphans",\
-            "errors":[{"userId","code","message"}],"writes"}; the lists hold kids.
+            With --json: {"dryRun", "applied", "users", "inSync", "registered", "revoked", "serverDeleted", "orphans",\
+            "errors":[{"userId", "code", "message"}],"writes"}; the lists hold kids.
 
             Exit status: 0 all users reconciled, 2 some users could not be (the report is still printed), \
             3 the safety valve stopped the run (nothing applied), 75 another sync is running, 78 no server \
@@ -29,6 +30,8 @@ struct SyncCommand: KeymgrCommand {
             """)
 
     @OptionGroup var globals: GlobalOptions
+
+    @OptionGroup var table: TableOptions
 
     @Flag(help: "Plan and report, change nothing here or on the server.")
     var dryRun = false
@@ -83,11 +86,13 @@ struct SyncCommand: KeymgrCommand {
         }
 
         if report.safetyValveTripped {
-            throw KeyManagerError(.safetyValve, """
+            // What the valve holds back is shown, so the operator can judge it before forcing anything.
+            printReport(report, console: console, owners: globals.json ? [:] : try Self.owners(of: report, in: manager))
+            throw FailureAfterReport(.safetyValve, """
                 safety valve: this run would revoke \(report.plannedRevocations) keys the server no longer lists, \
                 more than the limit of \(report.revocationLimit) (--max-revoke \(Self.percent(options.maxRevokePercent)) of the active keys); \
-                nothing was applied. Check the server (a wrong realm or credential, or a server fault, can make keys \
-                look removed), then re-run with --force to revoke them
+                nothing was applied. Check the server first (a wrong realm or credential, or a server fault, can make keys \
+                look removed): `keymgr sync --dry-run` shows the plan, `keymgr sync --force` applies it
                 """)
         }
         if report.noDeviceRegistry {
@@ -103,10 +108,25 @@ struct SyncCommand: KeymgrCommand {
             }
         }
         printReport(report, console: console, owners: globals.json ? [:] : try Self.owners(of: report, in: manager))
+        if let outage = Self.serverWideFailure(report) {
+            // No user was reconciled, for one reason: say it once, and exit so a timer marks the run failed.
+            throw FailureAfterReport(outage.code, "no user was reconciled: \(TextTable.printable(outage.message))")
+        }
         for error in report.errors {
-            StandardStream.error.write("keymgr: \(TextTable.printable(error.userId)): \(error.message) (\(error.code))\n")
+            StandardStream.error.write("keymgr: \(TextTable.printable(error.userId)): \(TextTable.printable(error.message)) (\(error.code))\n")
         }
         if !report.errors.isEmpty { throw ExitCode(2) }
+    }
+
+    /// Every user failed because the server is unreachable, or because it refuses the admin credential: the
+    /// run failed as a whole (69 or 77), not "some users" (2).
+    static func serverWideFailure(_ report: SyncReport) -> (code: KeyManagerError.Code, message: String)? {
+        guard report.users > 0, report.errors.count == report.users, let first = report.errors.first else { return nil }
+        for code in [KeyManagerError.Code.serverUnavailable, .unAuthorize]
+        where report.errors.allSatisfy({ $0.code == code.rawValue }) {
+            return (code, first.message)
+        }
+        return nil
     }
 
     /// The report: JSON, or for people a table of what changed (kid and user) and a one-line summary.
@@ -123,7 +143,13 @@ struct SyncCommand: KeymgrCommand {
         let orphanChange = pruneOrphans && !report.dryRun ? "orphan, deleted" : "orphan"
         rows += report.orphans.map { [orphanChange, "-", $0] }
         if !rows.isEmpty {
-            console.answer(TextTable(headers: [report.dryRun ? "PLANNED" : "CHANGE", "USER ID", "KID"], rows: rows).rendered)
+            let heading = report.safetyValveTripped ? "HELD BACK" : report.dryRun ? "PLANNED" : "CHANGE"
+            console.table([heading, "USER ID", "KID"], rows.map { [$0[0], $0[1], HumanText.kid($0[2], wide: table.wide)] },
+                          empty: "", wide: table.wide, keepWhole: [0, 2])
+        }
+        if report.safetyValveTripped {
+            console.answer("safety valve: nothing applied; \(report.revoked.count) revocations held back")
+            return
         }
         var summary = report.dryRun ? "dry run, nothing written: " : ""
         summary += "\(report.users) users checked: \(report.registered.count) newly registered, \(report.revoked.count) revoked, "

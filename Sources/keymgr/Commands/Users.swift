@@ -4,15 +4,18 @@ import KeyManager
 /// `keymgr users`: who has keys on this device.
 struct Users: KeymgrCommand {
     static let configuration = CommandConfiguration(
+        commandName: "users",
         abstract: "List the users known on this device.",
         discussion: """
-            KEYS counts each user's active keys. With --json: [{"userId","username","keys","createdAt"}].
+            KEYS counts each user's active keys. With --json: [{"userId", "username", "keys", "createdAt"}].
 
             Example:
               keymgr users
             """)
 
     @OptionGroup var globals: GlobalOptions
+
+    @OptionGroup var table: TableOptions
 
     func run() throws {
         let users = try globals.openManager().users()
@@ -23,6 +26,6 @@ struct Users: KeymgrCommand {
         }
         console.table(["USER ID", "USERNAME", "KEYS", "CREATED"],
                       users.map { [$0.userId, HumanText.text($0.username), String($0.activeKeys), HumanText.time($0.createdAt)] },
-                      empty: "no users on this device")
+                      empty: "no users on this device", wide: table.wide, keepWhole: [2, 3])
     }
 }

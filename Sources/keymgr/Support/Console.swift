@@ -52,19 +52,30 @@ struct Console {
     }
 
     /// Prints rows under headers with aligned columns on stdout; says so on stderr when there are no rows.
-    func table(_ headers: [String], _ rows: [[String]], empty: String) {
+    /// Prints rows under headers with aligned columns on stdout, cut to fit `TextTable.standardWidth` columns
+    /// unless `wide`; columns in `keepWhole` are never cut. Says so on stderr when there are no rows.
+    func table(_ headers: [String], _ rows: [[String]], empty: String, wide: Bool = false, keepWhole: Set<Int> = []) {
         guard !rows.isEmpty else {
             if !quiet { StandardStream.error.write("\(empty)\n") }
             return
         }
-        answer(TextTable(headers: headers, rows: rows).rendered)
+        answer(TextTable(headers: headers, rows: rows, keepWhole: keepWhole,
+                         maxWidth: wide ? nil : TextTable.standardWidth).rendered)
     }
 }
 
-/// Columns padded to their widest cell (in terminal columns), two spaces apart, no trailing blanks.
+/// Columns padded to their widest cell (in terminal columns), two spaces apart, no trailing blanks; with a
+/// `maxWidth`, the widest columns not in `keepWhole` are cut with `…` until every line fits.
 struct TextTable {
+    /// What a table fits by default: a classic terminal.
+    static let standardWidth = 80
+    /// A cut column keeps at least this many terminal columns.
+    static let narrowest = 4
+
     let headers: [String]
     let rows: [[String]]
+    var keepWhole: Set<Int> = []
+    var maxWidth: Int?
 
     var rendered: String {
         var widths = headers.map(TextTable.width)
@@ -74,17 +85,46 @@ struct TextTable {
                 widths[index] = max(widths[index], TextTable.width(cell))
             }
         }
+        if let maxWidth { widths = fitted(widths, into: maxWidth) }
         var out = ""
         for row in [headers] + cells {
             var line = ""
             for (index, cell) in row.enumerated() where index < widths.count {
-                line += cell
-                if index < row.count - 1 { line += String(repeating: " ", count: widths[index] - TextTable.width(cell) + 2) }
+                let shown = TextTable.cut(cell, to: widths[index])
+                line += shown
+                if index < row.count - 1 { line += String(repeating: " ", count: widths[index] - TextTable.width(shown) + 2) }
             }
             while line.hasSuffix(" ") { line.removeLast() }
             out += line + "\n"
         }
         return out
+    }
+
+    /// Narrows the widest cuttable column one column at a time until the line fits or nothing more can go.
+    private func fitted(_ natural: [Int], into maxWidth: Int) -> [Int] {
+        var widths = natural
+        var total = widths.reduce(0, +) + 2 * max(0, widths.count - 1)
+        while total > maxWidth {
+            let candidates = widths.indices.filter { !keepWhole.contains($0) && widths[$0] > TextTable.narrowest }
+            guard let widest = candidates.max(by: { widths[$0] < widths[$1] }) else { break }
+            widths[widest] -= 1
+            total -= 1
+        }
+        return widths
+    }
+
+    /// `text` cut to `width` terminal columns, ending in `…` when anything was cut.
+    static func cut(_ text: String, to width: Int) -> String {
+        guard TextTable.width(text) > width else { return text }
+        var out = ""
+        var used = 0
+        for character in text {
+            let next = TextTable.width(String(character))
+            guard used + next <= width - 1 else { break }
+            out.append(character)
+            used += next
+        }
+        return out + "…"
     }
 
     /// Control characters would break the columns: show them escaped (user ids are the server's, not ours).

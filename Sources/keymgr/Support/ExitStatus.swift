@@ -1,7 +1,7 @@
 import ArgumentParser
 import KeyManager
 
-/// DESIGN.md's exit-code table: the one place an error code becomes a process status.
+/// The exit-code table of the README: the one place an error code becomes a process status.
 extension KeyManagerError.Code {
     var exitStatus: Int32 {
         switch self {
@@ -16,6 +16,18 @@ extension KeyManagerError.Code {
         case .unAuthorize, .pinLocked, .abort: 77
         case .config: 78
         }
+    }
+}
+
+/// A run that failed after printing its result (sync's report): stdout keeps that one document, the message goes
+/// to stderr, and the exit status comes from the code.
+struct FailureAfterReport: KeymgrFailure {
+    let code: KeyManagerError.Code
+    let message: String
+
+    init(_ code: KeyManagerError.Code, _ message: String) {
+        self.code = code
+        self.message = message
     }
 }
 
@@ -43,6 +55,11 @@ enum FailureReport {
     /// A failure while running a command.
     static func running(_ error: Error, json: Bool, verbose: Bool) -> Int32 {
         if let exit = error as? ExitCode { return exit.rawValue }  // the command has already said why
+        if let after = error as? FailureAfterReport {
+            // The command's document is already on stdout: the reason goes to stderr alone.
+            StandardStream.error.write("keymgr: \(after.message)\n")
+            return after.code.exitStatus
+        }
         let failure: any KeymgrFailure = error as? any KeymgrFailure
             ?? KeyManagerError(.failure, "unexpected error: \(String(describing: error))")
         StandardStream.error.write("keymgr: \(failure.message)\n")

@@ -24,6 +24,9 @@ struct GlobalOptions: ParsableArguments {
 
     func validate() throws {
         if quiet && verbose { throw ValidationError("--quiet and --verbose cannot be used together") }
+        if let home, home.trimmingCharacters(in: .whitespaces).isEmpty {
+            throw ValidationError("--home needs a directory: leave it out to use $KEYMGR_HOME or the default")
+        }
     }
 
     /// The store home these options name.
@@ -45,4 +48,10 @@ struct GlobalOptions: ParsableArguments {
         logger.logLevel = verbose ? .debug : (quiet ? .error : .warning)
         return logger
     }
+}
+
+/// `--wide`: tables show whole kids and ids instead of fitting 80 columns.
+struct TableOptions: ParsableArguments {
+    @Flag(help: "Show whole kids and ids in tables instead of fitting 80 columns.")
+    var wide = false
 }

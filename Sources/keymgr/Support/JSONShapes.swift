@@ -229,4 +229,11 @@ enum HumanText {
         guard let value, !value.isEmpty else { return "-" }
         return value
     }
+
+    /// A kid as tables show it: its first characters, as git shortens hashes (`--kid` takes any unique prefix
+    /// that long), or all of it with `--wide`.
+    static func kid(_ kid: String?, wide: Bool) -> String {
+        guard let kid, !kid.isEmpty else { return "-" }
+        return wide ? kid : String(kid.prefix(KeyManager.shortKidLength))
+    }
 }

@@ -6,11 +6,11 @@ import KeyManager
 ///
 /// There is deliberately no way to pass a PIN in argv or the environment: both are visible to other processes.
 struct PINOptions: ParsableArguments {
-    @Flag(help: "Read the PIN from the first line of stdin (`pin change`: the old PIN, then the new one, one per line).")
+    @Flag(help: "Read the PIN from the first line of stdin.")
     var pinStdin = false
 
     @Option(help: ArgumentHelp(
-        "Read the PIN from the first line of open file descriptor N (`pin change`: two lines, old then new).",
+        "Read the PIN from the first line of open file descriptor N.",
         valueName: "n"))
     var pinFd: Int32?
 
@@ -48,21 +48,26 @@ final class PINSource {
 
     /// The PIN of an existing key (line 1).
     func current(for what: String) -> SecretProvider {
-        { [self] in try read(line: 0, prompt: "PIN for \(what): ", confirm: false) }
+        { [self] in try read(line: 0, prompt: "PIN for \(what): ") }
     }
 
-    /// A new PIN for a new key (line 1); on a terminal asked twice.
-    func new(for what: String) -> SecretProvider {
-        { [self] in try read(line: 0, prompt: "New PIN for \(what): ", confirm: true) }
+    /// A new PIN for a new key (line 1). On a terminal it is checked against `policy` first (asked again when it
+    /// fails), then asked a second time.
+    func new(for what: String, policy: @escaping (SecretBytes) throws -> Void) -> SecretProvider {
+        { [self] in try read(line: 0, prompt: "New PIN for \(what): ", policy: policy) }
     }
 
     /// The old and new PIN of a PIN change (lines 1 and 2).
-    func change(for what: String) -> (old: SecretProvider, new: SecretProvider) {
-        ({ [self] in try read(line: 0, prompt: "Current PIN for \(what): ", confirm: false) },
-         { [self] in try read(line: 1, prompt: "New PIN for \(what): ", confirm: true) })
+    func change(for what: String, policy: @escaping (SecretBytes) throws -> Void) -> (old: SecretProvider, new: SecretProvider) {
+        ({ [self] in try read(line: 0, prompt: "Current PIN for \(what): ") },
+         { [self] in try read(line: 1, prompt: "New PIN for \(what): ", policy: policy) })
     }
 
-    private func read(line index: Int, prompt: String, confirm: Bool) throws -> SecretBytes {
+    /// How often a person at the terminal may choose a PIN the policy refuses before keymgr gives up.
+    static let newPINAttempts = 3
+
+    /// Reads one PIN; a new one (`policy` given) is checked, and on a terminal confirmed by asking again.
+    private func read(line index: Int, prompt: String, policy: ((SecretBytes) throws -> Void)? = nil) throws -> SecretBytes {
         switch kind {
         case .lines(let input):
             guard var bytes = try input.line(index) else {
@@ -73,14 +78,24 @@ final class PINSource {
             defer { bytes.wipe() }
             return try Self.secret(from: bytes)
         case .terminal:
-            var first = try Terminal.readHidden(prompt: prompt)
-            defer { first.wipe() }
-            if confirm {
+            guard let policy else { return try Self.secret(from: try Terminal.readHidden(prompt: prompt)) }
+            for attempt in 1...Self.newPINAttempts {
+                var first = try Terminal.readHidden(prompt: prompt)
+                defer { first.wipe() }
+                let candidate = try Self.secret(from: first)
+                do {
+                    try policy(candidate)
+                } catch let refusal as KeyManagerError where refusal.code == .badInput && attempt < Self.newPINAttempts {
+                    // Said before "Repeat", so nobody types a refused PIN twice.
+                    StandardStream.error.write("keymgr: \(refusal.message)\n")
+                    continue
+                }
                 var second = try Terminal.readHidden(prompt: "Repeat the new PIN: ")
                 defer { second.wipe() }
                 guard first == second else { throw KeyManagerError(.badInput, "the two PINs differ: nothing was changed") }
+                return candidate
             }
-            return try Self.secret(from: first)
+            throw KeyManagerError(.badInput, "no acceptable PIN was chosen: nothing was changed")
         case .none:
             throw KeyManagerError(.abort,
                 "this key needs a PIN and there is no terminal to ask on: pass --pin-stdin or --pin-fd N")

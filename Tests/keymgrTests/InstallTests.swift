@@ -1,0 +1,157 @@
+import Foundation
+import XCTest
+
+/// The package's root directory (this file is `Tests/keymgrTests/InstallTests.swift`).
+let packageRoot = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+    .deletingLastPathComponent()
+
+/// `make install` / `make uninstall` and `keymgr --version`.
+///
+/// `make install` builds the release binary in `.build-release` (its own scratch path, shared by every run of
+/// this test and by a user's `make install`), so only the first run pays for the release build.
+final class InstallTests: XCTestCase {
+    private var sandbox: Sandbox!
+
+    override func setUpWithError() throws { sandbox = try Sandbox() }
+    override func tearDown() { sandbox = nil }
+
+    /// The version Sources/keymgr/Version.swift sets, read from the source as a release manager edits it.
+    private func declaredVersion() throws -> String {
+        let source = try String(contentsOf: packageRoot.appendingPathComponent("Sources/keymgr/Version.swift"),
+                                encoding: .utf8)
+        let line = try XCTUnwrap(source.split(separator: "\n").first { $0.contains("static let current") })
+        let quoted = line.split(separator: "\"", omittingEmptySubsequences: false)
+        XCTAssertEqual(quoted.count, 3, "expected one quoted version in: \(line)")
+        return String(quoted[1])
+    }
+
+    func testVersionPrintsTheDeclaredSemanticVersion() throws {
+        let outcome = try sandbox.run(Sandbox.binary, ["--version"])
+        XCTAssertEqual(outcome.status, 0, outcome.summary)
+        let version = try declaredVersion()
+        XCTAssertEqual(outcome.stdout, version + "\n")
+        XCTAssertNotNil(version.wholeMatch(of: /[0-9]+\.[0-9]+\.[0-9]+/), "not MAJOR.MINOR.PATCH: \(version)")
+        XCTAssertEqual(outcome.stderr, "")
+    }
+
+    /// Runs `make <arguments>` in the package root; a release build can take many minutes on a busy machine.
+    private func make(_ arguments: [String]) throws -> Outcome {
+        try sandbox.run(URL(fileURLWithPath: "/usr/bin/env"),
+                        ["-C", packageRoot.path, "make", "--no-print-directory"] + arguments, timeout: 3600)
+    }
+
+    /// Runs an installed program from `/` with an environment that names nothing of the toolchain.
+    private func runClean(_ executable: URL, _ arguments: [String], environment: [String: String] = [:]) throws -> Outcome {
+        let variables = ["PATH=/usr/bin:/bin", "HOME=\(sandbox.root.path)"] + environment.map { "\($0.key)=\($0.value)" }
+        return try sandbox.run(URL(fileURLWithPath: "/usr/bin/env"),
+                               ["-i", "-C", "/"] + variables + [executable.path] + arguments)
+    }
+
+    private func regularFiles(under directory: URL) -> [String] {
+        guard let walker = FileManager.default.enumerator(at: directory, includingPropertiesForKeys: [.isDirectoryKey])
+        else { return [] }
+        return walker.compactMap { item in
+            guard let url = item as? URL, (try? url.resourceValues(forKeys: [.isDirectoryKey]).isDirectory) != true
+            else { return nil }
+            return url.path
+        }
+    }
+
+    func testMakeInstallGivesAStandaloneBinaryCompletionsAndUnitsAndUninstallRemovesThem() throws {
+        let prefix = sandbox.root.appendingPathComponent("prefix")
+        let install = try make(["install", "PREFIX=\(prefix.path)"])
+        XCTAssertEqual(install.status, 0, install.summary)
+
+        let binary = prefix.appendingPathComponent("bin/keymgr")
+        let expected = [
+            "bin/keymgr", "share/bash-completion/completions/keymgr", "share/zsh/site-functions/_keymgr",
+            "share/fish/vendor_completions.d/keymgr.fish", "lib/systemd/system/keymgr-sync.service",
+            "lib/systemd/system/keymgr-sync.timer",
+        ]
+        XCTAssertEqual(Set(regularFiles(under: prefix)), Set(expected.map { prefix.appendingPathComponent($0).path }))
+        XCTAssertTrue(FileManager.default.isExecutableFile(atPath: binary.path))
+
+        // Completions are the scripts the binary generates, for the right shell.
+        let bash = try String(contentsOf: prefix.appendingPathComponent(expected[1]), encoding: .utf8)
+        let zsh = try String(contentsOf: prefix.appendingPathComponent(expected[2]), encoding: .utf8)
+        let fish = try String(contentsOf: prefix.appendingPathComponent(expected[3]), encoding: .utf8)
+        XCTAssertTrue(bash.contains("complete") && bash.contains("keymgr"), bash)
+        XCTAssertTrue(zsh.hasPrefix("#compdef keymgr"), String(zsh.prefix(200)))
+        XCTAssertTrue(fish.contains("complete -c 'keymgr'"), String(fish.prefix(200)))
+
+        // The unit runs the installed binary.
+        let service = try String(contentsOf: prefix.appendingPathComponent(expected[4]), encoding: .utf8)
+        XCTAssertTrue(service.contains("ExecStart=\(binary.path) sync --json"), service)
+
+        // Runs from / with no toolchain in PATH or LD_LIBRARY_PATH, and links no Swift runtime library.
+        let version = try runClean(binary, ["--version"])
+        XCTAssertEqual(version.status, 0, version.summary)
+        XCTAssertEqual(version.stdout, try declaredVersion() + "\n")
+        let store = sandbox.root.appendingPathComponent("store")
+        let initialised = try runClean(binary, ["init", "--device-name", "installed kiosk"] + Sandbox.fastInit,
+                                       environment: ["KEYMGR_HOME": store.path])
+        XCTAssertEqual(initialised.status, 0, initialised.summary)
+        let status = try runClean(binary, ["status", "--json"], environment: ["KEYMGR_HOME": store.path])
+        XCTAssertEqual(status.status, 0, status.summary)
+        XCTAssertEqual(try status.object()["deviceName"] as? String, "installed kiosk", status.stdout)
+        let ldd = try sandbox.run(URL(fileURLWithPath: "/usr/bin/ldd"), [binary.path])
+        XCTAssertEqual(ldd.status, 0, ldd.summary)
+        XCTAssertTrue(ldd.stdout.contains("libc.so"), ldd.stdout)
+        XCTAssertFalse(ldd.stdout.contains("libswift"), ldd.stdout)
+        XCTAssertFalse(ldd.stdout.contains("libFoundation"), ldd.stdout)
+        XCTAssertFalse(ldd.stdout.contains("/opt/swift"), ldd.stdout)
+
+        try verifyUnits(service: prefix.appendingPathComponent(expected[4]), timer: prefix.appendingPathComponent(expected[5]))
+
+        let uninstall = try make(["uninstall", "PREFIX=\(prefix.path)"])
+        XCTAssertEqual(uninstall.status, 0, uninstall.summary)
+        XCTAssertEqual(regularFiles(under: prefix), [], "make uninstall left files behind")
+    }
+
+    func testDestdirStagesUnderItWithThePrefixInTheUnit() throws {
+        let stage = sandbox.root.appendingPathComponent("stage")
+        let unitDirectory = "/etc/systemd/system"
+        let install = try make(["install", "PREFIX=/usr", "DESTDIR=\(stage.path)", "SYSTEMD_UNIT_DIR=\(unitDirectory)"])
+        XCTAssertEqual(install.status, 0, install.summary)
+        XCTAssertTrue(FileManager.default.isExecutableFile(atPath: stage.appendingPathComponent("usr/bin/keymgr").path))
+        let service = try String(contentsOf: stage.appendingPathComponent("etc/systemd/system/keymgr-sync.service"),
+                                 encoding: .utf8)
+        XCTAssertTrue(service.contains("ExecStart=/usr/bin/keymgr sync --json"), service)
+        XCTAssertEqual(regularFiles(under: stage).count, 6, "\(regularFiles(under: stage))")
+        let uninstall = try make(["uninstall", "PREFIX=/usr", "DESTDIR=\(stage.path)", "SYSTEMD_UNIT_DIR=\(unitDirectory)"])
+        XCTAssertEqual(uninstall.status, 0, uninstall.summary)
+        XCTAssertEqual(regularFiles(under: stage), [])
+    }
+
+    /// The shipped units, pointed at the built binary, pass `systemd-analyze verify` with no warning.
+    func testShippedUnitsVerify() throws {
+        let contrib = packageRoot.appendingPathComponent("contrib/systemd")
+        let service = try String(contentsOf: contrib.appendingPathComponent("keymgr-sync.service"), encoding: .utf8)
+        let timer = try String(contentsOf: contrib.appendingPathComponent("keymgr-sync.timer"), encoding: .utf8)
+        XCTAssertTrue(service.contains("\nSuccessExitStatus=2 75\n"), "the timer must not fail on 2 (partial) or 75 (busy)")
+        XCTAssertTrue(timer.contains("\nOnCalendar="), "Persistent= only acts on OnCalendar= timers")
+        XCTAssertTrue(timer.contains("\nPersistent=true\n"))
+        XCTAssertFalse(timer.contains("OnUnitActiveSec"), "a monotonic timer would make Persistent=true meaningless")
+        let units = sandbox.root.appendingPathComponent("units")
+        try FileManager.default.createDirectory(at: units, withIntermediateDirectories: true)
+        XCTAssertTrue(service.contains("ExecStart=/usr/local/bin/keymgr "))
+        let serviceFile = units.appendingPathComponent("keymgr-sync.service")
+        let timerFile = units.appendingPathComponent("keymgr-sync.timer")
+        try service.replacingOccurrences(of: "/usr/local/bin/keymgr", with: Sandbox.binary.path)
+            .write(to: serviceFile, atomically: true, encoding: .utf8)
+        try timer.write(to: timerFile, atomically: true, encoding: .utf8)
+        try verifyUnits(service: serviceFile, timer: timerFile)
+    }
+
+    private func verifyUnits(service: URL, timer: URL, file: StaticString = #filePath, line: UInt = #line) throws {
+        let analyze = URL(fileURLWithPath: "/usr/bin/systemd-analyze")
+        guard FileManager.default.isExecutableFile(atPath: analyze.path) else {
+            throw XCTSkip("systemd-analyze is not installed (`make deps` installs the systemd package)")
+        }
+        let verify = try sandbox.run(analyze, ["verify", service.path, timer.path])
+        XCTAssertEqual(verify.status, 0, verify.summary, file: file, line: line)
+        // verify exits 0 on unknown keys and bad values: it only warns. Any line about our units is a defect.
+        let complaints = verify.stderr.split(separator: "\n").filter { $0.contains("keymgr-sync") }
+        XCTAssertEqual(complaints, [], verify.stderr, file: file, line: line)
+    }
+}
