@@ -104,3 +104,40 @@ run sync
 run list --status all
 run audit --event key.revokedByServer
 run audit verify
+
+# The same server also speaks OAuth as Curity does. gina gets her own client (templatized dynamic client
+# registration), logs in through the device grant (a person approves on another device: here curl plays the
+# person at the verification page), and keymgr keeps her DPoP-bound tokens sealed.
+run server set --dialect curity --base-url "$url" --issuer "$url" --bound
+run dcr register --user gina --software-id keymgr-template
+run dcr show --user gina
+printf '\n$ keymgr login --user gina &\n'
+"$bin/keymgr" --home "$home" login --user gina &
+login_pid=$!
+user_code=""
+for _ in $(seq 100); do
+    user_code="$(curl -sS -H @"$headers" "$url/__refserver/oauth/device" | python3 -c '
+import json, sys
+print(next((d["user_code"] for d in json.load(sys.stdin)["result"] if d["status"] == "pending"), ""))')"
+    [ -n "$user_code" ] && break
+    sleep 0.1
+done
+printf '\n(on the verification page, gina enters %s and approves)\n' "$user_code"
+curl -sS --fail-with-body -X POST -H @"$headers" -H "Content-Type: application/json" \
+    -d "{\"user_code\":\"$user_code\",\"subject\":\"gina\"}" "$url/__refserver/oauth/device/approve" >/dev/null
+wait "$login_pid"
+run token refresh --user gina
+# A script calls an API with a fresh access token and a DPoP proof for the request (the token never shows).
+userinfo="$url/oauth/v2/oauth-userinfo"
+printf '\n$ at="$(keymgr token print --user gina)"\n'
+at="$("$bin/keymgr" --home "$home" token print --user gina)"
+printf '$ proof="$(printf %%s "$at" | keymgr dpop proof --user gina --htm GET --htu %s --access-token-stdin)"\n' "$userinfo"
+proof="$(printf %s "$at" | "$bin/keymgr" --home "$home" dpop proof --user gina --htm GET --htu "$userinfo" --access-token-stdin)"
+printf '$ curl -H "Authorization: DPoP $at" -H "DPoP: $proof" %s\n' "$userinfo"
+curl -sS --fail-with-body -H "Authorization: DPoP $at" -H "DPoP: $proof" "$userinfo"
+echo
+unset at proof
+run token show --user gina
+run token revoke --user gina
+run audit --user gina
+run audit verify

@@ -44,8 +44,10 @@ public struct SyncReport: Sendable, Equatable {
     /// When the valve trips: how many revocations were planned and how many are allowed.
     public var plannedRevocations = 0
     public var revocationLimit = 0
-    /// The server keeps no device registry (an OAuth dialect): there was nothing to reconcile.
+    /// The server keeps no device registry (an OAuth dialect): there were no device bindings to reconcile.
     public var noDeviceRegistry = false
+    /// Users whose client registration the server no longer knows (rule 5): registration, tokens and DPoP key wiped.
+    public var registrationsWiped: [String] = []
 
     /// An empty report: a run that had nothing to reconcile.
     public init(dryRun: Bool) {
@@ -69,9 +71,10 @@ public struct SyncService: Sendable {
     /// - Parameter progress: called with (users done, users in all) as listings arrive.
     public func run(_ options: SyncOptions, progress: @Sendable (Int, Int) -> Void = { _, _ in }) async throws -> SyncReport {
         guard let devices = try connection.deviceClient() else {
-            // An OAuth server keeps no device registry; its registrations (rule 5) are not synced yet.
+            // An OAuth server keeps no device registry: only its registrations are checked (rule 5).
             var report = SyncReport(dryRun: options.dryRun)
             report.noDeviceRegistry = true
+            try await checkRegistrations(&report, options)
             return report
         }
         let startedAt = Date()
@@ -161,6 +164,7 @@ public struct SyncService: Sendable {
                 report.errors.append(.init(userId: plan.userId, code: error.code.rawValue, message: error.message))
             }
         }
+        try await checkRegistrations(&report, options)
         try record(report, serverName: connection.settings.name, startedAt: startedAt)
         return report
     }
@@ -180,6 +184,17 @@ public struct SyncService: Sendable {
             }
         }
         return try manager.apply(changes)
+    }
+
+    /// Rule 5: each registration's management GET; a 401 wipes the registration, its tokens and DPoP key. A dry run
+    /// skips it (a read rotates Curity's credentials, which must then be stored).
+    private func checkRegistrations(_ report: inout SyncReport, _ options: SyncOptions) async throws {
+        let registrations = try manager.registrations()
+        guard !options.dryRun, !registrations.isEmpty else { return }
+        let outcome = await RegistrationService(manager: manager, connection: connection, logger: logger).checkAll()
+        report.registrationsWiped = outcome.wiped
+        report.writes += outcome.wiped.count
+        report.errors += outcome.errors
     }
 
     private func record(_ report: SyncReport, serverName: String, startedAt: Date) throws {

@@ -163,7 +163,8 @@ final class ServerCommandTests: XCTestCase {
 /// `keymgr sync` against the reference server: the report, the exit statuses, overlap and a kill.
 final class SyncCommandTests: ServerTestCase {
     static let reportFields: Set<String> = ["dryRun", "applied", "users", "inSync", "registered", "revoked",
-                                            "serverDeleted", "orphans", "errors", "writes"]
+                                            "serverDeleted", "orphans", "errors", "writes",
+                                            "registrationsWiped"]
 
     func testReportShapeAndEveryRuleThroughTheCLI() throws {
         try start(users: ["alice", "bob", "carol"])

@@ -20,10 +20,13 @@ public struct TransportError: KeymgrFailure, Equatable, CustomStringConvertible 
 
     public var kind: Kind
     public var message: String
+    /// The OAuth `error` code the server answered with (`invalid_grant`, `invalid_client`, …), when it gave one.
+    public var oauthError: String?
 
-    public init(_ kind: Kind, _ message: String) {
+    public init(_ kind: Kind, _ message: String, oauthError: String? = nil) {
         self.kind = kind
         self.message = message
+        self.oauthError = oauthError
     }
 
     /// The taxonomy's code for this failure.

@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import KeyManager
+import Sync
 
 /// `keymgr server`: the identity server this device syncs with.
 struct Server: ParsableCommand {
@@ -70,6 +71,9 @@ struct Server: ParsableCommand {
         @Option(help: ArgumentHelp("The device authorization (RFC 8628) endpoint.", valueName: "url"))
         var deviceAuthorizationEndpoint: String?
 
+        @Option(help: ArgumentHelp("The OAuth issuer: its endpoints are discovered (RFC 8414, then OpenID discovery); endpoint options override them.", valueName: "url"))
+        var issuer: String?
+
         @Flag var tokenBinding: TokenBindingFlag = .bound
 
         @Flag(help: "Allow plain http:// to a host other than loopback (the admin token then crosses the network unencrypted).")
@@ -80,7 +84,7 @@ struct Server: ParsableCommand {
                 throw ValidationError("--dialect must be pingam or oauth (or curity, another name for oauth), not '\(dialect)'")
             }
             try Self.checkURL(baseUrl, option: "--base-url")
-            for (option, value) in [("--token-endpoint", tokenEndpoint), ("--registration-endpoint", registrationEndpoint),
+            for (option, value) in [("--issuer", issuer), ("--token-endpoint", tokenEndpoint), ("--registration-endpoint", registrationEndpoint),
                                     ("--revocation-endpoint", revocationEndpoint),
                                     ("--device-authorization-endpoint", deviceAuthorizationEndpoint)] {
                 if let value { try Self.checkURL(value, option: option) }
@@ -107,14 +111,19 @@ struct Server: ParsableCommand {
             guard let dialect = ServerDialect(name: dialect), let baseURL = URL(string: base) else {
                 throw KeyManagerError(.usage, "--dialect and --base-url must be given")  // validate() checked both
             }
-            try manager.configureServer(ServerSettings(
+            var settings = ServerSettings(
                 name: Server.profileName, dialect: dialect, baseURL: baseURL, realmPath: realmPath,
                 credentialFile: credentialPath, credentialHeader: credentialHeader,
                 tokenEndpoint: tokenEndpoint.flatMap(URL.init(string:)),
                 registrationEndpoint: registrationEndpoint.flatMap(URL.init(string:)),
                 revocationEndpoint: revocationEndpoint.flatMap(URL.init(string:)),
                 deviceAuthorizationEndpoint: deviceAuthorizationEndpoint.flatMap(URL.init(string:)),
-                tokenBinding: tokenBinding.tokenBinding, allowInsecureHTTP: allowInsecureHttp))
+                tokenBinding: tokenBinding.tokenBinding, allowInsecureHTTP: allowInsecureHttp)
+            if let issuer = issuer.flatMap(URL.init(string:)) {
+                let explicit = settings
+                settings = try AsyncBridge.wait { try await DiscoveryService().complete(explicit, issuer: issuer) }
+            }
+            try manager.configureServer(settings)
             guard let saved = try manager.serverSettings(name: Server.profileName) else {
                 throw KeyManagerError(.failure, "the server profile was not saved")
             }

@@ -96,9 +96,14 @@ struct SyncCommand: KeymgrCommand {
                 """)
         }
         if report.noDeviceRegistry {
-            console.warn("the \(connection.settings.dialect.rawValue) server has no device registry: there are no device bindings to reconcile")
+            console.warn("the \(connection.settings.dialect.rawValue) server has no device registry: only client registrations are checked")
             if !globals.json {
-                console.answer("0 users checked: nothing to reconcile")
+                console.answer("\(report.registrationsWiped.count) client registrations revoked by the server and wiped here"
+                    + report.registrationsWiped.map { "\n  \(TextTable.printable($0))" }.joined())
+                for error in report.errors {
+                    StandardStream.error.write("keymgr: \(TextTable.printable(error.userId)): \(error.message) (\(error.code))\n")
+                }
+                if !report.errors.isEmpty { throw ExitCode(2) }
                 return
             }
         }

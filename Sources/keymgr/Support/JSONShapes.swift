@@ -195,6 +195,8 @@ struct SyncReportJSON: Encodable {
     let orphans: [String]
     let errors: [UserErrorJSON]
     let writes: Int
+    /// Users whose client registration the server no longer knows (rule 5), wiped here.
+    let registrationsWiped: [String]
 
     init(_ report: SyncReport) {
         dryRun = report.dryRun
@@ -207,6 +209,7 @@ struct SyncReportJSON: Encodable {
         orphans = report.orphans
         errors = report.errors.map { UserErrorJSON(userId: $0.userId, code: $0.code, message: $0.message) }
         writes = report.writes
+        registrationsWiped = report.registrationsWiped
     }
 }
 

@@ -1,0 +1,205 @@
+import Foundation
+import KeyManager
+
+/// A successful token response (RFC 6749 §5.1).
+public struct OAuthTokenResponse: Sendable, Equatable {
+    public var accessToken: String
+    /// `DPoP` or `Bearer`, whatever case the server used (compared case-insensitively).
+    public var tokenType: String
+    public var expiresIn: Int64?
+    public var refreshToken: String?
+    public var idToken: String?
+    public var scope: String?
+
+    public init(accessToken: String, tokenType: String, expiresIn: Int64?, refreshToken: String?, idToken: String?, scope: String?) {
+        self.accessToken = accessToken
+        self.tokenType = tokenType
+        self.expiresIn = expiresIn
+        self.refreshToken = refreshToken
+        self.idToken = idToken
+        self.scope = scope
+    }
+
+    /// Parses a token response; `token_type` is normalised to `DPoP` or `Bearer`.
+    public static func parse(_ body: Data) throws -> OAuthTokenResponse {
+        guard let object = OAuthWire.object(body) else {
+            throw TransportError(.malformed, "the token response is not a JSON object")
+        }
+        return try parse(object)
+    }
+
+    public static func parse(_ object: [String: JSONValue]) throws -> OAuthTokenResponse {
+        guard let access = object["access_token"]?.stringValue, !access.isEmpty else {
+            throw TransportError(.malformed, "the token response has no access_token")
+        }
+        let type: String
+        switch object["token_type"]?.stringValue?.lowercased() {
+        case "dpop": type = "DPoP"
+        case "bearer": type = "Bearer"
+        case let other:
+            throw TransportError(.malformed, "the token response has token_type \(other ?? "(none)"); keymgr knows DPoP and Bearer")
+        }
+        let expiresIn = object["expires_in"]?.intValue ?? object["expires_in"]?.doubleValue.map { Int64($0) }
+            ?? object["expires_in"]?.stringValue.flatMap { Int64($0) }
+        return OAuthTokenResponse(accessToken: access, tokenType: type, expiresIn: expiresIn,
+                                  refreshToken: object["refresh_token"]?.stringValue, idToken: object["id_token"]?.stringValue,
+                                  scope: object["scope"]?.stringValue)
+    }
+}
+
+/// An RFC 8628 device authorization response.
+public struct DeviceAuthorization: Sendable, Equatable {
+    public var deviceCode: String
+    public var userCode: String
+    public var verificationURI: String
+    public var verificationURIComplete: String?
+    public var expiresIn: Int64
+    /// Seconds between polls (5 when the server names none).
+    public var interval: Int64
+}
+
+/// One poll of the device code grant.
+public enum DevicePollResult: Sendable, Equatable {
+    case tokens(OAuthTokenResponse)
+    /// `authorization_pending`: ask again after the interval.
+    case pending
+    /// `slow_down`: ask again, 5 seconds slower.
+    case slowDown
+}
+
+/// The token endpoint (RFC 6749: refresh; RFC 8628: device code), device authorization and revocation
+/// (RFC 7009), with DPoP (RFC 9449) proofs and server nonces.
+public struct OAuthTokenClient: Sendable {
+    let http: any HTTPClient
+    public let nonces: DPoPNonces
+
+    public init(http: any HTTPClient, nonces: DPoPNonces = DPoPNonces()) {
+        self.http = http
+        self.nonces = nonces
+    }
+
+    /// Exchanges a refresh token. A 400 with an empty body is how some servers say the refresh token is dead:
+    /// it is reported as `invalid_grant`.
+    public func refresh(tokenEndpoint: URL, refreshToken: String, client: OAuthClientCredentials, scope: String?,
+                        dpop: DPoPProofMaker?) async throws -> OAuthTokenResponse {
+        var form = [("grant_type", "refresh_token"), ("refresh_token", refreshToken)]
+        if let scope { form.append(("scope", scope)) }
+        let response = try await tokenRequest(tokenEndpoint, form: form, client: client, dpop: dpop)
+        guard response.status == 200 else {
+            let answer = OAuthWire.errorAnswer(response)
+            if response.status == 400, answer.emptyBody {
+                throw TransportError(.rejected, "the server answered 400 with no body to the refresh: the refresh token is dead",
+                                     oauthError: "invalid_grant")
+            }
+            throw Self.tokenFailure(response, doing: "refresh the tokens")
+        }
+        return try OAuthTokenResponse.parse(response.body)
+    }
+
+    /// Starts the device authorization grant (RFC 8628 §3.1).
+    public func authorizeDevice(endpoint: URL, client: OAuthClientCredentials, scope: String?) async throws -> DeviceAuthorization {
+        var form: [(String, String)] = []
+        if let scope { form.append(("scope", scope)) }
+        var headers = ["Content-Type": "application/x-www-form-urlencoded", "Accept": "application/json"]
+        client.apply(to: &form, headers: &headers)
+        let response = try await OAuthWire.send(http, HTTPRequest(method: "POST", url: endpoint, headers: headers,
+                                                                   body: OAuthWire.formBody(form)))
+        guard response.status == 200 else { throw Self.tokenFailure(response, doing: "start a device login") }
+        guard let object = OAuthWire.object(response.body), let deviceCode = object["device_code"]?.stringValue,
+              let userCode = object["user_code"]?.stringValue,
+              let uri = object["verification_uri"]?.stringValue ?? object["verification_url"]?.stringValue else {
+            throw TransportError(.malformed, "the device authorization answer lacks device_code, user_code or verification_uri")
+        }
+        return DeviceAuthorization(deviceCode: deviceCode, userCode: userCode, verificationURI: uri,
+                                   verificationURIComplete: object["verification_uri_complete"]?.stringValue,
+                                   expiresIn: object["expires_in"]?.intValue ?? 600,
+                                   interval: max(1, object["interval"]?.intValue ?? 5))
+    }
+
+    /// Polls once for the device code grant's tokens (RFC 8628 §3.4). `expired_token` and `access_denied` throw.
+    public func pollDeviceCode(tokenEndpoint: URL, deviceCode: String, client: OAuthClientCredentials,
+                               dpop: DPoPProofMaker?) async throws -> DevicePollResult {
+        let form = [("grant_type", "urn:ietf:params:oauth:grant-type:device_code"), ("device_code", deviceCode)]
+        let response = try await tokenRequest(tokenEndpoint, form: form, client: client, dpop: dpop)
+        if response.status == 200 { return .tokens(try OAuthTokenResponse.parse(response.body)) }
+        switch OAuthWire.errorAnswer(response).error {
+        case "authorization_pending": return .pending
+        case "slow_down": return .slowDown
+        case "expired_token":
+            throw TransportError(.rejected, "the login code expired before it was approved: run `keymgr login` again", oauthError: "expired_token")
+        case "access_denied":
+            throw TransportError(.credentialRefused, "the login was denied at the verification page", oauthError: "access_denied")
+        default:
+            throw Self.tokenFailure(response, doing: "finish the device login")
+        }
+    }
+
+    /// Revokes a token (RFC 7009). 200 means revoked or unknown (both fine).
+    public func revoke(endpoint: URL, token: String, hint: String, client: OAuthClientCredentials) async throws {
+        var form = [("token", token), ("token_type_hint", hint)]
+        var headers = ["Content-Type": "application/x-www-form-urlencoded"]
+        client.apply(to: &form, headers: &headers)
+        let response = try await OAuthWire.send(http, HTTPRequest(method: "POST", url: endpoint, headers: headers,
+                                                                   body: OAuthWire.formBody(form)))
+        guard response.status == 200 else { throw Self.tokenFailure(response, doing: "revoke a token") }
+    }
+
+    /// Calls a DPoP- or Bearer-protected resource, retrying once when it asks for a nonce (401 with
+    /// `WWW-Authenticate: DPoP error="use_dpop_nonce"`).
+    public func resource(method: String, url: URL, accessToken: String, tokenType: String, dpop: DPoPProofMaker?) async throws -> HTTPResponse {
+        var attempt = 0
+        while true {
+            var headers = ["Accept": "application/json"]
+            if tokenType.caseInsensitiveCompare("DPoP") == .orderedSame, let dpop {
+                headers["Authorization"] = "DPoP " + accessToken
+                headers["DPoP"] = try dpop(method, url, nonces.nonce(for: url), accessToken)
+            } else {
+                headers["Authorization"] = "Bearer " + accessToken
+            }
+            let response = try await OAuthWire.send(http, HTTPRequest(method: method, url: url, headers: headers))
+            nonces.remember(response, from: url)
+            attempt += 1
+            let challenge = response.headers["www-authenticate"] ?? ""
+            if response.status == 401, attempt == 1, dpop != nil, challenge.contains("use_dpop_nonce"),
+               response.headers["dpop-nonce"] != nil {
+                continue
+            }
+            return response
+        }
+    }
+
+    /// A form POST to the token endpoint with client authentication and, when bound, a DPoP proof carrying the
+    /// latest server nonce; one retry when the server answers `use_dpop_nonce` with a fresh `DPoP-Nonce`.
+    func tokenRequest(_ endpoint: URL, form: [(String, String)], client: OAuthClientCredentials,
+                      dpop: DPoPProofMaker?) async throws -> HTTPResponse {
+        var attempt = 0
+        while true {
+            var form = form
+            var headers = ["Content-Type": "application/x-www-form-urlencoded", "Accept": "application/json"]
+            client.apply(to: &form, headers: &headers)
+            if let dpop { headers["DPoP"] = try dpop("POST", endpoint, nonces.nonce(for: endpoint), nil) }
+            let response = try await OAuthWire.send(http, HTTPRequest(method: "POST", url: endpoint, headers: headers,
+                                                                       body: OAuthWire.formBody(form)))
+            nonces.remember(response, from: endpoint)
+            attempt += 1
+            if response.status == 400 || response.status == 401, attempt == 1, dpop != nil,
+               OAuthWire.errorAnswer(response).error == "use_dpop_nonce", response.headers["dpop-nonce"] != nil {
+                continue
+            }
+            return response
+        }
+    }
+
+    /// Token endpoint failures by meaning: `invalid_dpop_proof` comes with 400, 401 or 403 depending on the server.
+    static func tokenFailure(_ response: HTTPResponse, doing: String) -> TransportError {
+        var failure = OAuthWire.failure(response, doing: doing)
+        // A 401 with a Basic challenge and no readable body is the client authentication failing (RFC 6749 §5.2).
+        if failure.oauthError == nil, response.status == 401,
+           response.headers["www-authenticate"]?.lowercased().hasPrefix("basic") == true {
+            failure.oauthError = "invalid_client"
+            failure.message += ": the server refused the client's credentials (invalid_client)"
+        }
+        if failure.oauthError == "invalid_dpop_proof" || failure.oauthError == "use_dpop_nonce" { failure.kind = .rejected }
+        return failure
+    }
+}

@@ -1,0 +1,129 @@
+import Foundation
+import KeyManager
+import Synchronization
+
+/// Makes a DPoP proof (RFC 9449) for one request: the method, the URL (the maker drops query and fragment),
+/// the server's latest nonce and, at a resource server, the access token the proof's `ath` hashes.
+///
+/// Supplied by the service that holds the user's DPoP key; the wire clients only call it.
+public typealias DPoPProofMaker = @Sendable (_ htm: String, _ htu: URL, _ nonce: String?, _ accessToken: String?) throws -> String
+
+/// The latest `DPoP-Nonce` each server sent, by origin (scheme, host and port), shared by the clients of one process.
+public final class DPoPNonces: Sendable {
+    private let nonces = Mutex<[String: String]>([:])
+
+    public init() {}
+
+    /// The latest nonce the origin of `url` sent, if any.
+    public func nonce(for url: URL) -> String? {
+        nonces.withLock { $0[Self.origin(url)] }
+    }
+
+    /// Remembers the `DPoP-Nonce` of `response`, if it carries one.
+    public func remember(_ response: HTTPResponse, from url: URL) {
+        guard let nonce = response.headers["dpop-nonce"], !nonce.isEmpty else { return }
+        nonces.withLock { $0[Self.origin(url)] = nonce }
+    }
+
+    static func origin(_ url: URL) -> String {
+        "\(url.scheme?.lowercased() ?? "")://\(url.host?.lowercased() ?? ""):\(url.port.map(String.init) ?? "")"
+    }
+}
+
+/// How a client authenticates at the token and revocation endpoints, from its registration.
+public struct OAuthClientCredentials: Sendable {
+    public var clientId: String
+    public var clientSecret: String?
+    /// `client_secret_basic`, `client_secret_post` or `none`.
+    public var authMethod: String
+
+    public init(clientId: String, clientSecret: String?, authMethod: String?) {
+        self.clientId = clientId
+        self.clientSecret = clientSecret
+        self.authMethod = authMethod ?? (clientSecret == nil ? "none" : "client_secret_basic")
+    }
+
+    /// Adds the credentials to a form request as the method says (RFC 6749 §2.3.1).
+    func apply(to form: inout [(String, String)], headers: inout [String: String]) {
+        switch (authMethod, clientSecret) {
+        case ("client_secret_post", let secret?):
+            form.append(("client_id", clientId))
+            form.append(("client_secret", secret))
+        case (_, let secret?) where authMethod != "none":
+            let pair = OAuthWire.formEncode(clientId) + ":" + OAuthWire.formEncode(secret)
+            headers["Authorization"] = "Basic " + Data(pair.utf8).base64EncodedString()
+        default:
+            form.append(("client_id", clientId))
+        }
+    }
+}
+
+/// An OAuth error answer (RFC 6749 §5.2): `error` and, if given, `error_description`.
+public struct OAuthErrorAnswer: Sendable, Equatable {
+    public var status: Int
+    public var error: String?
+    public var description: String?
+    /// The answer had no body at all.
+    public var emptyBody: Bool
+}
+
+/// Helpers shared by the OAuth wire clients.
+enum OAuthWire {
+    /// `application/x-www-form-urlencoded` encoding of one name or value.
+    static func formEncode(_ text: String) -> String {
+        var allowed = CharacterSet.alphanumerics
+        allowed.insert(charactersIn: "-._*")
+        let encoded = text.addingPercentEncoding(withAllowedCharacters: allowed) ?? ""
+        return encoded.replacingOccurrences(of: "%20", with: "+")
+    }
+
+    static func formBody(_ form: [(String, String)]) -> Data {
+        Data(form.map { formEncode($0.0) + "=" + formEncode($0.1) }.joined(separator: "&").utf8)
+    }
+
+    /// The JSON object of a body, or nil.
+    static func object(_ body: Data) -> [String: JSONValue]? {
+        (try? JSONDecoder().decode(JSONValue.self, from: body))?.objectValue
+    }
+
+    static func errorAnswer(_ response: HTTPResponse) -> OAuthErrorAnswer {
+        let object = object(response.body)
+        return OAuthErrorAnswer(status: response.status, error: object?["error"]?.stringValue,
+                                description: object?["error_description"]?.stringValue,
+                                emptyBody: response.body.allSatisfy { $0 == 0x20 || $0 == 0x0A || $0 == 0x0D || $0 == 0x09 })
+    }
+
+    /// The failure for an answer nobody handled more specifically. The server's own error code and
+    /// description are quoted (they carry no secret); request bodies never are.
+    static func failure(_ response: HTTPResponse, doing: String) -> TransportError {
+        let answer = errorAnswer(response)
+        var detail = "the server answered \(response.status)"
+        if let error = answer.error { detail += " \(error)" }
+        if let description = answer.description { detail += " (\(description.prefix(200)))" }
+        detail += " when asked to \(doing)"
+        switch response.status {
+        case 500...: return TransportError(.unavailable, detail, oauthError: answer.error)
+        case 401, 403: return TransportError(.credentialRefused, detail, oauthError: answer.error)
+        default: return TransportError(.rejected, detail, oauthError: answer.error)
+        }
+    }
+
+    /// Sends with retries on 429 and 503, honouring `Retry-After` (seconds) up to 30 s.
+    static func send(_ http: any HTTPClient, _ request: HTTPRequest, maxAttempts: Int = 3) async throws -> HTTPResponse {
+        var attempt = 1
+        while true {
+            let response = try await http.send(request)
+            guard response.status == 429 || response.status == 503, attempt < maxAttempts else { return response }
+            let advised = response.headers["retry-after"].flatMap(TimeInterval.init) ?? 0.25 * Double(1 << attempt)
+            guard advised <= 30 else { return response }
+            try await Task.sleep(nanoseconds: UInt64(max(0, advised) * 1_000_000_000))
+            attempt += 1
+        }
+    }
+
+    /// A string member, or the first element of an array of strings (real servers send both shapes).
+    static func stringOrFirst(_ value: JSONValue?) -> String? {
+        if let text = value?.stringValue { return text }
+        return value?.arrayValue?.compactMap(\.stringValue).first
+    }
+}

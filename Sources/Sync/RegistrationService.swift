@@ -1,0 +1,111 @@
+import Foundation
+import KeyManager
+import Logging
+import ServerClients
+
+/// What reading a registration at the server found.
+public enum RegistrationCheck: Sendable, Equatable {
+    /// The client exists; rotated credentials (if any) are stored.
+    case current(Registration)
+    /// The server answered 401: the client was revoked or deleted there, and is wiped here (sync rule 5).
+    case wiped
+}
+
+/// Per-user Dynamic Client Registration (RFC 7591) and its management (RFC 7592), stored through the facade.
+public struct RegistrationService: Sendable {
+    public let manager: KeyManager
+    let connection: ServerConnection
+    let logger: Logger
+
+    public init(manager: KeyManager, connection: ServerConnection, logger: Logger = KeyManager.silentLogger) {
+        self.manager = manager
+        self.connection = connection
+        self.logger = logger
+    }
+
+    /// What a registration asks for: a Curity template (`software_id`) or full RFC 7591 metadata, plus the
+    /// device's context in members the request leaves free.
+    public static func requestMetadata(softwareId: String?, metadata: [String: JSONValue]?, scope: String?,
+                                       device: DeviceContext) -> [String: JSONValue] {
+        var body = metadata ?? [:]
+        if let softwareId { body["software_id"] = .string(softwareId) }
+        if let scope { body["scope"] = .string(scope) }
+        let context: [String: JSONValue] = [
+            "device_name": .string(device.deviceName), "device_id": .string(device.deviceId),
+            "os_name": .string(device.osName), "os_version": .string(device.osVersion), "device_model": .string(device.model),
+            "client_name": .string("keymgr on \(device.deviceName)"),
+        ]
+        for (name, value) in context where body[name] == nil { body[name] = value }
+        return body
+    }
+
+    /// Registers a client for `userId` and stores every member of the answer, secrets sealed.
+    /// Refuses when the user already has a registration at this server (`dcr delete` it first).
+    public func register(userId: String, softwareId: String?, metadata: [String: JSONValue]?, scope: String?,
+                         initialAccessToken: String?) async throws -> Registration {
+        if try manager.registration(userId: userId, serverName: connection.serverName) != nil {
+            throw KeyManagerError(.usage, "\(userId) already has a client registration at this server: "
+                + "run `keymgr dcr delete --user \(userId)` first to replace it")
+        }
+        let endpoint = try connection.endpoint(connection.settings.registrationEndpoint, "registration endpoint",
+                                               flag: "--registration-endpoint")
+        let body = Self.requestMetadata(softwareId: softwareId, metadata: metadata, scope: scope, device: try manager.deviceContext())
+        logger.debug("registering a client", metadata: ["user": .string(userId), "endpoint": .string(endpoint.absoluteString)])
+        let answer = try await connection.registrationClient.register(endpoint: endpoint, metadata: body,
+                                                                      initialAccessToken: initialAccessToken)
+        return try manager.saveRegistration(userId: userId, serverName: connection.serverName, answer: answer)
+    }
+
+    /// Reads the registration at the server (RFC 7592 GET), storing the registration access token and client
+    /// secret the server rotated (Curity does on every read) in one transaction. A 401 means the client is gone:
+    /// the registration, its tokens and DPoP key are wiped and audited (sync rule 5).
+    public func check(userId: String) async throws -> RegistrationCheck {
+        let server = connection.serverName
+        guard let registration = try manager.registration(userId: userId, serverName: server) else {
+            throw KeyManagerError(.clientNotRegistered, "\(userId) has no client registration: run `keymgr dcr register --user \(userId) …`")
+        }
+        guard let uri = registration.registrationClientURI,
+              let token = try manager.registrationSecrets(userId: userId, serverName: server).registrationAccessToken else {
+            return .current(registration)  // the server offers no management for this client
+        }
+        switch try await connection.registrationClient.read(registrationClientURI: uri, registrationAccessToken: token) {
+        case .gone:
+            try manager.wipeRegistration(userId: userId, serverName: server, event: "dcr.revokedByServer",
+                                         reason: "the registration endpoint answered 401")
+            return .wiped
+        case .current(let answer):
+            return .current(try manager.saveRegistration(userId: userId, serverName: server, answer: answer, event: "dcr.read"))
+        }
+    }
+
+    /// Deletes the client at the server (RFC 7592 DELETE; already gone is fine), then its registration, tokens and
+    /// DPoP key here.
+    public func delete(userId: String) async throws {
+        let server = connection.serverName
+        guard let registration = try manager.registration(userId: userId, serverName: server) else {
+            throw KeyManagerError(.clientNotRegistered, "\(userId) has no client registration at this server")
+        }
+        if let uri = registration.registrationClientURI,
+           let token = try manager.registrationSecrets(userId: userId, serverName: server).registrationAccessToken {
+            try await connection.registrationClient.delete(registrationClientURI: uri, registrationAccessToken: token)
+        }
+        try manager.wipeRegistration(userId: userId, serverName: server, event: "dcr.deleted", reason: "deleted by keymgr dcr delete")
+    }
+
+    /// Sync rule 5 for every registration at this server; one user's failure is that user's alone.
+    public func checkAll() async -> (wiped: [String], errors: [SyncSummary.UserError]) {
+        var wiped: [String] = []
+        var errors: [SyncSummary.UserError] = []
+        let registrations = (try? manager.registrations()) ?? []
+        for registration in registrations where registration.serverName == connection.serverName {
+            do {
+                if try await check(userId: registration.userId) == .wiped { wiped.append(registration.userId) }
+            } catch let failure as any KeymgrFailure {
+                errors.append(.init(userId: registration.userId, code: failure.code.rawValue, message: failure.message))
+            } catch {
+                errors.append(.init(userId: registration.userId, code: KeyManagerError.Code.failure.rawValue, message: "\(error)"))
+            }
+        }
+        return (wiped, errors)
+    }
+}

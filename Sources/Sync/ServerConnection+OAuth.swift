@@ -1,0 +1,54 @@
+import Foundation
+import KeyManager
+import ServerClients
+
+extension ServerConnection {
+    /// The profile's name, under which registrations and tokens are stored.
+    public var serverName: String { settings.name }
+
+    /// A discovery client over this connection's HTTP.
+    public var discoveryClient: OAuthDiscoveryClient { OAuthDiscoveryClient(http: http) }
+
+    /// The RFC 7591/7592 client.
+    public var registrationClient: OAuthRegistrationClient { OAuthRegistrationClient(http: http) }
+
+    /// A token endpoint client remembering server nonces in `nonces`.
+    public func tokenClient(nonces: DPoPNonces) -> OAuthTokenClient { OAuthTokenClient(http: http, nonces: nonces) }
+
+    /// One of the profile's OAuth endpoints, or `config` saying how to set it.
+    func endpoint(_ url: URL?, _ what: String, flag: String) throws -> URL {
+        guard let url else {
+            throw KeyManagerError(.config, "the server profile has no \(what): run `keymgr server set … --issuer URL` "
+                + "to discover it, or give \(flag) URL")
+        }
+        return url
+    }
+
+    var tokenEndpoint: URL {
+        get throws { try endpoint(settings.tokenEndpoint, "token endpoint", flag: "--token-endpoint") }
+    }
+}
+
+/// Discovers an issuer's endpoints (RFC 8414, then OpenID discovery) for `keymgr server set --issuer`.
+public struct DiscoveryService: Sendable {
+    let http: any HTTPClient
+
+    public init(timeout: TimeInterval = 15) {
+        self.http = CurlHTTPClient(timeout: timeout)
+    }
+
+    public init(http: any HTTPClient) {
+        self.http = http
+    }
+
+    /// The endpoints the issuer's metadata names; explicit values in `settings` win over discovered ones.
+    public func complete(_ settings: ServerSettings, issuer: URL) async throws -> ServerSettings {
+        let metadata = try await OAuthDiscoveryClient(http: http).discover(issuer: issuer)
+        var settings = settings
+        settings.tokenEndpoint = settings.tokenEndpoint ?? metadata.tokenEndpoint
+        settings.registrationEndpoint = settings.registrationEndpoint ?? metadata.registrationEndpoint
+        settings.revocationEndpoint = settings.revocationEndpoint ?? metadata.revocationEndpoint
+        settings.deviceAuthorizationEndpoint = settings.deviceAuthorizationEndpoint ?? metadata.deviceAuthorizationEndpoint
+        return settings
+    }
+}

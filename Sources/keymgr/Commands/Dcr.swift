@@ -1,0 +1,234 @@
+import ArgumentParser
+import Foundation
+import KeyManager
+import Sync
+
+/// The store, the configured server and the OAuth services over them, for the dcr, token, dpop and login commands.
+struct OAuthContext {
+    let manager: KeyManager
+    let connection: ServerConnection
+    let globals: GlobalOptions
+
+    init(_ globals: GlobalOptions, timeout: TimeInterval = 15) throws {
+        self.globals = globals
+        manager = try globals.openManager()
+        connection = try ServerConnection.configured(in: manager, timeout: timeout)
+    }
+
+    var registrations: RegistrationService { RegistrationService(manager: manager, connection: connection, logger: globals.logger) }
+    var tokens: TokenService { TokenService(manager: manager, connection: connection, home: globals.storeHome, logger: globals.logger) }
+
+    /// A whole small file (a secret or a metadata document), or `badInput`.
+    static func readFile(_ path: String, what: String) throws -> Data {
+        guard let data = FileManager.default.contents(atPath: path) else {
+            throw KeyManagerError(.badInput, "cannot read \(what) from \(path): check it exists and is readable")
+        }
+        return data
+    }
+
+    /// All of stdin.
+    static func readStdin() -> Data { FileHandle.standardInput.readDataToEndOfFile() }
+}
+
+/// `keymgr dcr`: each user's own OAuth client (RFC 7591 Dynamic Client Registration, RFC 7592 management).
+struct Dcr: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "dcr",
+        abstract: "Register, show or delete a user's OAuth client (Dynamic Client Registration).",
+        discussion: """
+            Each user on the device gets a client of their own (Curity's mobile DCR pattern), so one user's client \
+            can be revoked alone. Secrets are stored sealed and shown only with --reveal.
+
+            Example:
+              keymgr dcr register --user alice --software-id keymgr-template \\
+                --initial-access-token-file /etc/keymgr/dcr.token
+              keymgr dcr show --user alice
+            """,
+        subcommands: [Register.self, Show.self, Delete.self])
+
+    @OptionGroup var globals: GlobalOptions
+
+    struct Register: KeymgrCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Register an OAuth client for a user (RFC 7591).",
+            usage: "keymgr dcr register --user <id> (--software-id <t> | --metadata <f>)\n       [--initial-access-token-file <f>] [--scope <scope>] [<options>]",
+            discussion: """
+                With --software-id the server fills the metadata from its template client (Curity's templatized \
+                DCR); with --metadata FILE the file holds full RFC 7591 client metadata (any server). The device's \
+                name and platform go along as metadata where the request leaves them free. The initial access \
+                token is read from --initial-access-token-file, never from arguments. Every member of the answer \
+                is stored; the client secret and registration access token sealed. With --json prints the \
+                `dcr show` object.
+
+                Example:
+                  keymgr dcr register --user alice --software-id keymgr-template \\
+                    --initial-access-token-file /etc/keymgr/dcr.token
+                """)
+
+        @OptionGroup var globals: GlobalOptions
+
+        @Option(help: ArgumentHelp("The user the client is for.", valueName: "id"))
+        var user: String
+
+        @Option(help: ArgumentHelp("The template client to copy (Curity's software_id).", valueName: "template"))
+        var softwareId: String?
+
+        @Option(help: ArgumentHelp("A file with full RFC 7591 client metadata (a JSON object).", valueName: "file"), completion: .file())
+        var metadata: String?
+
+        @Option(help: ArgumentHelp("A file holding the initial access token.", valueName: "file"), completion: .file())
+        var initialAccessTokenFile: String?
+
+        @Option(help: ArgumentHelp("The scope to ask for.", valueName: "scope"))
+        var scope: String?
+
+        func validate() throws {
+            guard (softwareId == nil) != (metadata == nil) else {
+                throw ValidationError("give exactly one of --software-id TEMPLATE and --metadata FILE")
+            }
+        }
+
+        func run() throws {
+            var document: [String: JSONValue]?
+            if let metadata {
+                let data = try OAuthContext.readFile(metadata, what: "client metadata")
+                guard let object = (try? JSONDecoder().decode(JSONValue.self, from: data))?.objectValue else {
+                    throw KeyManagerError(.badInput, "\(metadata) must hold a JSON object of RFC 7591 client metadata")
+                }
+                document = object
+            }
+            var initialAccessToken: String?
+            if let initialAccessTokenFile {
+                let text = String(decoding: try OAuthContext.readFile(initialAccessTokenFile, what: "the initial access token"), as: UTF8.self)
+                    .trimmingCharacters(in: .whitespacesAndNewlines)
+                guard !text.isEmpty, !text.contains("\n") else {
+                    throw KeyManagerError(.badInput, "\(initialAccessTokenFile) must hold one token on one line")
+                }
+                initialAccessToken = text
+            }
+            let context = try OAuthContext(globals)
+            let service = context.registrations
+            let (user, softwareId, scope) = (user, softwareId, scope)
+            let (document2, token) = (document, initialAccessToken)
+            let registration = try AsyncBridge.wait {
+                try await service.register(userId: user, softwareId: softwareId, metadata: document2, scope: scope,
+                                           initialAccessToken: token)
+            }
+            if globals.json {
+                globals.console.answer(json: RegistrationJSON(registration, secrets: nil))
+            } else {
+                globals.console.confirm("registered client \(registration.clientId) for \(user)")
+            }
+        }
+    }
+
+    struct Show: KeymgrCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Show a user's client registration.",
+            usage: "keymgr dcr show [<options>] --user <id> [--reveal]",
+            discussion: """
+                With --json:
+                  {"userId","clientId","registrationClientUri","clientIdIssuedAt",
+                   "clientSecretExpiresAt","tokenEndpointAuthMethod","grantTypes","scope",
+                   "softwareId","clientSecret","metadata"}
+                clientSecret is null unless --reveal, which also adds "registrationAccessToken". \
+                metadata holds every other member the server answered with.
+
+                Example:
+                  keymgr dcr show --user alice --json
+                """)
+
+        @OptionGroup var globals: GlobalOptions
+
+        @Option(help: ArgumentHelp("The user.", valueName: "id"))
+        var user: String
+
+        @Flag(help: "Show the client secret and the registration access token.")
+        var reveal = false
+
+        func run() throws {
+            let manager = try globals.openManager()
+            guard let settings = try manager.serverSettings(name: Server.profileName),
+                  let registration = try manager.registration(userId: user, serverName: settings.name) else {
+                throw KeyManagerError(.clientNotRegistered, "\(user) has no client registration: run `keymgr dcr register --user \(user) …`")
+            }
+            let secrets = reveal ? try manager.registrationSecrets(userId: user, serverName: settings.name) : nil
+            if globals.json {
+                globals.console.answer(json: RegistrationJSON(registration, secrets: secrets))
+                return
+            }
+            var lines: [(String, String)] = [
+                ("user", registration.userId), ("client id", registration.clientId),
+                ("client secret", secrets.map { HumanText.text($0.clientSecret) } ?? (registration.hasClientSecret ? "(sealed; --reveal shows it)" : "-")),
+                ("registration URI", HumanText.text(registration.registrationClientURI?.absoluteString)),
+                ("issued", HumanText.time(registration.clientIdIssuedAt)),
+                ("secret expires", registration.clientSecretExpiresAt.map { HumanText.time($0) } ?? "never"),
+                ("auth method", HumanText.text(registration.tokenEndpointAuthMethod)),
+                ("grant types", registration.grantTypes.joined(separator: " ")),
+                ("scope", HumanText.text(registration.scope)), ("software id", HumanText.text(registration.softwareId)),
+                ("updated", HumanText.time(registration.updatedAt)),
+            ]
+            if let secrets { lines.append(("registration token", HumanText.text(secrets.registrationAccessToken))) }
+            let width = lines.map(\.0.count).max() ?? 0
+            globals.console.answer(lines.map { $0.0 + String(repeating: " ", count: width - $0.0.count + 2) + TextTable.printable($0.1) }
+                .joined(separator: "\n"))
+        }
+    }
+
+    struct Delete: KeymgrCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Delete a user's client at the server (RFC 7592), and its tokens here.",
+            usage: "keymgr dcr delete [<options>] --user <id>",
+            discussion: """
+                Deletes the client at the server (already gone is fine), then the registration, the tokens and \
+                the DPoP key here.
+
+                Example:
+                  keymgr dcr delete --user alice
+                """)
+
+        @OptionGroup var globals: GlobalOptions
+
+        @Option(help: ArgumentHelp("The user.", valueName: "id"))
+        var user: String
+
+        func run() throws {
+            let service = try OAuthContext(globals).registrations
+            let user = user
+            try AsyncBridge.wait { try await service.delete(userId: user) }
+            globals.console.confirm("deleted the client registration of \(user)")
+        }
+    }
+}
+
+/// `dcr show --json`.
+struct RegistrationJSON: Encodable {
+    let userId: String
+    let clientId: String
+    @Nullable var registrationClientUri: String?
+    @Nullable var clientIdIssuedAt: Date?
+    @Nullable var clientSecretExpiresAt: Date?
+    @Nullable var tokenEndpointAuthMethod: String?
+    let grantTypes: [String]
+    @Nullable var scope: String?
+    @Nullable var softwareId: String?
+    @Nullable var clientSecret: String?
+    /// Only with --reveal.
+    let registrationAccessToken: String?
+    let metadata: JSONValue
+
+    init(_ registration: Registration, secrets: RegistrationSecrets?) {
+        userId = registration.userId
+        clientId = registration.clientId
+        registrationClientUri = registration.registrationClientURI?.absoluteString
+        clientIdIssuedAt = registration.clientIdIssuedAt
+        clientSecretExpiresAt = registration.clientSecretExpiresAt
+        tokenEndpointAuthMethod = registration.tokenEndpointAuthMethod
+        grantTypes = registration.grantTypes
+        scope = registration.scope
+        softwareId = registration.softwareId
+        clientSecret = secrets?.clientSecret
+        registrationAccessToken = secrets?.registrationAccessToken
+        metadata = .object(registration.metadata)
+    }
+}

@@ -1,0 +1,222 @@
+import ArgumentParser
+import Foundation
+import KeyManager
+import Sync
+
+/// `keymgr token`: a user's OAuth tokens, stored sealed with the DPoP key they are bound to.
+struct Token: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Import, show, refresh, revoke or print a user's OAuth tokens.",
+        discussion: """
+            Refreshes are single-flight across processes: two processes never spend one refresh token, and both \
+            end with the new tokens. A refresh the server refuses (invalid_grant) discards the tokens and the DPoP \
+            key: run `keymgr login` again.
+
+            Example:
+              keymgr token print --user alice --min-ttl 120
+              keymgr token show --user alice
+            """,
+        subcommands: [Import.self, Show.self, Refresh.self, Revoke.self, Print.self])
+
+    @OptionGroup var globals: GlobalOptions
+
+    struct Import: KeymgrCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Store a token response (RFC 6749 JSON on stdin) for a user.",
+            usage: "keymgr token import [<options>] --user <id> < response.json",
+            discussion: """
+                The tokens were issued elsewhere, so keymgr holds no DPoP key for them: they are stored as unbound.
+
+                Example:
+                  keymgr token import --user alice < response.json
+                """)
+
+        @OptionGroup var globals: GlobalOptions
+
+        @Option(help: ArgumentHelp("The user.", valueName: "id"))
+        var user: String
+
+        func run() throws {
+            let context = try OAuthContext(globals)
+            let set = try context.tokens.importTokens(userId: user, json: OAuthContext.readStdin())
+            if globals.json {
+                globals.console.answer(json: TokenSetJSON(set, secrets: nil))
+            } else {
+                globals.console.confirm("stored \(set.tokenType) tokens for \(user)")
+            }
+        }
+    }
+
+    struct Show: KeymgrCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Show a user's tokens, redacted unless --reveal.",
+            usage: "keymgr token show [<options>] --user <id> [--reveal]",
+            discussion: """
+                With --json:
+                  {"userId","tokenType","scope","expiresAt","bound","jkt","accessToken",
+                   "refreshToken","idToken"}
+                the three tokens are null unless --reveal.
+
+                Example:
+                  keymgr token show --user alice --json
+                """)
+
+        @OptionGroup var globals: GlobalOptions
+
+        @Option(help: ArgumentHelp("The user.", valueName: "id"))
+        var user: String
+
+        @Flag(help: "Show the token strings.")
+        var reveal = false
+
+        func run() throws {
+            let manager = try globals.openManager()
+            guard let settings = try manager.serverSettings(name: Server.profileName),
+                  let set = try manager.tokenSet(userId: user, serverName: settings.name) else {
+                throw KeyManagerError(.clientNotRegistered, "\(user) has no tokens: run `keymgr login --user \(user)`")
+            }
+            let secrets = reveal ? try manager.tokenSecrets(userId: user, serverName: settings.name) : nil
+            if globals.json {
+                globals.console.answer(json: TokenSetJSON(set, secrets: secrets))
+                return
+            }
+            let hidden = { (held: Bool) in held ? "(sealed; --reveal shows it)" : "-" }
+            let lines: [(String, String)] = [
+                ("user", set.userId), ("client id", set.clientId), ("token type", set.tokenType),
+                ("bound", set.bound ? "yes (DPoP key \(set.jkt ?? "-"))" : "no"),
+                ("scope", HumanText.text(set.scope)), ("expires", HumanText.time(set.expiresAt)),
+                ("access token", secrets.map { HumanText.text($0.accessToken) } ?? hidden(true)),
+                ("refresh token", secrets.map { HumanText.text($0.refreshToken) } ?? hidden(set.hasRefreshToken)),
+                ("id token", secrets.map { HumanText.text($0.idToken) } ?? hidden(set.hasIdToken)),
+                ("updated", HumanText.time(set.updatedAt)),
+            ]
+            let width = lines.map(\.0.count).max() ?? 0
+            globals.console.answer(lines.map { $0.0 + String(repeating: " ", count: width - $0.0.count + 2) + TextTable.printable($0.1) }
+                .joined(separator: "\n"))
+        }
+    }
+
+    struct Refresh: KeymgrCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Refresh a user's tokens now (single-flight across processes).",
+            usage: "keymgr token refresh [<options>] --user <id>",
+            discussion: """
+                With --json prints the `token show` object (tokens null).
+
+                Example:
+                  keymgr token refresh --user alice
+                """)
+
+        @OptionGroup var globals: GlobalOptions
+
+        @Option(help: ArgumentHelp("The user.", valueName: "id"))
+        var user: String
+
+        func run() throws {
+            let context = try OAuthContext(globals)
+            let service = context.tokens
+            let user = user
+            guard let seen = try context.manager.tokenSet(userId: user, serverName: context.connection.serverName) else {
+                throw KeyManagerError(.clientNotRegistered, "\(user) has no tokens: run `keymgr login --user \(user)`")
+            }
+            let set = try AsyncBridge.wait { try await service.refresh(userId: user, seen: seen.revision) }
+            if globals.json {
+                globals.console.answer(json: TokenSetJSON(set, secrets: nil))
+            } else {
+                globals.console.confirm("refreshed the tokens of \(user); they expire \(HumanText.time(set.expiresAt))")
+            }
+        }
+    }
+
+    struct Revoke: KeymgrCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Revoke a user's tokens at the server (RFC 7009) and here.",
+            usage: "keymgr token revoke [<options>] --user <id>",
+            discussion: """
+                Revokes the refresh and access tokens at the server, then discards them and the DPoP key here.
+
+                Example:
+                  keymgr token revoke --user alice
+                """)
+
+        @OptionGroup var globals: GlobalOptions
+
+        @Option(help: ArgumentHelp("The user.", valueName: "id"))
+        var user: String
+
+        func run() throws {
+            let service = try OAuthContext(globals).tokens
+            let user = user
+            try AsyncBridge.wait { try await service.revoke(userId: user) }
+            globals.console.confirm("revoked the tokens of \(user)")
+        }
+    }
+
+    struct Print: KeymgrCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Print a valid access token for scripts, refreshing it first when it expires soon.",
+            usage: "keymgr token print [<options>] --user <id> [--min-ttl <s>]",
+            discussion: """
+                Writes the access token and a newline to stdout. With --json: {"accessToken","tokenType","expiresAt"}.
+
+                Example:
+                  keymgr token print --user alice --min-ttl 120
+                """)
+
+        @OptionGroup var globals: GlobalOptions
+
+        @Option(help: ArgumentHelp("The user.", valueName: "id"))
+        var user: String
+
+        @Option(help: ArgumentHelp("Refresh first when the token expires within this many seconds (default: 60).", valueName: "s"))
+        var minTtl: Double = 60
+
+        func validate() throws {
+            guard minTtl >= 0, minTtl < 86_400 * 365 else { throw ValidationError("--min-ttl must be 0 or more seconds") }
+        }
+
+        func run() throws {
+            let service = try OAuthContext(globals).tokens
+            let (user, minTtl) = (user, minTtl)
+            let result = try AsyncBridge.wait { try await service.accessToken(userId: user, minTTL: minTtl) }
+            if globals.json {
+                globals.console.answer(json: PrintedTokenJSON(accessToken: result.token, tokenType: result.set.tokenType,
+                                                              expiresAt: result.set.expiresAt))
+            } else {
+                globals.console.answer(result.token)
+            }
+        }
+    }
+}
+
+/// `token show --json`.
+struct TokenSetJSON: Encodable {
+    let userId: String
+    let tokenType: String
+    @Nullable var scope: String?
+    @Nullable var expiresAt: Date?
+    let bound: Bool
+    @Nullable var jkt: String?
+    @Nullable var accessToken: String?
+    @Nullable var refreshToken: String?
+    @Nullable var idToken: String?
+
+    init(_ set: TokenSet, secrets: TokenSecrets?) {
+        userId = set.userId
+        tokenType = set.tokenType
+        scope = set.scope
+        expiresAt = set.expiresAt
+        bound = set.bound
+        jkt = set.jkt
+        accessToken = secrets?.accessToken
+        refreshToken = secrets?.refreshToken
+        idToken = secrets?.idToken
+    }
+}
+
+/// `token print --json`.
+struct PrintedTokenJSON: Encodable {
+    let accessToken: String
+    let tokenType: String
+    @Nullable var expiresAt: Date?
+}
