@@ -72,6 +72,10 @@ let package = Package(
             dependencies: ["RefServer", .product(name: "ArgumentParser", package: "swift-argument-parser")],
             swiftSettings: strict),
 
+        // libFuzzer targets for what keymgr parses from outside; built with fuzzing only by `make fuzz`
+        // (proof/fuzz.sh), empty otherwise.
+        .executableTarget(name: "keymgr-fuzz", dependencies: ["KeyManager", "ServerClients"], swiftSettings: strict),
+
         .testTarget(name: "StorageTests", dependencies: ["Storage", "KeyManager"], swiftSettings: strict),
         .testTarget(name: "KeyManagerTests", dependencies: ["KeyManager", "Storage"], swiftSettings: strict),
         .testTarget(name: "SyncTests", dependencies: ["Sync", "ServerClients", "KeyManager", "Storage", "RefServer"], swiftSettings: strict),
