@@ -8,10 +8,9 @@ SECONDS_PER_TARGET=${FUZZ_SECONDS:-45}
 SCRATCH=.build-fuzz
 TARGETS="device-listing journey-callbacks jws-jwk json-value cli-inputs"
 
-swift build --scratch-path "$SCRATCH" --product keymgr-fuzz \
-  -Xswiftc -sanitize=fuzzer -Xswiftc -DKEYMGR_FUZZ >"$SCRATCH.log" 2>&1 || {
+KEYMGR_FUZZ_BUILD=1 swift build --scratch-path "$SCRATCH" --product keymgr-fuzz >"$SCRATCH.log" 2>&1 || {
   tail -40 "$SCRATCH.log"; echo "fuzz: build failed (log: $SCRATCH.log)"; exit 1; }
-BIN="$(swift build --scratch-path "$SCRATCH" --show-bin-path)/keymgr-fuzz"
+BIN="$(KEYMGR_FUZZ_BUILD=1 swift build --scratch-path "$SCRATCH" --show-bin-path)/keymgr-fuzz"
 
 status=0
 for target in $TARGETS; do

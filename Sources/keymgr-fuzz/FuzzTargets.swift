@@ -10,7 +10,7 @@ import Foundation
 
 /// The parsers under fuzz, by name. A new parser (token or registration responses, discovery, DPoP-Nonce,
 /// WWW-Authenticate) is one more entry.
-let fuzzTargets: [String: ([UInt8]) -> Void] = [
+let fuzzTargets: [String: @Sendable ([UInt8]) -> Void] = [
     // PingAM's device listing, as `sync` reads each page.
     "device-listing": { bytes in
         _ = try? PingAMDeviceClient.decodePage(Data(bytes))
@@ -92,6 +92,20 @@ public func fuzzOneInput(_ data: UnsafePointer<UInt8>?, _ size: Int) -> CInt {
     let bytes = data.map { Array(UnsafeBufferPointer(start: $0, count: size)) } ?? []
     target(bytes)
     return 0
+}
+@_silgen_name("LLVMFuzzerRunDriver")
+func LLVMFuzzerRunDriver(
+    _ argc: UnsafeMutablePointer<CInt>,
+    _ argv: UnsafeMutablePointer<UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>?>,
+    _ callback: @convention(c) (UnsafePointer<UInt8>?, Int) -> CInt) -> CInt
+
+/// SwiftPM names an executable's entry point `<module>_main`: whichever `main` the link keeps (libFuzzer's or
+/// this one), the fuzzer runs `fuzzOneInput`.
+@_cdecl("keymgr_fuzz_main")
+public func keymgrFuzzMain(_ argc: CInt, _ argv: UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>?) -> CInt {
+    var count = argc
+    var vector = argv
+    return LLVMFuzzerRunDriver(&count, &vector, fuzzOneInput)
 }
 #else
 /// The normal build's stand-in: libFuzzer brings `main` only in the fuzzing build.
