@@ -31,7 +31,7 @@ INSTALLED := $(BINDIR)/keymgr \
 	$(BASH_COMPLETION_DIR)/keymgr $(ZSH_COMPLETION_DIR)/_keymgr $(FISH_COMPLETION_DIR)/keymgr.fish \
 	$(SYSTEMD_UNIT_DIR)/keymgr-sync.service $(SYSTEMD_UNIT_DIR)/keymgr-sync.timer
 
-.PHONY: all deps build test demo bench clean release install uninstall
+.PHONY: all deps build test demo bench clean release install uninstall stress fuzz
 
 all: build
 
@@ -52,6 +52,18 @@ build: deps
 test: deps
 	swift build --build-tests
 	swift test --skip-build --disable-swift-testing
+
+# The crash and soak harness (proof/stress.py): at least 220 SIGKILLs during bind, rebind, revoke, pin change,
+# sync and master rotate, each followed by checks of the store, then a four-process soak. `make test` runs its
+# short form (StressHarnessTests). STRESS_ARGS passes options, e.g. STRESS_ARGS="--seed 42" to replay a run.
+stress: deps
+	swift build
+	python3 proof/stress.py --bin-dir "$$(swift build --show-bin-path)" $(STRESS_ARGS)
+
+# libFuzzer targets (Sources/keymgr-fuzz, built into .build-fuzz): FUZZ_SECONDS per target (default 45).
+# Not part of `make test`.
+fuzz: deps
+	./proof/fuzz.sh
 
 demo: build
 	./scripts/demo.sh "$$(swift build --show-bin-path)"
@@ -91,4 +103,4 @@ bench: deps
 	./benchmarks/run $(BENCH_FLAGS)
 
 clean:
-	rm -rf .build $(RELEASE_SCRATCH) .build-release-static .build-bench
+	rm -rf .build $(RELEASE_SCRATCH) .build-release-static .build-bench .build-fuzz

@@ -1,7 +1,13 @@
 // swift-tools-version:6.1
 import PackageDescription
 
+import Foundation
+
 let strict: [SwiftSetting] = [.swiftLanguageMode(.v6)]
+/// `make fuzz` (proof/fuzz.sh) sets KEYMGR_FUZZ_BUILD=1 for its own scratch path: the parsers' modules get libFuzzer's
+/// coverage instrumentation and keymgr-fuzz links libFuzzer. Never set for the normal build.
+let fuzzing = ProcessInfo.processInfo.environment["KEYMGR_FUZZ_BUILD"] == "1"
+let fuzzed: [SwiftSetting] = strict + (fuzzing ? [.unsafeFlags(["-sanitize=fuzzer"])] : [])
 
 let package = Package(
     name: "keymgr",
@@ -40,12 +46,12 @@ let package = Package(
                 "Storage", "COpenSSL", "CArgon2",
                 .product(name: "Logging", package: "swift-log"),
             ],
-            swiftSettings: strict),
+            swiftSettings: fuzzed),
         // Wire clients: HTTP, PingAM's device REST and journeys, OAuth endpoints. Values in, values out.
         .target(
             name: "ServerClients",
             dependencies: ["KeyManager", "CCurl"],
-            swiftSettings: strict),
+            swiftSettings: fuzzed),
         // Services that combine a wire client with the KeyManager facade: sync, journeys.
         .target(
             name: "Sync",
@@ -80,6 +86,12 @@ let package = Package(
             name: "keymgr-benchdata",
             dependencies: ["KeyManager", .product(name: "ArgumentParser", package: "swift-argument-parser")],
             swiftSettings: strict),
+        // libFuzzer targets for what keymgr parses from outside; built with fuzzing only by `make fuzz`
+        // (proof/fuzz.sh), empty otherwise.
+        .executableTarget(
+            name: "keymgr-fuzz", dependencies: ["KeyManager", "ServerClients"],
+            swiftSettings: fuzzed + (fuzzing ? [.define("KEYMGR_FUZZ")] : []),
+            linkerSettings: fuzzing ? [.unsafeFlags(["-sanitize=fuzzer"])] : []),
 
         .testTarget(name: "StorageTests", dependencies: ["Storage", "KeyManager"], swiftSettings: strict),
         .testTarget(name: "KeyManagerTests", dependencies: ["KeyManager", "Storage"], swiftSettings: strict),

@@ -30,6 +30,10 @@ struct DeviceRoutes: Sendable {
                 AMError(status: 503, message: "Service Unavailable").json, status: 503, headers: headers)
         case .malformedJSON:
             return rawJSONResponse(Data(#"{"result":[{"_id":"truncated","deviceName":"#.utf8))
+        case .wrongContentType:
+            return Response(
+                status: .ok, headers: [.contentType: "text/html; charset=utf-8"],
+                body: ResponseBody(byteBuffer: ByteBuffer(string: "<html><body><h1>Sign in</h1></body></html>")))
         default:
             break
         }

@@ -17,6 +17,9 @@ public enum Fault: Sendable, Equatable {
     /// Answer with the normal body padded to 10 MiB (a well-formed listing plus a `_padding` member),
     /// so a client without a response size limit still reads the right records.
     case hugeBody
+    /// Answer `200` with `Content-Type: text/html` and an HTML sign-in page, as a misrouted proxy or an SSO
+    /// gateway in front of the server does.
+    case wrongContentType
 
     /// The fault's name on the admin HTTP surface.
     public var name: String {
@@ -27,6 +30,7 @@ public enum Fault: Sendable, Equatable {
         case .malformedJSON: return "malformedJSON"
         case .endlessPaging: return "endlessPaging"
         case .hugeBody: return "hugeBody"
+        case .wrongContentType: return "wrongContentType"
         }
     }
 
@@ -62,6 +66,7 @@ public enum Fault: Sendable, Equatable {
         case "malformedJSON": self = .malformedJSON
         case "endlessPaging": self = .endlessPaging
         case "hugeBody": self = .hugeBody
+        case "wrongContentType": self = .wrongContentType
         default: return nil
         }
     }
