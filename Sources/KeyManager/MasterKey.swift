@@ -49,9 +49,11 @@ struct MasterKey: Sendable {
                 + "Restore it from your backup, or point KEYMGR_MASTER_KEY_FILE at it; without it the store cannot be opened")
         }
         // systemd hands credentials over in a private directory; a file named by the home or KEYMGR_MASTER_KEY_FILE
-        // must itself be private.
+        // must itself be private: nobody else may read it, except (read-only) the group keymgr itself runs as, which
+        // is how a root-owned key file is shared with a `keymgr` system user (mode 0440, group keymgr).
         let fromSystemd = if case .systemdCredential = source { true } else { false }
-        if !fromSystemd, info.st_mode & 0o077 != 0 {
+        let readableByOurGroupOnly = info.st_gid == getegid() && info.st_mode & 0o070 == 0o040
+        if !fromSystemd, info.st_mode & 0o007 != 0 || (info.st_mode & 0o070 != 0 && !readableByOurGroupOnly) {
             throw KeyManagerError(.config, "the master key \(path) is readable by other OS users "
                 + "(mode \(String(info.st_mode & 0o777, radix: 8))): run `chmod 600 \(path)` and consider whether it leaked")
         }

@@ -126,8 +126,17 @@ final class AuditAndInputTamperingTests: XCTestCase {
         let refused = try sandbox.keymgr(["init"] + Sandbox.fastInit, extraEnvironment: ["KEYMGR_MASTER_KEY_FILE": keyFile.path])
         XCTAssertEqual(refused.status, 78, refused.summary)
         XCTAssertTrue(refused.stderr.contains("chmod 600"), refused.stderr)
-        XCTAssertEqual(chmod(keyFile.path, 0o600), 0)
+        // Group-readable is refused for a group that is not keymgr's own …
+        XCTAssertEqual(chmod(keyFile.path, 0o640), 0)
+        XCTAssertEqual(chown(keyFile.path, getuid(), getegid() &+ 1), 0)
+        let otherGroup = try sandbox.keymgr(["init"] + Sandbox.fastInit, extraEnvironment: ["KEYMGR_MASTER_KEY_FILE": keyFile.path])
+        XCTAssertEqual(otherGroup.status, 78, otherGroup.summary)
+        // … and allowed, read-only, for the group keymgr runs as (a root-owned key shared with a keymgr system user).
+        XCTAssertEqual(chown(keyFile.path, getuid(), getegid()), 0)
+        XCTAssertEqual(chmod(keyFile.path, 0o640), 0)
         XCTAssertEqual(try sandbox.keymgr(["init"] + Sandbox.fastInit, extraEnvironment: ["KEYMGR_MASTER_KEY_FILE": keyFile.path]).status, 0)
+        XCTAssertEqual(chmod(keyFile.path, 0o600), 0)
+        XCTAssertEqual(try sandbox.keymgr(["status"], extraEnvironment: ["KEYMGR_MASTER_KEY_FILE": keyFile.path]).status, 0)
     }
 
     // MARK: 12. Core dumps
