@@ -177,3 +177,59 @@ final class JourneyInteropTests: ServerTestCase {
         }
     }
 }
+
+/// The callback's deadline covers the PIN prompt: a prompt nobody answers on a real pseudo-terminal.
+final class JourneyDeadlineTerminalTests: ServerTestCase {
+    /// Runs keymgr on a new pseudo-terminal, waits for `prompt` and never answers it; prints what the terminal
+    /// showed, then `ECHO on` or `ECHO off` as the terminal was left once keymgr reported, and exits with keymgr's status.
+    private static let driver = #"""
+        import os, pty, select, sys, termios, time
+        prompt, report = sys.argv[1].encode(), sys.argv[2].encode()
+        pid, fd = pty.fork()
+        if pid == 0:
+            os.execv(sys.argv[3], sys.argv[3:])
+        seen = b""
+        def read_until(token, limit=60):
+            global seen
+            end = time.time() + limit
+            while token not in seen and time.time() < end:
+                ready, _, _ = select.select([fd], [], [], 0.1)
+                if ready:
+                    try:
+                        chunk = os.read(fd, 4096)
+                    except OSError:
+                        return False
+                    if not chunk:
+                        return False
+                    seen += chunk
+            return token in seen
+        if not read_until(prompt):
+            sys.stdout.buffer.write(seen)
+            sys.exit(90)
+        read_until(report)
+        try:
+            echo = "on" if termios.tcgetattr(fd)[3] & termios.ECHO else "off"
+        except termios.error:
+            echo = "unknown"
+        read_until(b"\x00never\x00", limit=5)
+        _, status = os.waitpid(pid, 0)
+        sys.stdout.buffer.write(seen + b"\nECHO " + echo.encode() + b"\n")
+        sys.exit(os.waitstatus_to_exitcode(status))
+        """#
+
+    func testAnUnansweredPINPromptEndsInTimeoutAndTheTerminalIsRestored() throws {
+        try start(users: ["bob"], serverArguments: ["--auth-type", "APPLICATION_PIN", "--callback-timeout", "2"])
+        let bound = try sandbox.keymgr(["bind", "--journey", "RegisterDevice", "--user", "bob", "--password-fd", "0",
+                                        "--pin-fd", "0"], stdin: RefServerProcess.password + "\n482916\n")
+        XCTAssertEqual(bound.status, 0, bound.summary)
+        let script = sandbox.root.appendingPathComponent("pty-deadline.py")
+        try Self.driver.write(to: script, atomically: true, encoding: .utf8)
+        let outcome = try sandbox.run(URL(fileURLWithPath: "/usr/bin/env"),
+                                      ["python3", script.path, "PIN for bob: ", "allows 2 s", Sandbox.binary.path,
+                                       "--home", sandbox.home.path, "sign", "--journey", "SignIn", "--user", "bob"])
+        XCTAssertEqual(outcome.status, 75, outcome.summary)
+        XCTAssertTrue(outcome.stdout.contains("allows 2 s"), outcome.stdout)
+        XCTAssertTrue(outcome.stdout.contains("ECHO on"), "the no-echo prompt was left switched off: \(outcome.stdout)")
+        XCTAssertEqual(try server.clientErrors(), ["Timeout"])
+    }
+}
