@@ -1,5 +1,6 @@
 import Foundation
 import KeyManager
+import Logging
 import ServerClients
 import Synchronization
 
@@ -8,15 +9,23 @@ import Synchronization
 public struct JourneyService: Sendable {
     public let manager: KeyManager
     let client: PingAMJourneyClient
+    let logger: Logger
 
-    public init(manager: KeyManager, client: PingAMJourneyClient) {
+    public init(manager: KeyManager, client: PingAMJourneyClient, logger: Logger = KeyManager.silentLogger) {
         self.manager = manager
         self.client = client
+        self.logger = logger
     }
 
     /// The journeys of the configured server (`config` when it is not a PingAM server).
-    public init(manager: KeyManager, connection: ServerConnection) throws {
-        self.init(manager: manager, client: try connection.journeyClient())
+    public init(manager: KeyManager, connection: ServerConnection, logger: Logger = KeyManager.silentLogger) throws {
+        self.init(manager: manager, client: try connection.journeyClient(), logger: logger)
+    }
+
+    /// Warns that a journey's session stayed open (never showing it): the journey itself succeeded.
+    private var sessionNotEnded: @Sendable (TransportError) -> Void {
+        let logger = logger
+        return { error in logger.warning("\(error.message)") }
     }
 
     /// Runs `journey`, binding a key when the server sends a DeviceBindingCallback; returns the key, registered.
@@ -35,8 +44,8 @@ public struct JourneyService: Sendable {
         let prepared = PreparedBinding()
         let pending: PendingBinding
         do {
-            pending = try await client.run(journey: journey, credentials: credentials,
-                                           answering: "DeviceBindingCallback") { callback in
+            pending = try await client.run(journey: journey, credentials: credentials, answering: "DeviceBindingCallback",
+                                           sessionNotEnded: sessionNotEnded) { callback in
                 guard let authName = callback.outputValue("authenticationType")?.stringValue, let authType = AuthType(flag: authName) else {
                     throw KeyManagerError(.unsupported, "the server asked for an auth type keymgr does not know")
                 }
@@ -76,8 +85,8 @@ public struct JourneyService: Sendable {
                      pin: @escaping @Sendable () throws -> SecretBytes) async throws -> SignResult {
         let credentials = PingAMJourneyClient.Credentials(username: username, password: password)
         let manager = manager
-        return try await client.run(journey: journey, credentials: credentials,
-                                    answering: "DeviceSigningVerifierCallback") { callback in
+        return try await client.run(journey: journey, credentials: credentials, answering: "DeviceSigningVerifierCallback",
+                                    sessionNotEnded: sessionNotEnded) { callback in
             let named = callback.outputValue("userId")?.stringValue ?? ""
             var request: SignRequest
             if named.isEmpty {

@@ -12,11 +12,11 @@ final class PingAMJourneyClientTests: XCTestCase {
 
     /// Step 1 asks for name and password and sets the load balancer's cookie; step 2 for a device binding (with a
     /// TextOutputCallback beside it); then success, with a session unless told otherwise.
-    private func journeyStub(tokenId: String? = "session-token", timeout: Int? = 20) -> StubHTTPClient {
+    private func journeyStub(tokenId: String? = "session-token", timeout: Int? = 20, logoutStatus: Int = 200) -> StubHTTPClient {
         StubHTTPClient { request in
             let body = (try? JSONDecoder().decode(JSONValue.self, from: request.body ?? Data())) ?? .object([:])
             if request.url.path.hasSuffix("/sessions") {
-                return StubHTTPClient.json(200, #"{"result":"Successfully logged out"}"#)
+                return StubHTTPClient.json(logoutStatus, logoutStatus == 200 ? #"{"result":"Successfully logged out"}"# : "{}")
             }
             guard let callbacks = body["callbacks"]?.arrayValue else {
                 return StubHTTPClient.json(200, #"""
@@ -121,6 +121,20 @@ final class PingAMJourneyClientTests: XCTestCase {
             PingAMJourneyClient.DeviceAnswer(inputs: [:], value: 0)
         }
         XCTAssertFalse(none.requests.contains { $0.url.path.hasSuffix("/sessions") }, "no session, nothing to end")
+    }
+
+    func testALogoutTheServerRefusesIsReportedWithoutTheTokenAndTheJourneyStillSucceeds() async throws {
+        let stub = journeyStub(tokenId: "tok-secret*", logoutStatus: 500)
+        let reported = Mutex<[String]>([])
+        let value = try await PingAMJourneyClient(server: server, http: stub).run(
+            journey: "RegisterDevice", credentials: credentials, answering: "DeviceBindingCallback",
+            sessionNotEnded: { error in reported.withLock { $0.append(error.message) } }) { _ in
+            PingAMJourneyClient.DeviceAnswer(inputs: [:], value: 7)
+        }
+        XCTAssertEqual(value, 7, "the server accepted the binding: a stuck logout must not undo it")
+        let messages = reported.withLock { $0 }
+        XCTAssertEqual(messages.count, 1)
+        XCTAssertFalse(messages.joined().contains("tok-secret"), "the tokenId is never shown")
     }
 
     func testEachLocalFailureIsReportedWithItsClientErrorKeepingTheOtherCallbacks() async throws {

@@ -55,10 +55,14 @@ public struct PingAMJourneyClient: Sendable {
     /// binding when absent), which covers the PIN prompt and the verifier. When it throws, or the deadline passes
     /// first, the server is told why with the SDKs' `clientError` (in the same answer as the step's other callbacks)
     /// so the journey takes its failure outcome, and the local error is rethrown (`timeout` for the deadline).
+    ///
+    /// A session the server opened and then would not end does not undo what the journey did: it is handed to
+    /// `sessionNotEnded` (which must not show it) and the run still succeeds.
     public func run<Value: Sendable>(journey: String, credentials: Credentials, answering device: String,
+                                     sessionNotEnded: @escaping @Sendable (TransportError) -> Void = { _ in },
                                      answer: @escaping @Sendable (DeviceCallback) throws -> DeviceAnswer<Value>) async throws -> Value {
         let url = try authenticateURL(journey: journey)
-        var jar = CookieJar()
+        var jar = CookieJar(sessionNotEnded: sessionNotEnded)
         var body: JSONValue = .object([:])
         var made: Value?
         for _ in 0..<maxSteps {
@@ -127,7 +131,11 @@ public struct PingAMJourneyClient: Sendable {
         }
         if response.status == 200, let tokenId = object["tokenId"]?.stringValue {
             object["tokenId"] = nil
-            try await endSession(tokenId, jar: jar)
+            do {
+                try await endSession(tokenId, jar: jar)
+            } catch let error as TransportError {
+                jar.sessionNotEnded(error)
+            }
             return object
         }
         guard response.status == 200, object["callbacks"]?.arrayValue != nil || object["successUrl"] != nil else {
@@ -208,6 +216,12 @@ private final class ResumeOnce<T: Sendable>: @unchecked Sendable {
 /// The cookies one journey's steps carry: only this run's, in memory, never saved or shared.
 struct CookieJar {
     private var cookies: [(name: String, value: String)] = []
+    /// Where a session that could not be logged out is reported.
+    var sessionNotEnded: @Sendable (TransportError) -> Void = { _ in }
+
+    init(sessionNotEnded: @escaping @Sendable (TransportError) -> Void = { _ in }) {
+        self.sessionNotEnded = sessionNotEnded
+    }
 
     /// `name=value; …` for the `Cookie` header; nil when empty.
     var header: String? {
