@@ -76,8 +76,9 @@ final class JourneyInteropTests: ServerTestCase {
         let audit = try sandbox.succeed(["audit", "--user", "dave", "--json"]).array()
         XCTAssertTrue(audit.contains { $0["event"] as? String == "key.signed" && $0["kid"] as? String == kid })
         XCTAssertTrue(audit.allSatisfy { $0["userId"] as? String == universalId("dave") })
-        // A plain bind by the typed name supersedes dave's key instead of creating a second user.
-        let rebound = try sandbox.succeed(["bind", "--user", "dave", "--json"]).object()
+        // A plain bind by the typed name finds dave's key the server knows (--replace needed), never a second user.
+        try assertJSONError(try sandbox.keymgr(["bind", "--user", "dave", "--json"]), status: 64, code: "usage")
+        let rebound = try sandbox.succeed(["bind", "--user", "dave", "--replace", "--json"]).object()
         XCTAssertEqual(rebound["userId"] as? String, universalId("dave"))
         XCTAssertEqual(try keys()[kid]?["status"] as? String, "superseded")
         let revoked = try sandbox.keymgr(["revoke", "--user", "dave", "--json"])
