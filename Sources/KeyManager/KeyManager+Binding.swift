@@ -20,6 +20,13 @@ extension KeyManager {
     }
 
     func bind(_ request: BindRequest, newPIN: SecretProvider, event: String) throws -> BindResult {
+        try commit(try prepareBinding(request, newPIN: newPIN), event: event, registeredAs: nil)
+    }
+
+    /// Makes a new key for a binding the server must accept first (a journey): verifies the user, generates the
+    /// key and signs the binding JWS, but writes nothing. The user's current key stays active until
+    /// `commitBinding` stores the new one; `discardBinding` drops it when the server refuses.
+    public func prepareBinding(_ request: BindRequest, newPIN: SecretProvider) throws -> PendingBinding {
         try Self.validateIdentifier(request.userId, what: "user id")
         let device = try device()
         let issuer = request.issuer ?? device.issuer
@@ -55,35 +62,67 @@ extension KeyManager {
                                             issuer: issuer, issuedAt: created, expiresIn: request.expiresIn, key: privateKey)
         }
 
+        return PendingBinding(
+            kid: kid, userId: request.userId, username: request.username, issuer: issuer, authType: request.authType,
+            createdAt: created, privateKey: privateKey,
+            pinLayer: pinLayer.map {
+                PendingBinding.PINLayer(parameters: $0.parameters, salt: $0.salt, verifier: $0.derivation.verifier,
+                                        inner: $0.inner, pinRetry: device.pinRetry)
+            },
+            jwk: jwk, jws: jws)
+    }
+
+    /// Stores a binding the server accepted, registered under `deviceName`, in one transaction: the user's previous
+    /// usable keys for the same issuer are superseded (material destroyed, queued for deletion on the server).
+    public func commitBinding(_ pending: PendingBinding, deviceName: String) throws -> BindResult {
+        try commit(pending, event: "key.bound", registeredAs: deviceName)
+    }
+
+    /// Drops a binding the server refused: its key was never stored, so the user's current key stays as it was.
+    /// Records the refusal in the audit log.
+    public func discardBinding(_ pending: PendingBinding, reason: String) throws {
+        try write { writer in
+            try writer.appendAudit(auditEvent("key.bindingRefused", userId: pending.userId, kid: pending.kid,
+                                              details: ["reason": .string(reason)]))
+        }
+        logger.debug("discarded a refused binding", metadata: ["kid": .string(pending.kid)])
+    }
+
+    private func commit(_ pending: PendingBinding, event: String, registeredAs deviceName: String?) throws -> BindResult {
+        let (kid, userId, created) = (pending.kid, pending.userId, pending.createdAt)
         let (record, username, retiredAny) = try write { writer -> (UserKeyRecord, String?, Bool) in
             // Sealed inside the transaction, under the master key the store holds now (a rotation may have run).
-            let slot = SealedSlot.privateKey(kid: kid, userId: request.userId)
-            let sealedKey = try pinLayer.map { try hierarchy.seal(SecretBytes($0.inner), in: slot) }
-                ?? hierarchy.seal(privateKey.rawRepresentation, in: slot)
+            let slot = SealedSlot.privateKey(kid: kid, userId: userId)
+            let sealedKey = try pending.pinLayer.map { try hierarchy.seal(SecretBytes($0.inner), in: slot) }
+                ?? hierarchy.seal(pending.privateKey.rawRepresentation, in: slot)
             let record = try stamped(UserKeyRecord(
-                kid: kid, userId: request.userId, issuer: issuer, authType: request.authType.record,
-                publicJwk: jwk.jsonObject().canonicalJSON(), wrappedPrivateKey: sealedKey,
-                status: .active, serverState: .unregistered, createdAt: created))
-            try writer.upsertUser(userId: request.userId, username: request.username, at: created)
-            let retired = try retireUsableKeys(writer, userId: request.userId, issuer: issuer, supersededBy: kid, at: created)
+                kid: kid, userId: userId, issuer: pending.issuer, authType: pending.authType.record,
+                publicJwk: pending.jwk.jsonObject().canonicalJSON(), wrappedPrivateKey: sealedKey,
+                status: .active, serverState: deviceName == nil ? .unregistered : .registered, deviceName: deviceName,
+                createdAt: created))
+            try writer.upsertUser(userId: userId, username: pending.username, at: created)
+            let retired = try retireUsableKeys(writer, userId: userId, issuer: pending.issuer, supersededBy: kid, at: created)
             try writer.insert(record)
-            if let pinLayer {
+            if let pinLayer = pending.pinLayer {
                 try writer.save(try stamped(AppPINRecord(
                     kid: kid, argon2MemoryKib: pinLayer.parameters.memoryKiB, argon2Iterations: pinLayer.parameters.iterations,
                     argon2Parallelism: pinLayer.parameters.parallelism, salt: Data(pinLayer.salt),
-                    verifier: try hierarchy.seal(pinLayer.derivation.verifier, in: .pinVerifier(kid: kid)),
-                    pinRetry: device.pinRetry, updatedAt: created)))
+                    verifier: try hierarchy.seal(pinLayer.verifier, in: .pinVerifier(kid: kid)),
+                    pinRetry: pinLayer.pinRetry, updatedAt: created)))
             }
-            try writer.appendAudit(auditEvent(event, userId: request.userId, kid: kid, details: [
-                "authType": .string(request.authType.rawValue), "issuer": .string(issuer),
+            try writer.appendAudit(auditEvent(event, userId: userId, kid: kid, details: [
+                "authType": .string(pending.authType.rawValue), "issuer": .string(pending.issuer),
                 "supersedes": .array(retired.map(JSONValue.string)),
             ]))
-            return (record, try writer.user(id: request.userId)?.username, !retired.isEmpty)
+            if deviceName != nil {
+                try writer.appendAudit(auditEvent("key.registered", userId: userId, kid: kid))
+            }
+            return (record, try writer.user(id: userId)?.username, !retired.isEmpty)
         }
         // A superseded key's sealed blob must not linger in -wal either.
         if retiredAny { store.checkpointDestroyedData() }
-        logger.debug("bound key", metadata: ["kid": .string(kid), "authType": .string(request.authType.rawValue)])
-        return BindResult(key: UserKey(record, username: username), jwk: jwk, jws: jws)
+        logger.debug("bound key", metadata: ["kid": .string(kid), "authType": .string(pending.authType.rawValue)])
+        return BindResult(key: UserKey(record, username: username), jwk: pending.jwk, jws: pending.jws)
     }
 
     /// Revokes keys: the one `kid`, or every usable key of `userId`. Destroys their key material, PINs, and the
@@ -230,4 +269,32 @@ extension KeyManager {
     static func hasDeceptiveCharacters(_ value: String) -> Bool {
         value.unicodeScalars.contains { $0.value < 0x20 || (0x7f...0x9f).contains($0.value) || bidiControls.contains($0.value) }
     }
+}
+
+/// A key made for a binding the server has not accepted yet (see `KeyManager.prepareBinding`): nothing of it is
+/// stored; its private key exists only in memory until `commitBinding` seals it.
+public struct PendingBinding: Sendable {
+    /// The PIN layer derived while preparing (the slow Argon2 part), sealed under the master key at commit.
+    struct PINLayer: Sendable {
+        let parameters: Argon2Parameters
+        let salt: [UInt8]
+        let verifier: SecretBytes
+        let inner: [UInt8]
+        let pinRetry: Int
+    }
+
+    /// The new key's id.
+    public let kid: String
+    /// The user the key is for.
+    public let userId: String
+    let username: String?
+    let issuer: String
+    let authType: AuthType
+    let createdAt: Date
+    let privateKey: P256PrivateKey
+    let pinLayer: PINLayer?
+    /// The new key's public JWK.
+    public let jwk: JWK
+    /// The binding JWS for the server's challenge, when one was given.
+    public let jws: String?
 }

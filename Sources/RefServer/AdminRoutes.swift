@@ -3,7 +3,7 @@ import KeyManager
 import Hummingbird
 
 /// The test surface under `/__refserver/` (not part of PingAM), behind the admin credential:
-/// users, device records, faults and the request journal.
+/// users, device records, faults, the request journal, open sessions and the clientError outcomes of journeys.
 struct AdminRoutes: Sendable {
     let handler: RequestHandler
 
@@ -65,6 +65,20 @@ struct AdminRoutes: Sendable {
         case (.delete, "faults", 1):
             await handler.state.clearFaults()
             return Response(status: .noContent)
+        case (.get, "sessions", 1):
+            return jsonResponse(.object(["open": .int(Int64(await handler.state.openSessionCount()))]))
+        case (.get, "client-errors", 1):
+            let reports = await handler.state.recordedClientErrors()
+            return jsonResponse(
+                .object([
+                    "result": .array(
+                        reports.map {
+                            .object([
+                                "journey": .string($0.journey), "callback": .string($0.callback), "user": .string($0.user),
+                                "clientError": .string($0.clientError),
+                            ])
+                        })
+                ]))
         case (.get, "requests", 1):
             let requests = await handler.state.recordedRequests()
             return jsonResponse(.object(["result": .array(requests.map(\.json))]))

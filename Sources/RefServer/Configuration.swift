@@ -25,6 +25,9 @@ public struct Journey: Sendable, Equatable {
         /// NameCallback, then a DeviceSigningVerifierCallback; a signature by one of the user's bound
         /// keys (found by the JWS header `kid`) succeeds and updates that record's `lastAccessDate`.
         case deviceSigning
+        /// A usernameless signing tree: no NameCallback; a DeviceSigningVerifierCallback with an empty `userId`,
+        /// answered with any bound key of the realm (found by the JWS header `kid`; `sub` must be its user).
+        case usernamelessSigning
     }
 
     /// The tree name (`authIndexValue`).
@@ -74,6 +77,8 @@ public struct ReferenceServerConfiguration: Sendable {
     public var logger: Logger
     /// The authorization server's settings (DCR, tokens, DPoP, device grant).
     public var oauth: OAuthServerConfiguration
+    /// Cookies, sessions and device limits of the journeys (set after `init`).
+    public var journeyPolicy = JourneyPolicy()
 
     /// Creates a configuration with PingAM-like defaults.
     public init(

@@ -208,6 +208,18 @@ public final class ReferenceServer: Sendable {
         await handler.state.currentFaults()
     }
 
+    // MARK: journeys
+
+    /// How many sessions successful journeys opened that nobody has logged out.
+    public func openSessionCount() async -> Int {
+        await handler.state.openSessionCount()
+    }
+
+    /// The `clientError` answers device callbacks got, oldest first.
+    public func clientErrors() async -> [JourneyClientError] {
+        await handler.state.recordedClientErrors()
+    }
+
     // MARK: journal
 
     /// The last 1000 PingAM requests (admin requests excluded), oldest first.

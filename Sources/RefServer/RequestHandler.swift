@@ -66,7 +66,7 @@ struct RequestHandler: Sendable {
         }
     }
 
-    /// `/json{realm}/authenticate` and `/json{realm}/users/{user}/devices/2fa/binding[/{uuid}]`.
+    /// `/json{realm}/authenticate`, `/json{realm}/sessions?_action=logout` and `/json{realm}/users/{user}/devices/2fa/binding[/{uuid}]`.
     private func respondAM(to request: IncomingRequest) async throws -> Response {
         var rest = ArraySlice(request.target.segments.dropFirst())
         var realmSegments: [String] = []
@@ -82,6 +82,10 @@ struct RequestHandler: Sendable {
         if resource == ["authenticate"] {
             guard request.method == .post else { throw AMError(status: 405, message: "Method Not Allowed") }
             return try await JourneyRoutes(handler: self, realm: realm).respond(to: request)
+        }
+        if resource == ["sessions"] {
+            guard request.method == .post else { throw AMError(status: 405, message: "Method Not Allowed") }
+            return try await JourneyRoutes(handler: self, realm: realm).logout(request)
         }
         if resource.count >= 5, resource[0] == "users", resource[2] == "devices", resource[3] == "2fa",
             resource[4] == "binding", resource.count <= 6

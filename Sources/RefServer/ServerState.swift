@@ -14,6 +14,8 @@ struct JourneySession: Sendable {
     var realm: Realm
     var step: Step
     var expiresAt: Date
+    /// The affinity cookie's value set on the first step, which every later step must return.
+    var affinity: String = ""
 }
 
 /// The server's mutable, in-memory state: faults, unfinished journeys, the request journal.
@@ -27,6 +29,8 @@ actor ServerState {
     private var faults: [String: ArmedFault] = [:]
     private var sessions: [String: JourneySession] = [:]
     private var journal: [RecordedRequest] = []
+    private var openSessions: [String: OpenSession] = [:]
+    private var clientErrors: [JourneyClientError] = []
     private let journalLimit = 1000
     private(set) var lastActivity = Date()
 
@@ -64,6 +68,19 @@ actor ServerState {
         guard let session = sessions.removeValue(forKey: authId), session.expiresAt > now else { return nil }
         return session
     }
+
+    // MARK: sessions and clientError outcomes
+
+    func openSession(_ tokenId: String, _ session: OpenSession) { openSessions[tokenId] = session }
+
+    /// Ends the session; false when there was none.
+    func endSession(_ tokenId: String) -> Bool { openSessions.removeValue(forKey: tokenId) != nil }
+
+    func openSessionCount() -> Int { openSessions.count }
+
+    func record(_ clientError: JourneyClientError) { clientErrors.append(clientError) }
+
+    func recordedClientErrors() -> [JourneyClientError] { clientErrors }
 
     // MARK: journal
 

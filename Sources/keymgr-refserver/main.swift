@@ -71,6 +71,18 @@ struct RefServerCommand: AsyncParsableCommand {
     @Option(help: "The OAuth issuer's path below the base URL, e.g. /oauth/v2/oauth-anonymous.")
     var oauthIssuerPath: String = ""
 
+    @Option(help: "Name of a usernameless signing journey (no NameCallback; the callback's userId is empty).")
+    var usernamelessJourney: String?
+
+    @Option(help: "The device callbacks' timeout output, in seconds.")
+    var callbackTimeout: Int = 60
+
+    @Option(help: "Refuse a binding when the user already has this many devices (PingAM's Max Saved Devices).")
+    var maxSavedDevices: Int?
+
+    @Flag(help: "Open a session on success even when the client asks noSession=true.")
+    var ignoreNoSession = false
+
     @Option(help: "Stop after this many seconds without a request.")
     var idleExit: Double?
 
@@ -89,6 +101,11 @@ struct RefServerCommand: AsyncParsableCommand {
             throw ValidationError("--oauth-issuer-path must start with / and not end with /")
         }
         if let idleExit, idleExit <= 0 { throw ValidationError("--idle-exit must be positive") }
+        guard (1...3600).contains(callbackTimeout) else { throw ValidationError("--callback-timeout must be in 1...3600") }
+        if let maxSavedDevices, maxSavedDevices < 1 { throw ValidationError("--max-saved-devices must be at least 1") }
+        if let usernamelessJourney, [bindingJourney, signingJourney].contains(usernamelessJourney) {
+            throw ValidationError("--usernameless-journey must differ from the other journeys")
+        }
         guard bindingJourney != signingJourney else {
             throw ValidationError("--binding-journey and --signing-journey must differ")
         }
@@ -107,7 +124,7 @@ struct RefServerCommand: AsyncParsableCommand {
     mutating func run() async throws {
         let token = try adminToken()
         let oauth = try oauthConfiguration()
-        let configuration = ReferenceServerConfiguration(
+        var configuration = ReferenceServerConfiguration(
             databasePath: databasePath, port: port,
             realmPaths: realms.isEmpty ? ["/realms/root"] : realms,
             adminToken: token,
@@ -115,8 +132,11 @@ struct RefServerCommand: AsyncParsableCommand {
             journeys: [
                 Journey(name: bindingJourney, kind: .deviceBinding(Self.authenticationType(authType) ?? .none)),
                 Journey(name: signingJourney, kind: .deviceSigning),
-            ],
+            ] + (usernamelessJourney.map { [Journey(name: $0, kind: .usernamelessSigning)] } ?? []),
+            callbackTimeout: callbackTimeout,
             oauth: oauth)
+        configuration.journeyPolicy.maxSavedDevices = maxSavedDevices
+        configuration.journeyPolicy.honoursNoSession = !ignoreNoSession
         let server: ReferenceServer
         do {
             server = try await ReferenceServer.start(configuration: configuration)

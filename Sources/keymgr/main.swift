@@ -36,6 +36,8 @@ do {
 do {
     try command.run()
 } catch {
+    // A journey's deadline can pass while a no-echo prompt still waits on another thread.
+    TerminalRestore.restoreIfArmed()
     exit(FailureReport.running(error, json: wantsJSON, verbose: wantsVerbose))
 }
 exit(0)

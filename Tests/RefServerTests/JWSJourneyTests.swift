@@ -189,6 +189,48 @@ final class JWSJourneyTests: ServerTestCase {
         XCTAssertNotEqual(stored.revision, key.kid)
     }
 
+    /// Completes a binding journey for demo; returns the success body.
+    func bind(noSession: Bool) async throws -> [String: Any] {
+        var url = server.authenticateURL(journey: "RegisterDevice", realmPath: realm).absoluteString
+        if noSession { url += "&noSession=true" }
+        let client = JourneyClient(url: try XCTUnwrap(URL(string: url)))
+        let first = try await client.start()
+        let step = try await client.answer(first, ["IDToken1": "demo", "IDToken2": "Ch4ngeit"]).object()
+        let output = try XCTUnwrap(outputs(of: "DeviceBindingCallback", in: step))
+        let jws = try TestDeviceKey().bindingJWS(subject: try XCTUnwrap(output["userId"] as? String),
+                                                 challenge: try XCTUnwrap(output["challenge"] as? String))
+        let result = try await client.answer(step, ["IDToken1jws": jws, "IDToken1deviceId": "kiosk-1"])
+        XCTAssertEqual(result.status, 200)
+        return try result.object()
+    }
+
+    func testSessionsAreCountedUntilLoggedOutAndNoSessionOpensNone() async throws {
+        let success = try await bind(noSession: false)
+        let tokenId = try XCTUnwrap(success["tokenId"] as? String)
+        var openCount = await server.openSessionCount()
+        XCTAssertEqual(openCount, 1)
+        let admin = try await send("GET", adminURL("sessions"), headers: ["Authorization": "Bearer \(adminToken)"]).object()
+        XCTAssertEqual(admin["open"] as? Int, 1)
+
+        let logoutURL = try XCTUnwrap(URL(string: server.baseURL.absoluteString + "/json\(realm)/sessions?_action=logout"))
+        let wrong = try await send("POST", logoutURL, headers: ["iPlanetDirectoryPro": "not-a-session"], json: [:])
+        XCTAssertEqual(wrong.status, 401)
+        let logout = try await send("POST", logoutURL, headers: ["iPlanetDirectoryPro": tokenId,
+                                                                 "Accept-API-Version": "resource=3.1, protocol=1.0"], json: [:])
+        XCTAssertEqual(logout.status, 200)
+        openCount = await server.openSessionCount()
+        XCTAssertEqual(openCount, 0)
+        let status = try await send("POST", logoutURL, headers: ["iPlanetDirectoryPro": tokenId], json: [:]).status
+        XCTAssertEqual(status, 401,
+                       "a session ends once")
+
+        let quiet = try await bind(noSession: true)
+        XCTAssertNil(quiet["tokenId"])
+        XCTAssertEqual(quiet["successUrl"] as? String, "/console")
+        openCount = await server.openSessionCount()
+        XCTAssertEqual(openCount, 0)
+    }
+
     func testSigningRefusesUnknownKidWrongChallengeAndForeignKey() async throws {
         let key = try TestDeviceKey()
         let stranger = try TestDeviceKey(kid: key.kid)
@@ -215,5 +257,58 @@ final class JWSJourneyTests: ServerTestCase {
         }
         let stored = try await server.devices(user: "demo", realmPath: realm)
         XCTAssertEqual(stored.first?.lastAccessDate, 1_600_000_000_000)
+    }
+}
+
+/// Journeys of a deployment with a usernameless signing tree, a device limit and no regard for noSession.
+final class JourneyPolicyTests: ServerTestCase {
+    override func makeConfiguration(databasePath: String) -> ReferenceServerConfiguration {
+        var configuration = ReferenceServerConfiguration(
+            databasePath: databasePath, adminToken: adminToken,
+            journeys: [.defaultBinding, .defaultSigning, Journey(name: "Usernameless", kind: .usernamelessSigning)])
+        configuration.journeyPolicy.maxSavedDevices = 1
+        configuration.journeyPolicy.honoursNoSession = false
+        return configuration
+    }
+
+    func testAUsernamelessJourneyAcceptsAnyBoundKeyOfTheRealmSignedAsItsUser() async throws {
+        let key = try TestDeviceKey()
+        try await server.addDevice(
+            BoundDevice(
+                uuid: key.kid, realmPath: "/realms/root", user: "erin", deviceId: "kiosk-1", deviceName: "Front desk",
+                createdDate: 1_600_000_000_000, lastAccessDate: 1_600_000_000_000, key: key.storedKey))
+        let url = try XCTUnwrap(URL(string: server.authenticateURL(journey: "Usernameless").absoluteString + "&noSession=true"))
+        for (subject, expected) in [("id=someone-else,ou=user,ou=am-config", 401), ("id=erin,ou=user,ou=am-config", 200)] {
+            let client = JourneyClient(url: url)
+            let first = try await client.start()
+            XCTAssertEqual((first["callbacks"] as? [[String: Any]])?.compactMap { $0["type"] as? String },
+                           ["DeviceSigningVerifierCallback"], "no NameCallback")
+            let output = try XCTUnwrap(outputs(of: "DeviceSigningVerifierCallback", in: first))
+            XCTAssertEqual(output["userId"] as? String, "")
+            let jws = try key.signingJWS(subject: subject, challenge: try XCTUnwrap(output["challenge"] as? String))
+            let result = try await client.answer(first, ["IDToken1jws": jws])
+            XCTAssertEqual(result.status, expected, subject)
+            if expected == 200 {
+                XCTAssertNotNil(try result.object()["tokenId"] as? String, "this deployment ignores noSession")
+            }
+        }
+        let openCount = await server.openSessionCount()
+        XCTAssertEqual(openCount, 1)
+    }
+
+    func testABindingBeyondMaxSavedDevicesIsRefused() async throws {
+        try await server.addUser("demo", password: "pw")
+        for expected in [200, 401] {
+            let client = JourneyClient(url: server.authenticateURL(journey: "RegisterDevice"))
+            let first = try await client.start()
+            let step = try await client.answer(first, ["IDToken1": "demo", "IDToken2": "pw"]).object()
+            let output = try XCTUnwrap(outputs(of: "DeviceBindingCallback", in: step))
+            let jws = try TestDeviceKey().bindingJWS(subject: try XCTUnwrap(output["userId"] as? String),
+                                                     challenge: try XCTUnwrap(output["challenge"] as? String))
+            let status = try await client.answer(step, ["IDToken1jws": jws, "IDToken1deviceId": "kiosk-1"]).status
+            XCTAssertEqual(status, expected)
+        }
+        let devices = try await server.devices(user: "demo")
+        XCTAssertEqual(devices.count, 1)
     }
 }

@@ -3,12 +3,18 @@ import XCTest
 
 @testable import RefServer
 
-/// Walks PingAM's callback protocol: POST the returned JSON back with inputs filled in.
-struct JourneyClient {
+/// Walks PingAM's callback protocol: POST the returned JSON back with inputs filled in, carrying the cookies the
+/// server set during the journey (its load balancer's affinity cookie), as the SDKs do.
+final class JourneyClient: @unchecked Sendable {
     let url: URL
+    /// `name=value` pairs the server set in this journey; `returnsCookies = false` forgets to send them.
+    private(set) var cookies: [String: String] = [:]
+    var returnsCookies = true
+
+    init(url: URL) { self.url = url }
 
     func start() async throws -> [String: Any] {
-        let result = try await send("POST", url, headers: ["Accept-API-Version": "resource=2.1, protocol=1.0"], json: [:])
+        let result = try await post(json: [:])
         XCTAssertEqual(result.status, 200)
         return try result.object()
     }
@@ -26,7 +32,20 @@ struct JourneyClient {
             return callback
         }
         step["callbacks"] = callbacks
-        return try await send("POST", url, headers: ["Accept-API-Version": "resource=2.1, protocol=1.0"], json: step)
+        return try await post(json: step)
+    }
+
+    private func post(json: Any) async throws -> HTTPResult {
+        var headers = ["Accept-API-Version": "resource=2.1, protocol=1.0"]
+        if returnsCookies, !cookies.isEmpty {
+            headers["Cookie"] = cookies.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }.joined(separator: "; ")
+        }
+        let result = try await send("POST", url, headers: headers, json: json)
+        if let setCookie = result.header("Set-Cookie"), let pair = setCookie.split(separator: ";").first {
+            let parts = pair.split(separator: "=", maxSplits: 1).map(String.init)
+            if parts.count == 2 { cookies[parts[0]] = parts[1] }
+        }
+        return result
     }
 }
 
@@ -66,13 +85,12 @@ final class JourneyTests: ServerTestCase {
             ])
     }
 
+    var binding: JourneyClient!
+
     override func setUp() async throws {
         try await super.setUp()
         try await server.addUser("demo", password: "Ch4ngeit", realmPath: "/realms/root/realms/alpha")
-    }
-
-    var binding: JourneyClient {
-        JourneyClient(url: server.authenticateURL(journey: "RegisterDevice", realmPath: "/realms/root/realms/alpha"))
+        binding = JourneyClient(url: server.authenticateURL(journey: "RegisterDevice", realmPath: "/realms/root/realms/alpha"))
     }
 
     func testBindingJourneyAsksForCredentialsThenBinding() async throws {
@@ -121,6 +139,31 @@ final class JourneyTests: ServerTestCase {
         }
         let devices = try await server.devices()
         XCTAssertTrue(devices.isEmpty)
+        let reported = await server.clientErrors()
+        XCTAssertEqual(reported.map(\.clientError), ["Unsupported", "ClientNotRegistered", "Timeout", "Abort"])
+        XCTAssertEqual(Set(reported.map(\.callback)), ["DeviceBindingCallback"])
+        XCTAssertEqual(Set(reported.map(\.user)), ["demo"])
+        let listed = try await send("GET", adminURL("client-errors"), headers: ["Authorization": "Bearer \(adminToken)"]).object()
+        XCTAssertEqual((listed["result"] as? [[String: Any]])?.compactMap { $0["clientError"] as? String },
+                       ["Unsupported", "ClientNotRegistered", "Timeout", "Abort"])
+    }
+
+    func testTheFirstStepSetsTheAffinityCookieAndAStepWithoutItFails() async throws {
+        let first = try await binding.start()
+        XCTAssertEqual(binding.cookies.keys.sorted(), ["amlbcookie"])
+        // A client that drops the cookie reaches a node that does not know the journey.
+        binding.returnsCookies = false
+        let lost = try await binding.answer(first, ["IDToken1": "demo", "IDToken2": "Ch4ngeit"])
+        XCTAssertEqual(lost.status, 401)
+        XCTAssertEqual(try lost.object()["message"] as? String, "Session has timed out")
+        // The authId is spent: the journey is over even with the cookie.
+        binding.returnsCookies = true
+        let status = try await binding.answer(first, ["IDToken1": "demo", "IDToken2": "Ch4ngeit"]).status
+        XCTAssertEqual(status, 401)
+        // A fresh journey that returns its cookie goes on.
+        let again = try await binding.start()
+        let goesOn = try await binding.answer(again, ["IDToken1": "demo", "IDToken2": "Ch4ngeit"]).status
+        XCTAssertEqual(goesOn, 200)
     }
 
     func testMissingOrGarbageJWSFails() async throws {

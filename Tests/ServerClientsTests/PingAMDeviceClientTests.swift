@@ -99,6 +99,24 @@ final class PingAMDeviceClientTests: XCTestCase {
                        || segment.contains("."), segment)
         XCTAssertEqual(segment.removingPercentEncoding, hostile)
     }
+
+    func testRenamePutsTheWholeDeviceObjectWithIfMatchStar() async throws {
+        let stub = StubHTTPClient { _ in StubHTTPClient.json(200, "{}") }
+        let listed = ServerDevice(uuid: "k1", kid: "k1", deviceId: "dev-1", deviceName: "kiosk",
+                                  createdAt: Date(timeIntervalSince1970: 1_795_000_000),
+                                  lastAccessAt: Date(timeIntervalSince1970: 1_795_000_100.5))
+        try await client(stub).renameDevice(userId: "id=dave,ou=user,ou=am-config", device: listed, to: "front desk")
+        let request = try XCTUnwrap(stub.requests.first)
+        XCTAssertEqual(request.method, "PUT")
+        XCTAssertEqual(request.url.path, "/am/json/realms/root/realms/alpha/users/dave/devices/2fa/binding/k1")
+        XCTAssertEqual(request.headers["If-Match"], "*")
+        XCTAssertEqual(request.headers["Accept-API-Version"], "resource=1.0")
+        let body = try JSONDecoder().decode(JSONValue.self, from: request.body ?? Data())
+        XCTAssertEqual(body, .object([
+            "_id": .string("k1"), "uuid": .string("k1"), "deviceId": .string("dev-1"), "deviceName": .string("front desk"),
+            "createdDate": .int(1_795_000_000_000), "lastAccessDate": .int(1_795_000_100_500),
+        ]))
+    }
 }
 
 /// What a server sends can be anything: absurd dates in a listing must not crash keymgr.

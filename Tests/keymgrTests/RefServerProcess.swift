@@ -122,6 +122,19 @@ final class RefServerProcess {
         XCTAssertEqual(answer.status, 200, "fault \(fault) for \(user)", file: file, line: line)
     }
 
+    /// The `clientError` values device callbacks were answered with, oldest first.
+    func clientErrors(file: StaticString = #filePath, line: UInt = #line) throws -> [String] {
+        let answer = try request("GET", "/__refserver/client-errors", file: file, line: line)
+        let result = try XCTUnwrap((answer.json as? [String: Any])?["result"] as? [[String: Any]], file: file, line: line)
+        return result.compactMap { $0["clientError"] as? String }
+    }
+
+    /// How many sessions successful journeys left open.
+    func openSessions(file: StaticString = #filePath, line: UInt = #line) throws -> Int {
+        let answer = try request("GET", "/__refserver/sessions", file: file, line: line)
+        return try XCTUnwrap((answer.json as? [String: Any])?["open"] as? Int, file: file, line: line)
+    }
+
     /// The requests the server received (targets still percent-encoded), oldest first.
     func recordedRequests(file: StaticString = #filePath, line: UInt = #line) throws -> [[String: Any]] {
         let answer = try request("GET", "/__refserver/requests", file: file, line: line)
@@ -195,9 +208,9 @@ class ServerTestCase: XCTestCase {
     var sandbox: Sandbox!
     var server: RefServerProcess!
 
-    func start(users: [String], serverArguments: [String] = []) throws {
+    func start(users: [String], serverArguments: [String] = [], initArguments: [String] = []) throws {
         sandbox = try Sandbox()
-        try sandbox.initialise()
+        try sandbox.initialise(initArguments)
         server = try RefServerProcess(in: sandbox, users: users, extra: serverArguments)
         try sandbox.succeed(server.serverSetArguments)
     }

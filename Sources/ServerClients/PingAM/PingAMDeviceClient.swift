@@ -49,26 +49,7 @@ public struct PingAMDeviceClient: Sendable {
 
     /// The `id=` value of a universalId (up to its first unescaped comma, RFC 4514 escapes undone), else `userId`.
     static func serverUserId(_ userId: String) -> String {
-        guard userId.hasPrefix("id=") else { return userId }
-        var bytes: [UInt8] = []
-        var rest = Array(userId.utf8.dropFirst(3))[...]
-        while let byte = rest.first {
-            rest = rest.dropFirst()
-            if byte == UInt8(ascii: ",") { return String(decoding: bytes, as: UTF8.self) }
-            guard byte == UInt8(ascii: "\\"), let next = rest.first else {
-                bytes.append(byte)
-                continue
-            }
-            // `\,` escapes one character; `\2C` is a hex pair.
-            if rest.count >= 2, let pair = UInt8(String(decoding: rest.prefix(2), as: UTF8.self), radix: 16) {
-                bytes.append(pair)
-                rest = rest.dropFirst(2)
-            } else {
-                bytes.append(next)
-                rest = rest.dropFirst()
-            }
-        }
-        return userId
+        UniversalId.idValue(userId) ?? userId
     }
 
     func bindingsURL(userId: String, uuid: String? = nil, query: String? = nil) throws -> URL {
@@ -111,16 +92,25 @@ public struct PingAMDeviceClient: Sendable {
         }
     }
 
-    /// Renames a binding (`PUT` with `If-Match: *`).
-    public func renameDevice(userId: String, uuid: String, deviceName: String) async throws {
+    /// Renames a binding as the SDKs do: `PUT` of the whole device object (`_id`, `uuid`, `deviceId`,
+    /// `deviceName`, `createdDate`, `lastAccessDate`, as listed) with `If-Match: *`.
+    public func renameDevice(userId: String, device: ServerDevice, to deviceName: String) async throws {
         var headers = headers
         headers["If-Match"] = "*"
         headers["Content-Type"] = "application/json"
-        let body = JSONValue.object(["deviceName": .string(deviceName)]).canonicalJSON()
-        let response = try await send(HTTPRequest(method: "PUT", url: try bindingsURL(userId: userId, uuid: uuid),
+        var object: [String: JSONValue] = [
+            "_id": .string(device.uuid), "uuid": .string(device.uuid), "deviceName": .string(deviceName),
+        ]
+        if let deviceId = device.deviceId { object["deviceId"] = .string(deviceId) }
+        if let created = device.createdAt { object["createdDate"] = .int(Self.millis(created)) }
+        if let access = device.lastAccessAt { object["lastAccessDate"] = .int(Self.millis(access)) }
+        let body = JSONValue.object(object).canonicalJSON()
+        let response = try await send(HTTPRequest(method: "PUT", url: try bindingsURL(userId: userId, uuid: device.uuid),
                                                   headers: headers, body: Data(body.utf8)))
-        guard (200..<300).contains(response.status) else { throw Self.failure(response, doing: "rename binding \(uuid)") }
+        guard (200..<300).contains(response.status) else { throw Self.failure(response, doing: "rename binding \(device.uuid)") }
     }
+
+    private static func millis(_ date: Date) -> Int64 { Int64((date.timeIntervalSince1970 * 1000).rounded()) }
 
     /// Sends with retries on 429 and 503, honouring `Retry-After` (seconds) up to `maxRetryAfter`, else backing off.
     func send(_ request: HTTPRequest) async throws -> HTTPResponse {

@@ -64,8 +64,9 @@ struct Audit: ParsableCommand {
         }
 
         func run() throws {
-            let query = AuditFilter(userId: user, since: since.flatMap(ISOTime.date(from:)), event: event)
-            let entries = try globals.openManager().auditEntries(query)
+            let manager = try globals.openManager()
+            let query = AuditFilter(userId: try manager.resolveUser(user), since: since.flatMap(ISOTime.date(from:)), event: event)
+            let entries = try manager.auditEntries(query)
             let console = globals.console
             switch globals.json ? .json : (format ?? .table) {
             case .json:

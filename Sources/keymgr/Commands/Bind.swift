@@ -18,7 +18,8 @@ struct Bind: KeymgrCommand {
             With --journey, the key is bound through a PingAM journey on the configured server (`keymgr server \
             set`): keymgr answers the NameCallback with --username (else --user) and the PasswordCallback with \
             the password from --password-fd N (else a no-echo prompt). The server chooses the auth type, the \
-            challenge and the user id; the key is stored as registered. With --json the key object carries "jws", \
+            challenge and the user id; the key is stored, as registered, only once the server accepted it (until \
+            then the user's current key stays active; a refused binding leaves it as it was). With --json the key object carries "jws", \
             the JWS the server accepted.
 
             Example:
@@ -59,7 +60,10 @@ struct Bind: KeymgrCommand {
 
     func run() throws {
         if let name = journey.journey { return try bind(through: name) }
-        var request = BindRequest(userId: user)
+        let manager = try globals.openManager()
+        // A journey-bound user is found by the name the operator types, so a plain bind supersedes that key.
+        let userId = try manager.resolveUser(user)
+        var request = BindRequest(userId: userId)
         request.username = username
         if let authType { request.authType = authType.authType }
         request.issuer = jws.issuer
@@ -67,7 +71,6 @@ struct Bind: KeymgrCommand {
         if let expiresIn = jws.expiresIn { request.expiresIn = expiresIn }
         if let timeout = jws.timeout { request.verifierTimeout = timeout }
 
-        let manager = try globals.openManager()
         try confirmSupersede(try manager.keysSuperseded(by: request))
         let result = try manager.bind(request, newPIN: pin.source().new(for: user, policy: manager.checkNewPIN))
         let console = globals.console
@@ -75,7 +78,7 @@ struct Bind: KeymgrCommand {
             console.answer(json: KeyJSON(result))
             return
         }
-        console.confirm("bound \(user): key \(result.key.kid) (\(result.key.authType.rawValue))")
+        console.confirm("bound \(userId): key \(result.key.kid) (\(result.key.authType.rawValue))")
         if let jws = result.jws { console.answer(jws) }
     }
 
@@ -98,15 +101,16 @@ struct Bind: KeymgrCommand {
     /// Binds through the journey `name`: the server's callback decides the user id, auth type and challenge.
     private func bind(through name: String) throws {
         let manager = try globals.openManager()
-        let journeys = try JourneyService(manager: manager, connection: try ServerConnection.configured(in: manager))
-        let login = username ?? user
+        let journeys = try JourneyService(manager: manager, connection: try ServerConnection.configured(in: manager),
+                                          logger: globals.logger)
+        let login = try username ?? manager.login(forUser: user)
         let password = journey.passwordSource(for: login)
         let requested = authType?.authType
         let (pinStdin, pinFd, user) = (pin.pinStdin, pin.pinFd, user)
         let result = try AsyncBridge.wait {
             try await journeys.bind(journey: name, username: login, password: { try password.read() },
                                     requestedAuthType: requested,
-                                    newPIN: PINSource.choose(stdin: pinStdin, fd: pinFd).new(for: user, policy: manager.checkNewPIN))
+                                    newPIN: { try PINSource.choose(stdin: pinStdin, fd: pinFd).new(for: user, policy: manager.checkNewPIN)() })
         }
         let console = globals.console
         if globals.json {

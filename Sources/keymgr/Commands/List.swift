@@ -34,7 +34,7 @@ struct List: KeymgrCommand {
 
     @OptionGroup var table: TableOptions
 
-    @Option(help: ArgumentHelp("Only this user's keys.", valueName: "id"))
+    @Option(help: ArgumentHelp("Only this user's keys (user id, the id= of a universalId, or username).", valueName: "name"))
     var user: String?
 
     @Option(help: ArgumentHelp("Which keys to show; repeat for several (default: active and locked).", valueName: "status"))
@@ -42,7 +42,8 @@ struct List: KeymgrCommand {
 
     func run() throws {
         let statuses: Set<KeyStatus> = status.isEmpty ? [.active, .locked] : status.reduce(into: []) { $0.formUnion($1.statuses) }
-        let keys = try globals.openManager().keys(userId: user, statuses: statuses)
+        let manager = try globals.openManager()
+        let keys = try manager.keys(userId: try manager.resolveUser(user), statuses: statuses)
         let console = globals.console
         if globals.json {
             console.answer(json: keys.map { KeyJSON($0) })

@@ -41,7 +41,7 @@ struct Pin: ParsableCommand {
         func run() throws {
             let manager = try globals.openManager()
             let pins = pin.source().change(for: user, policy: manager.checkNewPIN)
-            let key = try manager.changePIN(userId: user, kid: kid, oldPIN: pins.old, newPIN: pins.new)
+            let key = try manager.changePIN(userId: try manager.resolveUser(user), kid: kid, oldPIN: pins.old, newPIN: pins.new)
             let console = globals.console
             if globals.json {
                 console.answer(json: KeyJSON(key))

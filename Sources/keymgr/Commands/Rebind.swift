@@ -30,7 +30,7 @@ struct Rebind: KeymgrCommand {
 
     func run() throws {
         let manager = try globals.openManager()
-        let result = try manager.rebind(userId: user, kid: kid, authType: authType.authType,
+        let result = try manager.rebind(userId: try manager.resolveUser(user), kid: kid, authType: authType.authType,
                                         newPIN: pin.source().new(for: user, policy: manager.checkNewPIN))
         let console = globals.console
         if globals.json {

@@ -35,8 +35,9 @@ struct Revoke: KeymgrCommand {
 
     func run() throws {
         let manager = try globals.openManager()
-        try confirmation.confirm("Revoke \(kid.map { "key \($0)" } ?? "every key of \(user ?? "")") and destroy its key material?")
-        let revoked = try manager.revoke(userId: user, kid: kid, reason: reason)
+        let userId = try manager.resolveUser(user)
+        try confirmation.confirm("Revoke \(kid.map { "key \($0)" } ?? "every key of \(userId ?? "")") and destroy its key material?")
+        let revoked = try manager.revoke(userId: userId, kid: kid, reason: reason)
         let console = globals.console
         if globals.json {
             console.answer(json: revoked.map { KeyJSON($0) })

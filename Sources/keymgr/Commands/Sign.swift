@@ -19,7 +19,11 @@ struct Sign: KeymgrCommand {
             With --journey, keymgr runs the PingAM signing journey on the configured server (`keymgr server set`): \
             it answers the NameCallback with the user's username (else --user) and a PasswordCallback, if any, \
             with the password from --password-fd N (else a no-echo prompt), then signs the challenge of the \
-            server's DeviceSigningVerifierCallback and prints the JWS the server accepted.
+            server's DeviceSigningVerifierCallback and prints the JWS the server accepted. A usernameless journey \
+            (the callback names no user) signs with the only key on this device, or the one --user or --kid \
+            chooses. Any failure after the callback arrives is reported to the server as its clientError.
+
+            --user takes the user id, the id= value of a universalId (dave for id=dave,ou=user,…) or the username.
 
             Example:
               printf '482916\\n' | keymgr sign --user alice --challenge "$CHALLENGE" \\
@@ -45,10 +49,10 @@ struct Sign: KeymgrCommand {
     @OptionGroup(title: "Journey") var journey: JourneyOptions
 
     func validate() throws {
-        if user == nil && kid == nil { throw ValidationError("say whose key signs: --user ID or --kid KID") }
         if journey.journey != nil {
-            if user == nil { throw ValidationError("--journey signs as the user the server names: give --user ID, not --kid") }
-            try JourneyOptions.refuse([("--kid", kid != nil)] + jws.decidedByTheServer)
+            try JourneyOptions.refuse(jws.decidedByTheServer)
+        } else if user == nil && kid == nil {
+            throw ValidationError("say whose key signs: --user NAME or --kid KID")
         }
         var names = Set<String>()
         for claim in claims {
@@ -58,7 +62,9 @@ struct Sign: KeymgrCommand {
     }
 
     func run() throws {
-        var request = SignRequest(userId: user, kid: kid)
+        let manager = try globals.openManager()
+        let userId = try manager.resolveUser(user)
+        var request = SignRequest(userId: userId, kid: kid)
         request.challenge = jws.challenge
         request.issuer = jws.issuer
         if let expiresIn = jws.expiresIn { request.expiresIn = expiresIn }
@@ -68,9 +74,8 @@ struct Sign: KeymgrCommand {
             request.claims[name] = try Self.claimValue(value, name: name)
         }
 
-        let manager = try globals.openManager()
-        if let name = journey.journey, let user {
-            return try sign(through: name, user: user, claims: request.claims, manager: manager)
+        if let name = journey.journey {
+            return try sign(through: name, userId: userId, claims: request.claims, manager: manager)
         }
         let result = try manager.sign(request, pin: pin.source().current(for: user ?? kid ?? "the key"))
         let console = globals.console
@@ -82,15 +87,18 @@ struct Sign: KeymgrCommand {
     }
 
     /// Signs through the journey `name`: the server's callback decides the user, the challenge and the lifetime.
-    private func sign(through name: String, user: String, claims: [String: JSONValue], manager: KeyManager) throws {
-        let journeys = try JourneyService(manager: manager, connection: try ServerConnection.configured(in: manager))
+    private func sign(through name: String, userId: String?, claims: [String: JSONValue], manager: KeyManager) throws {
+        let journeys = try JourneyService(manager: manager, connection: try ServerConnection.configured(in: manager),
+                                          logger: globals.logger)
         // The server knows its users by login name: the one stored with the user's keys, else --user itself.
-        let login = try manager.keys(userId: user, statuses: Set(KeyStatus.allCases)).lazy.compactMap(\.username).first ?? user
+        let login = try manager.login(forUser: userId, kid: kid)
         let password = journey.passwordSource(for: login)
-        let (pinStdin, pinFd) = (pin.pinStdin, pin.pinFd)
+        let (pinStdin, pinFd, kid) = (pin.pinStdin, pin.pinFd, kid)
+        let prompt = user ?? kid ?? "the key"
         let result = try AsyncBridge.wait {
-            try await journeys.sign(journey: name, username: login, password: { try password.read() }, claims: claims,
-                                    pin: PINSource.choose(stdin: pinStdin, fd: pinFd).current(for: user))
+            try await journeys.sign(journey: name, username: login, password: { try password.read() },
+                                    userId: userId, kid: kid, claims: claims,
+                                    pin: { try PINSource.choose(stdin: pinStdin, fd: pinFd).current(for: prompt)() })
         }
         let console = globals.console
         if globals.json {

@@ -194,8 +194,8 @@ enum Terminal {
 
 /// Puts the terminal back when a signal ends keymgr in the middle of a no-echo prompt.
 ///
-/// Signal handlers cannot capture context, so the saved settings live in process-wide state, touched only
-/// on the main thread before and after the prompt and read by the handler.
+/// Signal handlers cannot capture context, so the saved settings live in process-wide state, set before and
+/// cleared after the prompt (one prompt at a time), and read by the handler or by `restoreIfArmed` at exit.
 enum TerminalRestore {
     nonisolated(unsafe) private static var descriptor: Int32 = -1
     nonisolated(unsafe) private static var settings = termios()
@@ -213,6 +213,14 @@ enum TerminalRestore {
                 _ = raise(received)
             }
         }
+    }
+
+    /// Puts the terminal back if a prompt is still open: keymgr is leaving without waiting for it (a journey's
+    /// deadline passed while the prompt waited).
+    static func restoreIfArmed() {
+        guard descriptor >= 0 else { return }
+        var saved = settings
+        _ = tcsetattr(descriptor, TCSAFLUSH, &saved)
     }
 
     static func disarm() {
