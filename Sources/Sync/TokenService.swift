@@ -109,7 +109,7 @@ public struct TokenService: Sendable {
         }
         let clientId = try credentials(userId: userId).clientId
         return try manager.storeTokens(userId: userId, serverName: serverName, clientId: clientId,
-                                       issued: Self.issued(response), dpopKey: nil, event: "tokens.imported")
+                                       issued: response, dpopKey: nil, event: "tokens.imported")
     }
 
     /// Refreshes the user's tokens, one process at a time. When the stored tokens changed since the caller saw
@@ -139,7 +139,7 @@ public struct TokenService: Sendable {
             throw try explain(failure, userId: userId, refreshing: true)
         }
         return try manager.storeTokens(userId: userId, serverName: serverName, clientId: client.clientId,
-                                       issued: Self.issued(response), dpopKey: response.tokenType == "DPoP" ? key : nil,
+                                       issued: response, dpopKey: response.tokenType == "DPoP" ? key : nil,
                                        event: "tokens.refreshed")
     }
 
@@ -215,10 +215,6 @@ public struct TokenService: Sendable {
         }
     }
 
-    static func issued(_ response: OAuthTokenResponse) -> IssuedTokens {
-        IssuedTokens(accessToken: response.accessToken, tokenType: response.tokenType, expiresIn: response.expiresIn,
-                     refreshToken: response.refreshToken, idToken: response.idToken, scope: response.scope)
-    }
 }
 
 /// `keymgr login`: the device authorization grant (RFC 8628), so a person at a shared terminal gets tokens
@@ -269,7 +265,7 @@ public struct DeviceLoginService: Sendable {
             case .tokens(let response):
                 return try tokens.manager.storeTokens(
                     userId: userId, serverName: tokens.serverName, clientId: client.clientId,
-                    issued: TokenService.issued(response), dpopKey: response.tokenType == "DPoP" ? key : nil, event: "tokens.login")
+                    issued: response, dpopKey: response.tokenType == "DPoP" ? key : nil, event: "tokens.login")
             }
         }
     }

@@ -1,25 +1,10 @@
 import Foundation
 import KeyManager
 
-/// A successful token response (RFC 6749 §5.1).
-public struct OAuthTokenResponse: Sendable, Equatable {
-    public var accessToken: String
-    /// `DPoP` or `Bearer`, whatever case the server used (compared case-insensitively).
-    public var tokenType: String
-    public var expiresIn: Int64?
-    public var refreshToken: String?
-    public var idToken: String?
-    public var scope: String?
+/// A successful token response (RFC 6749 §5.1): the domain's `IssuedTokens`, parsed from the wire here.
+public typealias OAuthTokenResponse = IssuedTokens
 
-    public init(accessToken: String, tokenType: String, expiresIn: Int64?, refreshToken: String?, idToken: String?, scope: String?) {
-        self.accessToken = accessToken
-        self.tokenType = tokenType
-        self.expiresIn = expiresIn
-        self.refreshToken = refreshToken
-        self.idToken = idToken
-        self.scope = scope
-    }
-
+extension IssuedTokens {
     /// Parses a token response; `token_type` is normalised to `DPoP` or `Bearer`.
     public static func parse(_ body: Data) throws -> OAuthTokenResponse {
         guard let object = OAuthWire.object(body) else {
