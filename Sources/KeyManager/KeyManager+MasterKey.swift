@@ -8,6 +8,20 @@ extension KeyManager {
     /// The new key is written beside the old as `<file>.next` first and renamed into place after the commit;
     /// `open` finishes a rotation that stopped between the two. A key from systemd's credential store cannot be
     /// rewritten from here.
+    /// An exclusive `flock` on `<key file>.lock`, or `busy` when another rotation holds it.
+    static func rotationLock(for keyPath: String) throws -> Int32 {
+        let path = keyPath + ".lock"
+        let descriptor = Glibc.open(path, O_CREAT | O_RDWR | O_CLOEXEC, 0o600)
+        guard descriptor >= 0 else {
+            throw KeyManagerError(.config, "cannot open \(path) to rotate the master key: \(String(cString: strerror(errno)))")
+        }
+        guard flock(descriptor, LOCK_EX | LOCK_NB) == 0 else {
+            close(descriptor)
+            throw KeyManagerError(.busy, "another `keymgr master rotate` is running on this store: run it again when it has finished")
+        }
+        return descriptor
+    }
+
     public func rotateMasterKey() throws -> MasterKeyRotation {
         let keyPath: String
         switch masterKeySource {
@@ -17,6 +31,10 @@ extension KeyManager {
         case .environmentFile(let path), .home(let path):
             keyPath = path
         }
+        // One rotation at a time: two would both write `.next`, and the one renamed last could be a key the store
+        // was never sealed under. Held until the new key file is in place; the kernel drops it if keymgr dies.
+        let lock = try Self.rotationLock(for: keyPath)
+        defer { close(lock) }
         let pendingPath = keyPath + ".next"
         unlink(pendingPath)
         let newMaster = try SecretBytes.random(count: MasterKey.byteCount)

@@ -67,4 +67,21 @@ final class RaceTests: XCTestCase {
         XCTAssertEqual(try sandbox.keymgr(["sign", "--user", "pinned", "--pin-stdin"], stdin: "482916\n").status, 0)
         XCTAssertEqual(try sandbox.keymgr(["audit", "verify"]).status, 0)
     }
+
+    func testTwoRotationsAtOnceNeverLeaveAKeyFileTheStoreWasNotSealedUnder() throws {
+        let sandbox = try Sandbox()
+        try sandbox.initialise()
+        try sandbox.bind("signer")
+        for trial in 0..<Self.trials {
+            let first = try start(sandbox, ["master", "rotate"])
+            let second = try start(sandbox, ["master", "rotate"])
+            let statuses = [finish(first), finish(second)]
+            // One rotates; the other rotates after it or is told to try again (75): never anything else.
+            XCTAssertTrue(statuses.allSatisfy { $0 == 0 || $0 == 75 } && statuses.contains(0), "trial \(trial): \(statuses)")
+            let status = try sandbox.keymgr(["status"])
+            XCTAssertEqual(status.status, 0, "trial \(trial): the key file no longer opens the store: \(status.summary)")
+        }
+        XCTAssertEqual(try sandbox.keymgr(["sign", "--user", "signer"]).status, 0)
+        XCTAssertEqual(try sandbox.keymgr(["audit", "verify"]).status, 0)
+    }
 }
