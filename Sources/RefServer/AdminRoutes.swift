@@ -53,7 +53,7 @@ struct AdminRoutes: Sendable {
             let body = try request.jsonBody()
             guard let fault = Fault(json: body) else {
                 throw AMError.badRequest(
-                    "fault must be one of status500, status503 (retryAfter), delay (seconds), malformedJSON, endlessPaging, hugeBody, wrongContentType")
+                    "fault must be one of \(Fault.names)")
             }
             let count = body["count"]?.intValue
             if let count, count < 1 { throw AMError.badRequest("count must be at least 1") }

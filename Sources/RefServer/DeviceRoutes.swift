@@ -34,9 +34,19 @@ struct DeviceRoutes: Sendable {
             return Response(
                 status: .ok, headers: [.contentType: "text/html; charset=utf-8"],
                 body: ResponseBody(byteBuffer: ByteBuffer(string: "<html><body><h1>Sign in</h1></body></html>")))
+        case .connectionReset:
+            return await ConnectionFaults.reset()
+        case .truncatedBody:
+            return await ConnectionFaults.truncated(try await answer(request, uuid: uuid, fault: nil))
+        case .slowBody(let seconds):
+            return await ConnectionFaults.trickled(try await answer(request, uuid: uuid, fault: nil), over: seconds)
         default:
-            break
+            return try await answer(request, uuid: uuid, fault: fault)
         }
+    }
+
+    /// The device REST's normal answer, shaped by `fault` (padding, endless paging).
+    private func answer(_ request: IncomingRequest, uuid: String?, fault: Fault?) async throws -> Response {
         let padded = fault == .hugeBody
         switch (request.method, uuid) {
         case (.get, nil):

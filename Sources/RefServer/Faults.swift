@@ -20,6 +20,12 @@ public enum Fault: Sendable, Equatable {
     /// Answer `200` with `Content-Type: text/html` and an HTML sign-in page, as a misrouted proxy or an SSO
     /// gateway in front of the server does.
     case wrongContentType
+    /// Reset the connection (TCP RST) before any answer, as a crashed server or a load balancer does. Nothing is done.
+    case connectionReset
+    /// Do the work and answer, but close the connection after half of the body (its full `Content-Length` announced).
+    case truncatedBody
+    /// Do the work and answer, the body in small pieces spread over this many seconds.
+    case slowBody(seconds: Double)
 
     /// The fault's name on the admin HTTP surface.
     public var name: String {
@@ -31,6 +37,9 @@ public enum Fault: Sendable, Equatable {
         case .endlessPaging: return "endlessPaging"
         case .hugeBody: return "hugeBody"
         case .wrongContentType: return "wrongContentType"
+        case .connectionReset: return "connectionReset"
+        case .truncatedBody: return "truncatedBody"
+        case .slowBody: return "slowBody"
         }
     }
 
@@ -39,7 +48,7 @@ public enum Fault: Sendable, Equatable {
         switch self {
         case .status503(let retryAfter):
             return .object(["fault": .string(name), "retryAfter": .int(Int64(retryAfter))])
-        case .delay(let seconds):
+        case .delay(let seconds), .slowBody(let seconds):
             return .object(["fault": .string(name), "seconds": .double(seconds)])
         default:
             return .object(["fault": .string(name)])
@@ -54,7 +63,7 @@ public enum Fault: Sendable, Equatable {
             let retryAfter = json["retryAfter"]?.intValue ?? 1
             guard retryAfter >= 0, retryAfter <= 86_400 else { return nil }
             self = .status503(retryAfter: Int(retryAfter))
-        case "delay":
+        case "delay", "slowBody":
             let seconds: Double
             switch json["seconds"] {
             case .int(let value): seconds = Double(value)
@@ -62,14 +71,20 @@ public enum Fault: Sendable, Equatable {
             default: return nil
             }
             guard seconds >= 0, seconds <= 3600 else { return nil }
-            self = .delay(seconds: seconds)
+            self = json["fault"]?.stringValue == "delay" ? .delay(seconds: seconds) : .slowBody(seconds: seconds)
         case "malformedJSON": self = .malformedJSON
         case "endlessPaging": self = .endlessPaging
         case "hugeBody": self = .hugeBody
         case "wrongContentType": self = .wrongContentType
+        case "connectionReset": self = .connectionReset
+        case "truncatedBody": self = .truncatedBody
         default: return nil
         }
     }
+
+    /// Every fault's admin name, for error messages.
+    static let names = "status500, status503 (retryAfter), delay (seconds), malformedJSON, endlessPaging, hugeBody, "
+        + "wrongContentType, connectionReset, truncatedBody, slowBody (seconds)"
 }
 
 /// One request as the server received it, for tests that check what keymgr sent.

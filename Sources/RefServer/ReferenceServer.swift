@@ -84,7 +84,11 @@ public final class ReferenceServer: Sendable {
 
         let (ports, portContinuation) = AsyncStream<Int>.makeStream()
         let application = Application(
-            responder: CallbackResponder<BasicRequestContext> { request, _ in await handler.respond(to: request) },
+            responder: CallbackResponder<RefServerRequestContext> { request, context in
+                await ConnectionFaults.$resetConnection.withValue(context.resetConnection) {
+                    await handler.respond(to: request)
+                }
+            },
             configuration: ApplicationConfiguration(
                 address: .hostname("127.0.0.1", port: configuration.port), serverName: nil),
             onServerRunning: { channel in

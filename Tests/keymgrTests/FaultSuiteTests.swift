@@ -6,8 +6,8 @@ import XCTest
 /// lost — the local keys (`list --status all --json`), the audit log and the server's bindings are exactly as
 /// before — and that the work the faulted run could not do is done by the next run once the server behaves.
 ///
-/// The OAuth dialect's faults (token endpoint garbage, DPoP-Nonce, registration) join this table when those
-/// commands land.
+/// The OAuth endpoints' faults (token, registration, device authorization, discovery, rule 5's management reads)
+/// are in `OAuthFaultSuiteTests`.
 final class FaultSuiteTests: ServerTestCase {
     /// One misbehaviour, armed for every user, and what keymgr must answer.
     struct FaultCase {
@@ -103,6 +103,22 @@ final class FaultSuiteTests: ServerTestCase {
 
     func testAServerSlowerThanTheTimeout() throws {
         try check(FaultCase(fault: ["fault": "delay", "seconds": 4], syncArguments: ["--timeout", "1"], status: 2,
+                            code: "timeout", message: "timed out"))
+    }
+
+    /// The connection reset (TCP RST) before any answer: the server is as good as unreachable.
+    func testConnectionReset() throws {
+        try check(FaultCase(fault: ["fault": "connectionReset"], status: 69, code: "serverUnavailable", message: "failed"))
+    }
+
+    /// The listing's connection closes halfway through its announced length: an incomplete listing is no listing.
+    func testAnswerCutOffHalfway() throws {
+        try check(FaultCase(fault: ["fault": "truncatedBody"], status: 69, code: "serverUnavailable", message: "failed"))
+    }
+
+    /// Headers at once, the body dribbled out over 4 s: `--timeout` bounds the whole request, not each read.
+    func testABodySlowerThanTheTimeout() throws {
+        try check(FaultCase(fault: ["fault": "slowBody", "seconds": 4], syncArguments: ["--timeout", "1"], status: 2,
                             code: "timeout", message: "timed out"))
     }
 

@@ -1,9 +1,8 @@
 import Foundation
 import XCTest
 
-/// keymgr's OAuth half (dcr, token, dpop, login, sync rule 5) as processes against the reference server's
-/// authorization server over loopback.
-final class OAuthCommandTests: ServerTestCase {
+/// The OAuth half's helpers, shared by `OAuthCommandTests` and `OAuthFaultSuiteTests`.
+extension ServerTestCase {
     /// A sandbox, a reference server started with `serverArguments`, and an `oauth` profile found by discovery.
     func startOAuth(serverArguments: [String] = [], binding: String = "--bound") throws {
         sandbox = try Sandbox()
@@ -56,7 +55,11 @@ final class OAuthCommandTests: ServerTestCase {
         XCTAssertEqual(outcome.status, 0, outcome.summary, file: file, line: line)
         return try outcome.object(file: file, line: line)
     }
+}
 
+/// keymgr's OAuth half (dcr, token, dpop, login, sync rule 5) as processes against the reference server's
+/// authorization server over loopback.
+final class OAuthCommandTests: ServerTestCase {
     /// Every byte of the database and its WAL and shared-memory files.
     func storeBytes() throws -> Data {
         var data = Data()

@@ -46,6 +46,15 @@ public enum OAuthFault: Sendable, Equatable {
     case authMethodAsArray
     /// Registration answers `200` instead of `201`.
     case registration200
+    /// Reset the connection (TCP RST) before any answer. Nothing is done.
+    case connectionReset
+    /// Do the work and answer, but close the connection after half of the body (its full `Content-Length` announced).
+    case truncatedBody
+    /// Do the work and answer, the body in small pieces spread over this many seconds.
+    case slowBody(seconds: Double)
+    /// Answer `200` with a 10 MiB JSON object that would otherwise pass for a token and a registration answer
+    /// (`access_token`, `token_type`, `client_id`, plus a `_padding` member). Nothing is done.
+    case hugeBody
 
     /// The fault's name on the admin HTTP surface.
     public var name: String {
@@ -61,13 +70,19 @@ public enum OAuthFault: Sendable, Equatable {
         case .lowercaseTokenType: return "lowercaseTokenType"
         case .authMethodAsArray: return "authMethodAsArray"
         case .registration200: return "registration200"
+        case .connectionReset: return "connectionReset"
+        case .truncatedBody: return "truncatedBody"
+        case .slowBody: return "slowBody"
+        case .hugeBody: return "hugeBody"
         }
     }
 
     /// Outages replace the answer; quirks shape a normal answer.
     var isOutage: Bool {
         switch self {
-        case .status500, .status503, .delay, .malformedJSON, .garbageTokenResponse, .wrongContentType: return true
+        case .status500, .status503, .delay, .malformedJSON, .garbageTokenResponse, .wrongContentType, .connectionReset,
+             .truncatedBody, .slowBody, .hugeBody:
+            return true
         default: return false
         }
     }
@@ -77,7 +92,7 @@ public enum OAuthFault: Sendable, Equatable {
         switch self {
         case .status503(let retryAfter):
             return .object(["fault": .string(name), "retryAfter": .int(Int64(retryAfter))])
-        case .delay(let seconds):
+        case .delay(let seconds), .slowBody(let seconds):
             return .object(["fault": .string(name), "seconds": .double(seconds)])
         case .dpopErrorStatus(let status):
             return .object(["fault": .string(name), "status": .int(Int64(status))])
@@ -97,6 +112,9 @@ public enum OAuthFault: Sendable, Equatable {
         case "delay":
             guard let seconds = json["seconds"]?.doubleValue, seconds >= 0, seconds <= 3600 else { return nil }
             self = .delay(seconds: seconds)
+        case "slowBody":
+            guard let seconds = json["seconds"]?.doubleValue, seconds >= 0, seconds <= 3600 else { return nil }
+            self = .slowBody(seconds: seconds)
         case "malformedJSON": self = .malformedJSON
         case "garbageTokenResponse": self = .garbageTokenResponse
         case "wrongContentType": self = .wrongContentType
@@ -108,13 +126,17 @@ public enum OAuthFault: Sendable, Equatable {
         case "lowercaseTokenType": self = .lowercaseTokenType
         case "authMethodAsArray": self = .authMethodAsArray
         case "registration200": self = .registration200
+        case "connectionReset": self = .connectionReset
+        case "truncatedBody": self = .truncatedBody
+        case "hugeBody": self = .hugeBody
         default: return nil
         }
     }
 
     static let names =
         "status500, status503 (retryAfter), delay (seconds), malformedJSON, garbageTokenResponse, wrongContentType, "
-        + "emptyBodyOnInvalidGrant, dpopErrorStatus (status), lowercaseTokenType, authMethodAsArray, registration200"
+        + "emptyBodyOnInvalidGrant, dpopErrorStatus (status), lowercaseTokenType, authMethodAsArray, registration200, "
+        + "connectionReset, truncatedBody, slowBody (seconds), hugeBody"
 }
 
 /// The faults that apply to one request: at most one outage, any number of quirks.

@@ -129,9 +129,32 @@ struct OAuthRoutes: Sendable {
             return Response(
                 status: .ok, headers: [.contentType: "text/html; charset=utf-8"],
                 body: ResponseBody(byteBuffer: ByteBuffer(string: "<html><body>Maintenance</body></html>")))
+        case .connectionReset:
+            return await ConnectionFaults.reset()
+        case .hugeBody:
+            let padding = String(repeating: "x", count: Self.hugeBodySize)
+            return jsonResponse(.object([
+                "access_token": "padded", "token_type": "Bearer", "expires_in": 3600, "client_id": "padded",
+                "_padding": .string(padding),
+            ]))
+        case .truncatedBody:
+            return await ConnectionFaults.truncated(await answer(request, methods: methods, faults, body))
+        case .slowBody(let seconds):
+            return await ConnectionFaults.trickled(await answer(request, methods: methods, faults, body), over: seconds)
         default:
             break
         }
+        return await answer(request, methods: methods, faults, body)
+    }
+
+    /// Size of the `hugeBody` fault's padding.
+    static let hugeBodySize = 10 * 1024 * 1024
+
+    /// The endpoint's own answer, OAuth errors as OAuth error responses.
+    private func answer(
+        _ request: IncomingRequest, methods: [HTTPRequest.Method], _ faults: OAuthFaultSet,
+        _ body: (OAuthFaultSet) async throws -> Response
+    ) async -> Response {
         do {
             guard methods.contains(request.method) else {
                 throw OAuthError(status: 405, "invalid_request", "\(request.method.rawValue) is not allowed here")

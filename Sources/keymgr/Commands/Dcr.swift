@@ -67,6 +67,8 @@ struct Dcr: ParsableCommand {
 
         @OptionGroup var globals: GlobalOptions
 
+        @OptionGroup var network: NetworkOptions
+
         @Option(help: ArgumentHelp("The user the client is for.", valueName: "id"))
         var user: String
 
@@ -106,7 +108,7 @@ struct Dcr: ParsableCommand {
                 }
                 initialAccessToken = text
             }
-            let context = try OAuthContext(globals)
+            let context = try OAuthContext(globals, timeout: network.timeout)
             let service = context.registrations
             let (user, softwareId, scope) = (user, softwareId, scope)
             let (document2, token) = (document, initialAccessToken)
@@ -189,11 +191,13 @@ struct Dcr: ParsableCommand {
 
         @OptionGroup var globals: GlobalOptions
 
+        @OptionGroup var network: NetworkOptions
+
         @Option(help: ArgumentHelp("The user.", valueName: "id"))
         var user: String
 
         func run() throws {
-            let service = try OAuthContext(globals).registrations
+            let service = try OAuthContext(globals, timeout: network.timeout).registrations
             let user = user
             try AsyncBridge.wait { try await service.delete(userId: user) }
             globals.console.confirm("deleted the client registration of \(user)")

@@ -109,11 +109,13 @@ struct Token: ParsableCommand {
 
         @OptionGroup var globals: GlobalOptions
 
+        @OptionGroup var network: NetworkOptions
+
         @Option(help: ArgumentHelp("The user.", valueName: "id"))
         var user: String
 
         func run() throws {
-            let context = try OAuthContext(globals)
+            let context = try OAuthContext(globals, timeout: network.timeout)
             let service = context.tokens
             let user = user
             guard let seen = try context.manager.tokenSet(userId: user, serverName: context.connection.serverName) else {
@@ -141,11 +143,13 @@ struct Token: ParsableCommand {
 
         @OptionGroup var globals: GlobalOptions
 
+        @OptionGroup var network: NetworkOptions
+
         @Option(help: ArgumentHelp("The user.", valueName: "id"))
         var user: String
 
         func run() throws {
-            let service = try OAuthContext(globals).tokens
+            let service = try OAuthContext(globals, timeout: network.timeout).tokens
             let user = user
             try AsyncBridge.wait { try await service.revoke(userId: user) }
             globals.console.confirm("revoked the tokens of \(user)")
@@ -165,6 +169,8 @@ struct Token: ParsableCommand {
 
         @OptionGroup var globals: GlobalOptions
 
+        @OptionGroup var network: NetworkOptions
+
         @Option(help: ArgumentHelp("The user.", valueName: "id"))
         var user: String
 
@@ -176,7 +182,7 @@ struct Token: ParsableCommand {
         }
 
         func run() throws {
-            let service = try OAuthContext(globals).tokens
+            let service = try OAuthContext(globals, timeout: network.timeout).tokens
             let (user, minTtl) = (user, minTtl)
             let result = try AsyncBridge.wait { try await service.accessToken(userId: user, minTTL: minTtl) }
             if globals.json {
