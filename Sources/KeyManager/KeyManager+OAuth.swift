@@ -26,25 +26,14 @@ extension KeyManager {
     @discardableResult
     public func saveRegistration(userId: String, serverName: String, answer: [String: JSONValue],
                                  event: String = "dcr.registered") throws -> Registration {
-        guard let clientId = answer["client_id"]?.stringValue, !clientId.isEmpty else {
-            throw KeyManagerError(.badInput, "the registration answer has no client_id")
-        }
+        let parsed = try RegistrationAnswer(answer)
+        let clientId = parsed.clientId
         let at = now()
         let secretSlot = SealedSlot.registrationSecret("client_secret", userId: userId, serverName: serverName)
         let tokenSlot = SealedSlot.registrationSecret("registration_access_token", userId: userId, serverName: serverName)
-        let clientSecret = try answer["client_secret"]?.stringValue.map { try hierarchy.seal(SecretBytes(utf8: $0), in: secretSlot) }
-        let accessToken = try answer["registration_access_token"]?.stringValue.map { try hierarchy.seal(SecretBytes(utf8: $0), in: tokenSlot) }
-        let authMethod: String? = {
-            let value = answer["token_endpoint_auth_method"]
-            if let text = value?.stringValue { return text }
-            let methods = value?.arrayValue?.compactMap(\.stringValue) ?? []
-            return methods.first { $0 == "client_secret_basic" } ?? methods.first
-        }()
-        let grantTypes = answer["grant_types"]?.arrayValue.map { JSONValue.array($0).canonicalJSON() }
-        var extra = answer.filter { !Self.registrationSecretMembers.contains($0.key) && !Self.registrationColumns.contains($0.key) }
-        if let value = answer["token_endpoint_auth_method"], value.arrayValue != nil {
-            extra["token_endpoint_auth_method"] = value  // the server's own shape, kept beside the chosen method
-        }
+        let clientSecret = try parsed.clientSecret.map { try hierarchy.seal(SecretBytes(utf8: $0), in: secretSlot) }
+        let accessToken = try parsed.registrationAccessToken.map { try hierarchy.seal(SecretBytes(utf8: $0), in: tokenSlot) }
+        let (authMethod, grantTypes, extra) = (parsed.tokenEndpointAuthMethod, parsed.grantTypes, parsed.extra)
         let clientIdHMAC = try hierarchy.auditIdentifier(clientId)
         return try write { writer in
             try writer.upsertUser(userId: userId, username: nil, at: at)
@@ -59,12 +48,12 @@ extension KeyManager {
                 userId: userId, serverName: serverName, clientId: clientId,
                 sealedClientSecret: clientSecret ?? keep?.sealedClientSecret,
                 sealedRegistrationAccessToken: accessToken ?? keep?.sealedRegistrationAccessToken,
-                registrationClientUri: answer["registration_client_uri"]?.stringValue ?? keep?.registrationClientUri,
-                clientIdIssuedAt: answer["client_id_issued_at"]?.intValue ?? keep?.clientIdIssuedAt,
-                clientSecretExpiresAt: answer["client_secret_expires_at"]?.intValue ?? keep?.clientSecretExpiresAt,
+                registrationClientUri: parsed.registrationClientURI ?? keep?.registrationClientUri,
+                clientIdIssuedAt: parsed.clientIdIssuedAt ?? keep?.clientIdIssuedAt,
+                clientSecretExpiresAt: parsed.clientSecretExpiresAt ?? keep?.clientSecretExpiresAt,
                 tokenEndpointAuthMethod: authMethod ?? keep?.tokenEndpointAuthMethod,
-                grantTypes: grantTypes ?? keep?.grantTypes, scope: answer["scope"]?.stringValue ?? keep?.scope,
-                softwareId: answer["software_id"]?.stringValue ?? keep?.softwareId,
+                grantTypes: grantTypes ?? keep?.grantTypes, scope: parsed.scope ?? keep?.scope,
+                softwareId: parsed.softwareId ?? keep?.softwareId,
                 metadata: JSONValue.object(mergedMetadata).canonicalJSON(), status: "active",
                 createdAt: keep?.createdAt ?? at, updatedAt: at)
             if existing != nil, keep == nil {
@@ -117,6 +106,50 @@ extension KeyManager {
                 "registration": .bool(registration != nil), "tokens": .bool(tokens != nil),
             ]))
             return true
+        }
+    }
+
+    /// What a registration answer says, in the store's terms: the parsing half of `saveRegistration`, with no store
+    /// and nothing sealed (so `make fuzz` can feed it anything).
+    struct RegistrationAnswer {
+        var clientId: String
+        var clientSecret: String?
+        var registrationAccessToken: String?
+        var registrationClientURI: String?
+        var clientIdIssuedAt: Int64?
+        var clientSecretExpiresAt: Int64?
+        /// A string, or from an array (some servers send one) `client_secret_basic` if listed, else the first.
+        var tokenEndpointAuthMethod: String?
+        /// `grant_types` as canonical JSON text.
+        var grantTypes: String?
+        var scope: String?
+        var softwareId: String?
+        /// Every other member (the metadata column), plus an array-shaped `token_endpoint_auth_method` as sent.
+        var extra: [String: JSONValue]
+
+        init(_ answer: [String: JSONValue]) throws {
+            guard let clientId = answer["client_id"]?.stringValue, !clientId.isEmpty else {
+                throw KeyManagerError(.badInput, "the registration answer has no client_id")
+            }
+            self.clientId = clientId
+            clientSecret = answer["client_secret"]?.stringValue
+            registrationAccessToken = answer["registration_access_token"]?.stringValue
+            registrationClientURI = answer["registration_client_uri"]?.stringValue
+            clientIdIssuedAt = answer["client_id_issued_at"]?.intValue
+            clientSecretExpiresAt = answer["client_secret_expires_at"]?.intValue
+            tokenEndpointAuthMethod = {
+                let value = answer["token_endpoint_auth_method"]
+                if let text = value?.stringValue { return text }
+                let methods = value?.arrayValue?.compactMap(\.stringValue) ?? []
+                return methods.first { $0 == "client_secret_basic" } ?? methods.first
+            }()
+            grantTypes = answer["grant_types"]?.arrayValue.map { JSONValue.array($0).canonicalJSON() }
+            scope = answer["scope"]?.stringValue
+            softwareId = answer["software_id"]?.stringValue
+            extra = answer.filter { !KeyManager.registrationSecretMembers.contains($0.key) && !KeyManager.registrationColumns.contains($0.key) }
+            if let value = answer["token_endpoint_auth_method"], value.arrayValue != nil {
+                extra["token_endpoint_auth_method"] = value  // the server's own shape, kept beside the chosen method
+            }
         }
     }
 

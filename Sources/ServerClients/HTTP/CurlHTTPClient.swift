@@ -29,8 +29,8 @@ public final class CurlHTTPClient: HTTPClient {
         }
     }
 
-    /// What libcurl hands back while a transfer runs.
-    private final class Transfer {
+    /// What libcurl hands back while a transfer runs (internal, not private: `make fuzz` feeds it header lines).
+    final class Transfer {
         let maxBodyBytes: Int
         var body = Data()
         var headers: [String: String] = [:]

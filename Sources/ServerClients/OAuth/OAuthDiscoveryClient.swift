@@ -56,25 +56,30 @@ public struct OAuthDiscoveryClient: Sendable {
                 if response.status >= 500 { lastFailure = OAuthWire.failure(response, doing: "send its metadata") }
                 continue
             }
-            guard let object = OAuthWire.object(response.body) else {
-                throw TransportError(.malformed, "the metadata at \(url.absoluteString) is not a JSON object")
-            }
-            guard let stated = object["issuer"]?.stringValue, let statedURL = URL(string: stated) else {
-                throw TransportError(.malformed, "the metadata at \(url.absoluteString) names no issuer")
-            }
-            guard Self.trimmed(stated) == Self.trimmed(issuer.absoluteString) else {
-                throw TransportError(.malformed, "the metadata at \(url.absoluteString) is for issuer \(stated), not \(issuer.absoluteString): "
-                    + "give --issuer exactly as the server names itself")
-            }
-            let endpoint = { (name: String) in object[name]?.stringValue.flatMap(URL.init(string:)) }
-            return OAuthServerMetadata(
-                issuer: statedURL, tokenEndpoint: endpoint("token_endpoint"),
-                registrationEndpoint: endpoint("registration_endpoint"), revocationEndpoint: endpoint("revocation_endpoint"),
-                deviceAuthorizationEndpoint: endpoint("device_authorization_endpoint"),
-                userinfoEndpoint: endpoint("userinfo_endpoint"), source: url)
+            return try Self.metadata(response.body, from: url, issuer: issuer)
         }
         throw lastFailure ?? TransportError(.rejected, "no metadata found for issuer \(issuer.absoluteString) "
             + "(tried RFC 8414 and OpenID discovery): check --issuer, or give the endpoints with --token-endpoint etc.")
+    }
+
+    /// Reads a metadata document found at `url`: a JSON object naming `issuer` exactly (trailing slashes aside).
+    static func metadata(_ body: Data, from url: URL, issuer: URL) throws -> OAuthServerMetadata {
+        guard let object = OAuthWire.object(body) else {
+            throw TransportError(.malformed, "the metadata at \(url.absoluteString) is not a JSON object")
+        }
+        guard let stated = object["issuer"]?.stringValue, let statedURL = URL(string: stated) else {
+            throw TransportError(.malformed, "the metadata at \(url.absoluteString) names no issuer")
+        }
+        guard trimmed(stated) == trimmed(issuer.absoluteString) else {
+            throw TransportError(.malformed, "the metadata at \(url.absoluteString) is for issuer \(stated), not \(issuer.absoluteString): "
+                + "give --issuer exactly as the server names itself")
+        }
+        let endpoint = { (name: String) in object[name]?.stringValue.flatMap(URL.init(string:)) }
+        return OAuthServerMetadata(
+            issuer: statedURL, tokenEndpoint: endpoint("token_endpoint"),
+            registrationEndpoint: endpoint("registration_endpoint"), revocationEndpoint: endpoint("revocation_endpoint"),
+            deviceAuthorizationEndpoint: endpoint("device_authorization_endpoint"),
+            userinfoEndpoint: endpoint("userinfo_endpoint"), source: url)
     }
 
     private static func trimmed(_ text: String) -> String {

@@ -24,7 +24,9 @@ extension IssuedTokens {
         case let other:
             throw TransportError(.malformed, "the token response has token_type \(other ?? "(none)"); keymgr knows DPoP and Bearer")
         }
-        let expiresIn = object["expires_in"]?.intValue ?? object["expires_in"]?.doubleValue.map { Int64($0) }
+        // A number too large for Int64 (1e300) is no expiry keymgr can use: unknown, as if it were left out.
+        let expiresIn = object["expires_in"]?.intValue
+            ?? object["expires_in"]?.doubleValue.flatMap { $0.isFinite ? Int64(exactly: $0.rounded(.down)) : nil }
             ?? object["expires_in"]?.stringValue.flatMap { Int64($0) }
         return OAuthTokenResponse(accessToken: access, tokenType: type, expiresIn: expiresIn,
                                   refreshToken: object["refresh_token"]?.stringValue, idToken: object["id_token"]?.stringValue,
@@ -39,8 +41,28 @@ public struct DeviceAuthorization: Sendable, Equatable {
     public var verificationURI: String
     public var verificationURIComplete: String?
     public var expiresIn: Int64
-    /// Seconds between polls (5 when the server names none).
+    /// Seconds between polls (5 when the server names none), at most `maximumInterval`.
     public var interval: Int64
+
+    /// The longest wait between polls keymgr accepts: a server asking for more (an hour is already absurd for a
+    /// login) is polled hourly, and the wait stays far from overflowing a nanosecond count.
+    public static let maximumInterval: Int64 = 3600
+
+    /// Parses a device authorization answer (RFC 8628 §3.2); `verification_url` (Google's older name) is accepted.
+    public static func parse(_ body: Data) throws -> DeviceAuthorization {
+        guard let object = OAuthWire.object(body) else {
+            throw TransportError(.malformed, "the device authorization answer is not a JSON object")
+        }
+        guard let deviceCode = object["device_code"]?.stringValue,
+              let userCode = object["user_code"]?.stringValue,
+              let uri = object["verification_uri"]?.stringValue ?? object["verification_url"]?.stringValue else {
+            throw TransportError(.malformed, "the device authorization answer lacks device_code, user_code or verification_uri")
+        }
+        return DeviceAuthorization(deviceCode: deviceCode, userCode: userCode, verificationURI: uri,
+                                   verificationURIComplete: object["verification_uri_complete"]?.stringValue,
+                                   expiresIn: object["expires_in"]?.intValue ?? 600,
+                                   interval: min(maximumInterval, max(1, object["interval"]?.intValue ?? 5)))
+    }
 }
 
 /// One poll of the device code grant.
@@ -90,15 +112,7 @@ public struct OAuthTokenClient: Sendable {
         let response = try await OAuthWire.send(http, HTTPRequest(method: "POST", url: endpoint, headers: headers,
                                                                    body: OAuthWire.formBody(form)))
         guard response.status == 200 else { throw Self.tokenFailure(response, doing: "start a device login") }
-        guard let object = OAuthWire.object(response.body), let deviceCode = object["device_code"]?.stringValue,
-              let userCode = object["user_code"]?.stringValue,
-              let uri = object["verification_uri"]?.stringValue ?? object["verification_url"]?.stringValue else {
-            throw TransportError(.malformed, "the device authorization answer lacks device_code, user_code or verification_uri")
-        }
-        return DeviceAuthorization(deviceCode: deviceCode, userCode: userCode, verificationURI: uri,
-                                   verificationURIComplete: object["verification_uri_complete"]?.stringValue,
-                                   expiresIn: object["expires_in"]?.intValue ?? 600,
-                                   interval: max(1, object["interval"]?.intValue ?? 5))
+        return try DeviceAuthorization.parse(response.body)
     }
 
     /// Polls once for the device code grant's tokens (RFC 8628 §3.4). `expired_token` and `access_denied` throw.
@@ -144,9 +158,8 @@ public struct OAuthTokenClient: Sendable {
             let response = try await OAuthWire.send(http, HTTPRequest(method: method, url: url, headers: headers))
             nonces.remember(response, from: url)
             attempt += 1
-            let challenge = response.headers["www-authenticate"] ?? ""
-            if response.status == 401, attempt == 1, dpop != nil, challenge.contains("use_dpop_nonce"),
-               response.headers["dpop-nonce"] != nil {
+            if response.status == 401, attempt == 1, dpop != nil, Self.asksForNonce(response),
+               DPoPNonces.isValid(response.headers["dpop-nonce"]) {
                 continue
             }
             return response
@@ -168,10 +181,17 @@ public struct OAuthTokenClient: Sendable {
             nonces.remember(response, from: endpoint)
             attempt += 1
             if response.status == 400 || response.status == 401, attempt == 1, dpop != nil,
-               OAuthWire.errorAnswer(response).error == "use_dpop_nonce", response.headers["dpop-nonce"] != nil {
+               OAuthWire.errorAnswer(response).error == "use_dpop_nonce", DPoPNonces.isValid(response.headers["dpop-nonce"]) {
                 continue
             }
             return response
+        }
+    }
+
+    /// A resource server's 401 asking for a DPoP nonce: a `DPoP` challenge with `error="use_dpop_nonce"` (RFC 9449 §9).
+    static func asksForNonce(_ response: HTTPResponse) -> Bool {
+        HTTPChallenge.parse(response.headers["www-authenticate"] ?? "").contains {
+            $0.isScheme("DPoP") && $0.parameters["error"] == "use_dpop_nonce"
         }
     }
 
@@ -180,7 +200,7 @@ public struct OAuthTokenClient: Sendable {
         var failure = OAuthWire.failure(response, doing: doing)
         // A 401 with a Basic challenge and no readable body is the client authentication failing (RFC 6749 §5.2).
         if failure.oauthError == nil, response.status == 401,
-           response.headers["www-authenticate"]?.lowercased().hasPrefix("basic") == true {
+           HTTPChallenge.parse(response.headers["www-authenticate"] ?? "").contains(where: { $0.isScheme("Basic") }) {
             failure.oauthError = "invalid_client"
             failure.message += ": the server refused the client's credentials (invalid_client)"
         }

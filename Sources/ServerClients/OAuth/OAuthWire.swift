@@ -19,10 +19,17 @@ public final class DPoPNonces: Sendable {
         nonces.withLock { $0[Self.origin(url)] }
     }
 
-    /// Remembers the `DPoP-Nonce` of `response`, if it carries one.
+    /// Remembers the `DPoP-Nonce` of `response`, if it carries a valid one.
     public func remember(_ response: HTTPResponse, from url: URL) {
-        guard let nonce = response.headers["dpop-nonce"], !nonce.isEmpty else { return }
+        guard let nonce = response.headers["dpop-nonce"], Self.isValid(nonce) else { return }
         nonces.withLock { $0[Self.origin(url)] = nonce }
+    }
+
+    /// A nonce as RFC 9449 §8.1 allows it: `1*NQCHAR` (printable ASCII but `"` and `\`). Anything else (a
+    /// header a proxy mangled, two nonces joined by ", ") is not put into a proof.
+    public static func isValid(_ nonce: String?) -> Bool {
+        guard let nonce, !nonce.isEmpty else { return false }
+        return nonce.utf8.allSatisfy { $0 == 0x21 || (0x23...0x5B).contains($0) || (0x5D...0x7E).contains($0) }
     }
 
     static func origin(_ url: URL) -> String {
