@@ -92,12 +92,12 @@ public struct RegistrationService: Sendable {
         try manager.wipeRegistration(userId: userId, serverName: server, event: "dcr.deleted", reason: "deleted by keymgr dcr delete")
     }
 
-    /// Sync rule 5 for every registration at this server; one user's failure is that user's alone.
-    public func checkAll() async -> (wiped: [String], errors: [SyncSummary.UserError]) {
+    /// Sync rule 5 for every registration at this server (`checked` of them); one user's failure is that user's alone.
+    public func checkAll() async -> (checked: Int, wiped: [String], errors: [SyncSummary.UserError]) {
         var wiped: [String] = []
         var errors: [SyncSummary.UserError] = []
-        let registrations = (try? manager.registrations()) ?? []
-        for registration in registrations where registration.serverName == connection.serverName {
+        let registrations = ((try? manager.registrations()) ?? []).filter { $0.serverName == connection.serverName }
+        for registration in registrations {
             do {
                 if try await check(userId: registration.userId) == .wiped { wiped.append(registration.userId) }
             } catch let failure as any KeymgrFailure {
@@ -106,6 +106,6 @@ public struct RegistrationService: Sendable {
                 errors.append(.init(userId: registration.userId, code: KeyManagerError.Code.failure.rawValue, message: "\(error)"))
             }
         }
-        return (wiped, errors)
+        return (registrations.count, wiped, errors)
     }
 }

@@ -48,6 +48,8 @@ public struct SyncReport: Sendable, Equatable {
     public var noDeviceRegistry = false
     /// Users whose client registration the server no longer knows (rule 5): registration, tokens and DPoP key wiped.
     public var registrationsWiped: [String] = []
+    /// How many client registrations rule 5 read (each failed read is one entry of `errors`).
+    public var registrationsChecked = 0
 
     /// An empty report: a run that had nothing to reconcile.
     public init(dryRun: Bool) {
@@ -192,6 +194,7 @@ public struct SyncService: Sendable {
         let registrations = try manager.registrations()
         guard !options.dryRun, !registrations.isEmpty else { return }
         let outcome = await RegistrationService(manager: manager, connection: connection, logger: logger).checkAll()
+        report.registrationsChecked = outcome.checked
         report.registrationsWiped = outcome.wiped
         report.writes += outcome.wiped.count
         report.errors += outcome.errors

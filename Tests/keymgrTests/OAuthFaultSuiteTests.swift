@@ -235,7 +235,9 @@ final class OAuthFaultSuiteTests: ServerTestCase {
             let outcome = try sandbox.keymgr(["sync", "--json"] + faultCase.extraArguments, timeout: 90)
             try clearFaults()
             let what = "\(faultCase.fault): \(outcome.summary)"
-            XCTAssertEqual(outcome.status, 2, "some users not reconciled, retried next run: \(what)")
+            // docs/sync.md: 69 when no user at all could be reconciled because the server is failing (a timer's unit
+            // fails), else 2 (retried next run).
+            XCTAssertEqual(outcome.status, faultCase.code == "serverUnavailable" ? 69 : 2, what)
             let report = try outcome.object()
             XCTAssertEqual(report["registrationsWiped"] as? [String], [], what)
             let errors = try XCTUnwrap(report["errors"] as? [[String: Any]], what)
@@ -257,5 +259,59 @@ final class OAuthFaultSuiteTests: ServerTestCase {
                 before = try snapshot(["alice", "bob"])
             }
         }
+        // A person's run (no --json) says it once and exits the same way.
+        try setFault("management", ["fault": "status500"])
+        let person = try sandbox.keymgr(["sync"], timeout: 90)
+        try clearFaults()
+        XCTAssertEqual(person.status, 69, person.summary)
+        XCTAssertTrue(person.stderr.contains("keymgr: "), person.summary)
+    }
+
+    // MARK: both dialects
+
+    /// A PingAM profile with OAuth endpoints (PingAM is an authorization server too): the device REST and rule 5's
+    /// reads fail apart. Reads failing alone: the keys still converge and no registration is touched. Both failing:
+    /// nothing changes at all, and the next healthy run does the work.
+    func testAPingAMProfilesRule5FaultsTouchNeitherKeysNorRegistrations() throws {
+        try start(users: ["alice"])
+        let issuer = server.baseURL.absoluteString
+        try sandbox.succeed(server.serverSetArguments + ["--issuer", issuer, "--unbound"])
+        let kid = try XCTUnwrap(try registerSettled(["alice"])["alice"])
+        let clientId = try XCTUnwrap(try registerClient("alice")["clientId"] as? String)
+        try importTokens("alice", clientId: clientId)
+        try server.deleteBinding(user: "alice", uuid: kid)  // a healthy sync revokes alice's key
+
+        // Everything fails: the listing's connection is reset, the registration read answers 500.
+        var before = try snapshot(["alice"])
+        try server.setFault(user: "alice", ["fault": "connectionReset"])
+        try setFault("management", ["fault": "status500"])
+        let dark = try sandbox.keymgr(["sync", "--json"], timeout: 90)
+        XCTAssertEqual(dark.status, 69, "no user and no registration could be reconciled: \(dark.summary)")
+        let darkReport = try dark.object()
+        XCTAssertEqual(darkReport["revoked"] as? [String], [], dark.summary)
+        XCTAssertEqual(darkReport["registrationsWiped"] as? [String], [], dark.summary)
+        let codes = Set((darkReport["errors"] as? [[String: Any]] ?? []).compactMap { $0["code"] as? String })
+        XCTAssertEqual(codes, ["serverUnavailable"], dark.summary)
+        XCTAssertEqual(try snapshot(["alice"]), before, "nothing changed: \(dark.summary)")
+
+        // Only the registration read fails (a cut-off answer): the keys converge, the registration stays as it was.
+        try server.request("DELETE", "/__refserver/faults")
+        try clearFaults()
+        try setFault("management", ["fault": "hugeBody"])
+        before = try snapshot(["alice"])
+        let half = try sandbox.keymgr(["sync", "--json"], timeout: 90)
+        try clearFaults()
+        XCTAssertEqual(half.status, 2, half.summary)
+        let halfReport = try half.object()
+        XCTAssertEqual(halfReport["revoked"] as? [String], [kid], half.summary)
+        XCTAssertEqual(halfReport["registrationsWiped"] as? [String], [], half.summary)
+        XCTAssertEqual((halfReport["errors"] as? [[String: Any]])?.compactMap { $0["code"] as? String }, ["badInput"], half.summary)
+        let after = try snapshot(["alice"])
+        XCTAssertEqual(after.tokens, before.tokens, "the tokens are untouched")
+        XCTAssertEqual(after.registrations, before.registrations, "the registration is untouched")
+        XCTAssertNotEqual(after.keys, before.keys, "the key was revoked")
+        let healthy = try sandbox.keymgr(["sync", "--json"])
+        XCTAssertEqual(healthy.status, 0, healthy.summary)
+        XCTAssertEqual(try sandbox.keymgr(["audit", "verify"]).status, 0)
     }
 }

@@ -100,6 +100,9 @@ struct SyncCommand: KeymgrCommand {
             if !globals.json {
                 console.answer("\(report.registrationsWiped.count) client registrations revoked by the server and wiped here"
                     + report.registrationsWiped.map { "\n  \(TextTable.printable($0))" }.joined())
+                if let outage = Self.serverWideFailure(report) {
+                    throw FailureAfterReport(outage.code, "no registration could be read: \(TextTable.printable(outage.message))")
+                }
                 for error in report.errors {
                     StandardStream.error.write("keymgr: \(TextTable.printable(error.userId)): \(error.message) (\(error.code))\n")
                 }
@@ -118,10 +121,11 @@ struct SyncCommand: KeymgrCommand {
         if !report.errors.isEmpty { throw ExitCode(2) }
     }
 
-    /// Every user failed because the server is unreachable, or because it refuses the admin credential: the
-    /// run failed as a whole (69 or 77), not "some users" (2).
+    /// Every user's listing and every client registration's read failed because the server is unreachable, or
+    /// because it refuses the credential: the run failed as a whole (69 or 77), not "some users" (2).
     static func serverWideFailure(_ report: SyncReport) -> (code: KeyManagerError.Code, message: String)? {
-        guard report.users > 0, report.errors.count == report.users, let first = report.errors.first else { return nil }
+        let reconcilable = report.users + report.registrationsChecked
+        guard reconcilable > 0, report.errors.count == reconcilable, let first = report.errors.first else { return nil }
         for code in [KeyManagerError.Code.serverUnavailable, .unAuthorize]
         where report.errors.allSatisfy({ $0.code == code.rawValue }) {
             return (code, first.message)
