@@ -89,7 +89,7 @@ let package = Package(
         // libFuzzer targets for what keymgr parses from outside; built with fuzzing only by `make fuzz`
         // (proof/fuzz.sh), empty otherwise.
         .executableTarget(
-            name: "keymgr-fuzz", dependencies: ["KeyManager", "ServerClients"],
+            name: "keymgr-fuzz", dependencies: ["KeyManager", "ServerClients", "Storage"],
             swiftSettings: fuzzed + (fuzzing ? [.define("KEYMGR_FUZZ")] : []),
             linkerSettings: fuzzing ? [.unsafeFlags(["-sanitize=fuzzer"])] : []),
 

@@ -7,10 +7,101 @@
 import Foundation
 @testable import KeyManager
 @testable import ServerClients
+import Storage
 
-/// The parsers under fuzz, by name. A new parser (token or registration responses, discovery, DPoP-Nonce,
-/// WWW-Authenticate) is one more entry.
+/// The parsers under fuzz, by name. A new parser is one more entry (and one more name in proof/fuzz.sh).
 let fuzzTargets: [String: @Sendable ([UInt8]) -> Void] = [
+    // A token endpoint's answer: a success (RFC 6749 §5.1) as `token refresh` and `login` parse it, and the same
+    // bytes as an error answer (§5.2), with and without a Basic challenge.
+    "token-response": { bytes in
+        let body = Data(bytes)
+        if let tokens = try? IssuedTokens.parse(body) {
+            guard !tokens.accessToken.isEmpty, tokens.tokenType == "DPoP" || tokens.tokenType == "Bearer" else {
+                fatalError("a token response was accepted without an access token or a known token type")
+            }
+            _ = tokens.expiresIn.map { Date().addingTimeInterval(TimeInterval($0)) }
+        }
+        for status in [400, 401, 503] {
+            let response = HTTPResponse(status: status, headers: ["www-authenticate": "Basic realm=\"as\""], body: body)
+            _ = OAuthTokenClient.tokenFailure(response, doing: "refresh the tokens")
+            _ = OAuthWire.errorAnswer(response)
+        }
+        if let authorization = try? DeviceAuthorization.parse(body) {
+            // The login waits interval seconds in nanoseconds and adds 5 on slow_down.
+            guard (1...DeviceAuthorization.maximumInterval).contains(authorization.interval) else {
+                fatalError("device authorization interval \(authorization.interval) out of bounds")
+            }
+        }
+    },
+    // A registration answer (RFC 7591 §3.2.1 / RFC 7592 read) as `dcr register` and sync's rule 5 read it, up to the
+    // values the store keeps and shows.
+    "registration-response": { bytes in
+        let url = URL(string: "https://as.example.com/dcr")!
+        guard let answer = try? OAuthRegistrationClient.clientInformation(HTTPResponse(status: 201, body: Data(bytes)), from: url),
+              let parsed = try? KeyManager.RegistrationAnswer(answer) else { return }
+        if parsed.clientSecret != nil, parsed.extra["client_secret"] != nil {
+            fatalError("the client secret would be kept in the plain metadata column")
+        }
+        let now = Date()
+        let record = RegistrationRecord(
+            userId: "alice", serverName: "default", clientId: parsed.clientId, sealedClientSecret: nil,
+            sealedRegistrationAccessToken: nil, registrationClientUri: parsed.registrationClientURI,
+            clientIdIssuedAt: parsed.clientIdIssuedAt, clientSecretExpiresAt: parsed.clientSecretExpiresAt,
+            tokenEndpointAuthMethod: parsed.tokenEndpointAuthMethod, grantTypes: parsed.grantTypes, scope: parsed.scope,
+            softwareId: parsed.softwareId, metadata: JSONValue.object(parsed.extra).canonicalJSON(), status: "active",
+            createdAt: now, updatedAt: now)
+        let registration = KeyManager.registration(record)
+        _ = registration.clientIdIssuedAt.map(ISOTime.string(from:))
+        _ = registration.clientSecretExpiresAt.map(ISOTime.string(from:))
+    },
+    // An authorization server's metadata document (RFC 8414 / OpenID discovery) for `server set --issuer`.
+    "discovery": { bytes in
+        let issuer = URL(string: "https://as.example.com/oauth/v2/oauth-anonymous")!
+        let source = URL(string: "https://as.example.com/.well-known/oauth-authorization-server/oauth/v2/oauth-anonymous")!
+        _ = try? OAuthDiscoveryClient.metadata(Data(bytes), from: source, issuer: issuer)
+    },
+    // `DPoP-Nonce`: a nonce keymgr remembers must come back unchanged in the next proof's `nonce` claim.
+    "dpop-nonce": { bytes in
+        let text = String(decoding: bytes, as: UTF8.self)
+        let url = URL(string: "https://as.example.com/token")!
+        let nonces = DPoPNonces()
+        nonces.remember(HTTPResponse(status: 400, headers: ["dpop-nonce": text]), from: url)
+        guard let nonce = nonces.nonce(for: url) else { return }
+        guard let proof = try? fuzzDPoPKey?.proof(htm: "POST", htu: url, nonce: nonce, accessToken: nil),
+              let decoded = try? JWS.decode(proof) else {
+            fatalError("no proof for the remembered nonce \(nonce.debugDescription)")
+        }
+        guard decoded.claims["nonce"]?.stringValue == nonce else {
+            fatalError("the nonce \(nonce.debugDescription) changed on its way into the proof")
+        }
+    },
+    // `WWW-Authenticate` (RFC 9110 §11.6.1): the challenges, and the two decisions keymgr takes from them.
+    "www-authenticate": { bytes in
+        let header = String(decoding: bytes, as: UTF8.self)
+        for challenge in HTTPChallenge.parse(header) {
+            guard !challenge.scheme.isEmpty, challenge.scheme.utf8.allSatisfy({ $0 > 0x20 && $0 < 0x7F && $0 != 0x2C && $0 != 0x3D }) else {
+                fatalError("challenge scheme \(challenge.scheme.debugDescription) is not a token")
+            }
+        }
+        let response = HTTPResponse(status: 401, headers: ["www-authenticate": header, "dpop-nonce": "n"])
+        _ = OAuthTokenClient.asksForNonce(response)
+        _ = OAuthTokenClient.tokenFailure(response, doing: "refresh the tokens")
+    },
+    // Response header lines as libcurl hands them over, one call per line.
+    "http-header-lines": { bytes in
+        let transfer = CurlHTTPClient.Transfer(maxBodyBytes: 1 << 16)
+        var start = 0
+        for (index, byte) in bytes.enumerated() where byte == 0x0A {
+            bytes[start...index].withUnsafeBytes { transfer.append(headerLine: $0) }
+            start = index + 1
+        }
+        bytes[start...].withUnsafeBytes { transfer.append(headerLine: $0) }
+        for (name, value) in transfer.headers {
+            guard name == name.lowercased(), !name.contains(":"), !value.contains("\r"), !value.contains("\n") else {
+                fatalError("header \(name.debugDescription): \(value.debugDescription) kept a separator")
+            }
+        }
+    },
     // PingAM's device listing, as `sync` reads each page.
     "device-listing": { bytes in
         _ = try? PingAMDeviceClient.decodePage(Data(bytes))
@@ -22,9 +113,11 @@ let fuzzTargets: [String: @Sendable ([UInt8]) -> Void] = [
         for raw in callbacks {
             let callback = JourneyCallback(raw)
             _ = callback.type
-            _ = try? callback.output("userId")
-            _ = try? callback.output("challenge")
-            _ = try? callback.jwsLifetime()
+            let view = callback.view
+            _ = try? view.output("userId")
+            _ = try? view.output("challenge")
+            _ = try? view.jwsLifetime()
+            _ = view.operationTimeout
             callback.setFirstInput(.string("alice"))
             callback.set("jws", .string("a.b.c"))
             _ = callback.json.canonicalJSON()
@@ -70,6 +163,9 @@ let fuzzTargets: [String: @Sendable ([UInt8]) -> Void] = [
         }
     },
 ]
+
+/// One DPoP key for every run of the `dpop-nonce` target (generating one per input would measure OpenSSL).
+let fuzzDPoPKey = try? DPoPKey.generate()
 
 extension JSONValue {
     /// Doubles may legitimately print differently (e.g. 1e400, -0.0); the round trip is only exact without them.
