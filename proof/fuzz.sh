@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # `make fuzz`: builds keymgr-fuzz with libFuzzer into .build-fuzz and runs each target for FUZZ_SECONDS
 # (default 45). Prints executions and crashes per target; exits 1 if any target crashed. Crash inputs are kept
-# under .build-fuzz/crashes/<target>/ (each becomes a regression test in Tests/keymgrTests/FuzzRegressionTests.swift).
+# under .build-fuzz/crashes/<target>/ (each becomes a regression test, e.g. Tests/ServerClientsTests/HostileAnswerTests.swift).
 set -u
 cd "$(dirname "$0")/.."
 SECONDS_PER_TARGET=${FUZZ_SECONDS:-45}

@@ -81,4 +81,17 @@ final class HostileAnswerTests: XCTestCase {
         XCTAssertNil(metadata.registrationEndpoint, "a number is no URL")
         XCTAssertThrowsError(try OAuthDiscoveryClient.metadata(Data(#"{"issuer":"https://evil.example.com"}"#.utf8), from: url, issuer: issuer))
     }
+
+    /// `make fuzz` (http-header-lines): a CR and a NUL inside a header line stayed in the value keymgr reads. RFC 9110
+    /// §5.5: CR, LF and NUL in a field value are replaced by SP; a line whose name is no token is not a header.
+    func testHeaderLinesWithCRLFOrNULInsideAreCleaned() {
+        let transfer = CurlHTTPClient.Transfer(maxBodyBytes: 1024)
+        for line in ["HTTP/1.1 401 Unauthorized\r\n", "WWW-Authenticate: DPoP error=\"use_dpop_nonce\"\r\u{0}Set-Cookie: a=1\r\n",
+                     "DPoP-Nonce: n-1\r\n", "Bad Name: x\r\n", "Retry\u{0}After: 5\r\n", ": empty\r\n"] {
+            Array(line.utf8).withUnsafeBytes { transfer.append(headerLine: $0) }
+        }
+        XCTAssertEqual(transfer.headers["www-authenticate"], "DPoP error=\"use_dpop_nonce\"  Set-Cookie: a=1")
+        XCTAssertEqual(transfer.headers["dpop-nonce"], "n-1")
+        XCTAssertEqual(Set(transfer.headers.keys), ["www-authenticate", "dpop-nonce"], "no header from a line whose name is no token")
+    }
 }

@@ -58,7 +58,10 @@ public final class CurlHTTPClient: HTTPClient {
             }
             guard let colon = line.firstIndex(of: ":") else { return }
             let name = line[..<colon].trimmingCharacters(in: .whitespaces).lowercased()
-            let value = line[line.index(after: colon)...].trimmingCharacters(in: .whitespaces)
+            guard !name.isEmpty, name.utf8.allSatisfy(HTTPSyntax.isTokenCharacter) else { return }  // not a field line
+            // RFC 9110 §5.5: CR, LF and NUL inside a field value are replaced by SP before anything reads it.
+            let value = String(decoding: line[line.index(after: colon)...].utf8.map { $0 == 0x0D || $0 == 0x0A || $0 == 0x00 ? 0x20 : $0 },
+                               as: UTF8.self).trimmingCharacters(in: .whitespaces)
             headers[name] = headers[name].map { $0 + ", " + value } ?? value
         }
     }

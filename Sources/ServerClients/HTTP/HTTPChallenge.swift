@@ -78,18 +78,9 @@ public struct HTTPChallenge: Sendable, Equatable {
 
         mutating func skipWhitespace() { skip { $0 == 0x20 || $0 == 0x09 } }
 
-        /// RFC 9110 tchar: `!#$%&'*+-.^_`|~`, digits and letters.
-        static func isTokenCharacter(_ byte: UInt8) -> Bool {
-            switch byte {
-            case 0x30...0x39, 0x41...0x5A, 0x61...0x7A: return true
-            case 0x21, 0x23, 0x24, 0x25, 0x26, 0x27, 0x2A, 0x2B, 0x2D, 0x2E, 0x5E, 0x5F, 0x60, 0x7C, 0x7E: return true
-            default: return false
-            }
-        }
-
         mutating func token() -> String? {
             let start = index
-            skip(Self.isTokenCharacter)
+            skip(HTTPSyntax.isTokenCharacter)
             return index > start ? String(decoding: bytes[start..<index], as: UTF8.self) : nil
         }
 
@@ -122,6 +113,18 @@ public struct HTTPChallenge: Sendable, Equatable {
                 }
             }
             return String(decoding: out, as: UTF8.self)
+        }
+    }
+}
+
+/// RFC 9110's shared syntax.
+enum HTTPSyntax {
+    /// tchar: `!#$%&'*+-.^_`|~`, digits and letters (field names, auth schemes and parameter names are tokens).
+    static func isTokenCharacter(_ byte: UInt8) -> Bool {
+        switch byte {
+        case 0x30...0x39, 0x41...0x5A, 0x61...0x7A: return true
+        case 0x21, 0x23, 0x24, 0x25, 0x26, 0x27, 0x2A, 0x2B, 0x2D, 0x2E, 0x5E, 0x5F, 0x60, 0x7C, 0x7E: return true
+        default: return false
         }
     }
 }
