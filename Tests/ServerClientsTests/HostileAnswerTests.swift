@@ -8,7 +8,7 @@ import XCTest
 final class HostileAnswerTests: XCTestCase {
     /// `expires_in` beyond Int64 (`1e300`) trapped in `Int64(Double)`: the process died on a token response.
     func testATokenResponseWithAnExpiryBeyondInt64IsNoTrap() throws {
-        for expiry in ["1e300", "-1e300", "9.3e18", "1.7976931348623157e308"] {
+        for expiry in ["1e300", "-1e300", "9.3e18", "2.9e19", "1.7976931348623157e308"] {
             let body = Data(#"{"access_token":"a","token_type":"Bearer","expires_in":\#(expiry)}"#.utf8)
             let tokens = try IssuedTokens.parse(body)
             XCTAssertNil(tokens.expiresIn, "an expiry no Int64 holds is unknown: \(expiry)")
