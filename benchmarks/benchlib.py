@@ -6,7 +6,7 @@ under GNU time, `/usr/bin/time -f %M`, in runs of their own: see run_once). Star
 from `valgrind --tool=callgrind`, which do not depend on how busy the machine is.
 
 Environment (set by benchmarks/run; a script run alone falls back to these defaults):
-  KEYMGR_BIN      directory holding keymgr, keymgr-refserver, keymgr-benchdata (default: .build-release/release)
+  KEYMGR_BIN      directory holding keymgr, keymgr-refserver, keymgr-benchdata (default: .build-bench-release/release)
   BENCH_DATA      directory that caches generated stores (default: .build-bench)
   BENCH_RESULTS   directory where each script leaves <target>.json for the summary table (optional)
   BENCH_QUICK=1   fewer rounds (a smoke run)
@@ -24,7 +24,7 @@ import tempfile
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-BIN = os.environ.get("KEYMGR_BIN", os.path.join(ROOT, ".build-release", "release"))
+BIN = os.environ.get("KEYMGR_BIN", os.path.join(ROOT, ".build-bench-release", "release"))
 DATA = os.environ.get("BENCH_DATA", os.path.join(ROOT, ".build-bench"))
 RESULTS = os.environ.get("BENCH_RESULTS")
 QUICK = os.environ.get("BENCH_QUICK") == "1"
