@@ -66,12 +66,24 @@ extension StoreReader {
         while let row = try rows.next() {
             try body(ListedKey(
                 kid: try row.decode(atIndex: 0), userId: try row.decode(atIndex: 1), username: try row.decode(atIndex: 2),
-                authType: try row.decode(atIndex: 3), status: try row.decode(atIndex: 4),
-                serverState: try row.decode(atIndex: 5), deviceName: try row.decode(atIndex: 6),
+                authType: try Self.value(row, 3, UserKeyRecord.AuthType.init(rawValue:)),
+                status: try Self.value(row, 4, UserKeyRecord.Status.init(rawValue:)),
+                serverState: try Self.value(row, 5, UserKeyRecord.ServerState.init(rawValue:)),
+                deviceName: try row.decode(atIndex: 6),
                 serverLastAccessAt: try Self.date(row, 7), createdAt: try Self.requiredDate(row, 8),
                 lastUsedAt: try Self.date(row, 9), issuer: try row.decode(atIndex: 10),
                 revokedAt: try Self.date(row, 11), revokeReason: try row.decode(atIndex: 12)))
         }
+    }
+
+    /// The enum value named by the text in column `index` (read as text: cheaper per row than GRDB's generic decoding).
+    private static func value<T>(_ row: Row, _ index: Int, _ make: (String) -> T?) throws -> T {
+        let text: String = try row.decode(atIndex: index)
+        guard let value = make(text) else {
+            throw StorageError(.tampered, "a key row holds a value keymgr never writes (\(text.debugDescription)), so the "
+                + "database was edited outside keymgr; restore it from a backup")
+        }
+        return value
     }
 
     /// The time in column `index` of `row`, in keymgr's format; nil for NULL.
