@@ -97,10 +97,11 @@ install: release
 uninstall:
 	rm -f $(addprefix $(DESTDIR),$(INSTALLED))
 
-# Release build in .build-release, every benchmark side by side with its baseline, one table (benchmarks/README.md).
-# BENCH_FLAGS=--static links the Swift standard library statically; --quick is a smoke run.
+# Static release build in .build-bench-release (make install keeps .build-release), every benchmark side by side
+# with its baseline, one table (benchmarks/README.md).
+# BENCH_FLAGS=--dynamic links the Swift runtime dynamically instead; --quick is a smoke run.
 bench: deps
 	./benchmarks/run $(BENCH_FLAGS)
 
 clean:
-	rm -rf .build $(RELEASE_SCRATCH) .build-release-static .build-bench .build-fuzz
+	rm -rf .build $(RELEASE_SCRATCH) .build-release-static .build-bench .build-bench-release .build-bench-release-dynamic .build-fuzz

@@ -6,7 +6,7 @@ under GNU time, `/usr/bin/time -f %M`, in runs of their own: see run_once). Star
 from `valgrind --tool=callgrind`, which do not depend on how busy the machine is.
 
 Environment (set by benchmarks/run; a script run alone falls back to these defaults):
-  KEYMGR_BIN      directory holding keymgr, keymgr-refserver, keymgr-benchdata (default: .build-release/release)
+  KEYMGR_BIN      directory holding keymgr, keymgr-refserver, keymgr-benchdata (default: .build-bench-release/release)
   BENCH_DATA      directory that caches generated stores (default: .build-bench)
   BENCH_RESULTS   directory where each script leaves <target>.json for the summary table (optional)
   BENCH_QUICK=1   fewer rounds (a smoke run)
@@ -24,7 +24,7 @@ import tempfile
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-BIN = os.environ.get("KEYMGR_BIN", os.path.join(ROOT, ".build-release", "release"))
+BIN = os.environ.get("KEYMGR_BIN", os.path.join(ROOT, ".build-bench-release", "release"))
 DATA = os.environ.get("BENCH_DATA", os.path.join(ROOT, ".build-bench"))
 RESULTS = os.environ.get("BENCH_RESULTS")
 QUICK = os.environ.get("BENCH_QUICK") == "1"
@@ -151,10 +151,23 @@ def instructions(argv, stdin_path=None, env=None, out_dir=None):
     valgrind = which("valgrind")
     handle, out = tempfile.mkstemp(prefix="callgrind.", dir=out_dir)
     os.close(handle)
+    # valgrind 3.19 gives up on the debug info of a release build ("possibly corrupted debuginfo file"): count a
+    # copy without it (symbols kept, so the profile still names functions). Same code, same instructions.
+    stripped = None
+    if not os.path.realpath(argv[0]).startswith("/usr/"):  # keymgr, not a baseline from the system
+        handle, stripped = tempfile.mkstemp(prefix=os.path.basename(argv[0]) + ".", dir=os.path.dirname(argv[0]))
+        os.close(handle)
+        subprocess.run([which("strip"), "--strip-debug", "-o", stripped, argv[0]], check=True)
+        os.chmod(stripped, 0o755)
+        argv = [stripped, *argv[1:]]
     stdin = open(stdin_path or os.devnull, "rb")
-    result = subprocess.run([valgrind, "--tool=callgrind", f"--callgrind-out-file={out}", *argv],
-                            stdin=stdin, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
-    stdin.close()
+    try:
+        result = subprocess.run([valgrind, "--tool=callgrind", f"--callgrind-out-file={out}", *argv],
+                                stdin=stdin, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
+    finally:
+        stdin.close()
+        if stripped:
+            os.unlink(stripped)
     text = result.stderr.decode(errors="replace")
     match = re.search(r"Collected\s*:\s*(\d+)", text)
     if result.returncode != 0 or not match:

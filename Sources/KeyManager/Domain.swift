@@ -200,6 +200,15 @@ extension UserKey {
     }
 }
 
+extension UserKey {
+    init(_ row: ListedKey) {
+        self.init(kid: row.kid, userId: row.userId, username: row.username, authType: AuthType(row.authType),
+                  status: KeyStatus(row.status), serverState: KeyServerState(row.serverState), createdAt: row.createdAt,
+                  lastUsedAt: row.lastUsedAt, deviceName: row.deviceName, serverLastAccessAt: row.serverLastAccessAt,
+                  issuer: row.issuer, revokedAt: row.revokedAt, revokeReason: row.revokeReason)
+    }
+}
+
 // The domain's enums and the records' column enums name the same values; these convert without a fallback.
 extension KeyStatus {
     init(_ status: UserKeyRecord.Status) {

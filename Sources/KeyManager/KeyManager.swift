@@ -84,13 +84,19 @@ public final class KeyManager: Sendable {
 
     /// Opens the store in `home` with its master key.
     ///
+    /// `readOnly` is for a process that means only to read (`status`, `list`, `audit list`, …): its reads write
+    /// nothing and sync nothing. Anything that does write still works (the writer is opened then); the integrity
+    /// checks are the same either way.
+    ///
     /// - Throws: `config` when there is no store, the master key is missing or is not this store's; `busy` when locked.
-    public static func open(home location: StoreLocation,
+    public static func open(home location: StoreLocation, readOnly: Bool = false,
                             environment: [String: String] = ProcessInfo.processInfo.environment,
                             logger: Logger = KeyManager.silentLogger,
                             now: @escaping @Sendable () -> Date = { Date() }) throws -> KeyManager {
         let home = location.home
-        let store = try mapped { try Store.open(home: home, create: false, digest: SHA256.hash) }
+        let store = try mapped {
+            try Store.open(home: home, create: false, access: readOnly ? .readOnly : .readWrite, digest: SHA256.hash)
+        }
         guard let device = try mapped({ try store.read { try $0.device() } }) else {
             throw KeyManagerError(.config, "the store at \(home.url.path) was never initialised: run `keymgr init`")
         }
@@ -101,17 +107,17 @@ public final class KeyManager: Sendable {
         for attempt in 0..<3 {
             let device = attempt == 0 ? device : (try mapped({ try store.read { try $0.device() } }) ?? device)
             let masterKey = try MasterKey.load(from: source)
-            if let manager = try? opened(store, masterKey, device, environment, logger, now) {
-                try manager.stampIfMadeBeforeIntegrity()
+            if let (manager, legacy) = try? opened(store, masterKey, device, environment, logger, now) {
+                if legacy { try manager.stampIfMadeBeforeIntegrity() }
                 return manager
             }
             // A rotation that committed but stopped (or has not yet got) to renaming its new key file into place.
             let pending = source.path + ".next"
             if FileManager.default.fileExists(atPath: pending),
                let next = try? MasterKey.load(from: .home(pending)),
-               let manager = try? opened(store, MasterKey(bytes: next.bytes, source: source), device, environment, logger, now) {
+               let (manager, legacy) = try? opened(store, MasterKey(bytes: next.bytes, source: source), device, environment, logger, now) {
                 _ = rename(pending, source.path)  // or the rotation renamed it meanwhile: either way the key is in place
-                try manager.stampIfMadeBeforeIntegrity()
+                if legacy { try manager.stampIfMadeBeforeIntegrity() }
                 return manager
             }
         }
@@ -119,16 +125,24 @@ public final class KeyManager: Sendable {
             + "it is the wrong key (check KEYMGR_MASTER_KEY_FILE / $CREDENTIALS_DIRECTORY) or the store was damaged")
     }
 
+    /// A manager holding `masterKey` once the device's check value opens under it; `legacy` when the store was made
+    /// before the integrity MACs and is still to be stamped.
     private static func opened(_ store: Store, _ masterKey: MasterKey, _ device: DeviceRecord,
                                _ environment: [String: String], _ logger: Logger,
-                               _ now: @escaping @Sendable () -> Date) throws -> KeyManager {
+                               _ now: @escaping @Sendable () -> Date) throws -> (manager: KeyManager, legacy: Bool) {
         let manager = try KeyManager(store: store, masterKey: masterKey, deviceId: device.deviceId,
                                      environment: environment, logger: logger, now: now)
+        // A device MAC that holds under this key proves the key (and that the store was stamped): no need to open the
+        // check value, which would cost an AES-GCM set-up every command pays at start-up. Otherwise the check value
+        // tells a wrong key from a store made before the MACs and from an edited device row (reported when read).
+        if let mac = device.integrityMac, manager.integrity.holds(mac, try manager.integrity.mac(device)) {
+            return (manager, false)
+        }
         let check = try manager.hierarchy.open(device.masterKeyCheck, in: .masterCheck(deviceId: device.deviceId))
         guard check == KeyHierarchy.masterCheckPlaintext || check == KeyHierarchy.legacyMasterCheckPlaintext else {
             throw KeyManagerError(.config, "master key check value does not match")
         }
-        return manager
+        return (manager, check == KeyHierarchy.legacyMasterCheckPlaintext)
     }
 
     /// The logger a library user gets when it injects none: it says nothing (a library never prints).
@@ -160,9 +174,19 @@ public final class KeyManager: Sendable {
 
     /// Keys of one user (or all users) with a status in `statuses`.
     public func keys(userId: String?, statuses: Set<KeyStatus>) throws -> [UserKey] {
-        try read { reader in
-            try reader.keyListings(userId: userId, statuses: Set(statuses.map(\.record))).map {
-                UserKey($0.key, username: $0.username)
+        var keys: [UserKey] = []
+        try forEachKey(userId: userId, statuses: statuses) { keys.append($0) }
+        return keys
+    }
+
+    /// The keys `keys(userId:statuses:)` returns, in the same order, handed to `body` one at a time as the store
+    /// reads them (one statement, one read snapshot), so that listing many keys holds none of them.
+    public func forEachKey(userId: String?, statuses: Set<KeyStatus>, _ body: (UserKey) throws -> Void) throws {
+        // No MAC is checked here (nothing listed gates access), so no retry after a master key rotation either:
+        // `body` sees each key once.
+        try Self.mapped {
+            try store.read { reader in
+                try reader.forEachListedKey(userId: userId, statuses: Set(statuses.map(\.record))) { try body(UserKey($0)) }
             }
         }
     }

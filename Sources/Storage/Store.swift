@@ -1,32 +1,54 @@
 import Foundation
 import GRDB
+import Synchronization
 
 /// The SHA-256 function the audit chain uses, supplied by the crypto layer (Storage does no crypto itself).
 public typealias AuditDigest = @Sendable ([UInt8]) -> [UInt8]
 
-/// keymgr's SQLite store: one WAL `DatabasePool` per file for the life of the process.
+/// How a process means to use the store it opens.
+public enum StoreAccess: Sendable {
+    /// Reads and writes: one WAL `DatabasePool`, durable (`synchronous=FULL`), opened at once.
+    case readWrite
+    /// Reads, and a write only if one turns out to be needed (a schema migration, stamping an old store's MACs).
+    ///
+    /// Reads go through one read-only connection (`SQLITE_OPEN_READONLY`): opening and closing it writes nothing to
+    /// the database or its WAL and syncs nothing. `DatabasePool` would: it writes to make sure a `-wal` file
+    /// exists, and its last connection checkpoints on close, four `fdatasync` for a command that only reads.
+    case readOnly
+}
+
+/// keymgr's SQLite store: one WAL `DatabasePool` per file for the life of the process, opened when the first write
+/// needs it if the store was opened `.readOnly`.
 ///
 /// Every write goes through `write(_:)`, one immediate transaction; the audit log is appended inside it.
 public final class Store: Sendable {
     /// Where the store lives.
     public let home: StoreHome
-    let pool: DatabasePool
+    /// The connection reads go through: the writer pool, or a read-only connection.
+    private let reader: any DatabaseReader
+    /// The writer pool, once opened.
+    private let writerPool: Mutex<DatabasePool?>
     let digest: AuditDigest
 
     /// How long a statement waits for another process's lock before failing with `busy`.
     public static let busyTimeout: TimeInterval = 5
 
-    private init(home: StoreHome, pool: DatabasePool, digest: @escaping AuditDigest) {
+    private init(home: StoreHome, reader: any DatabaseReader, writer: DatabasePool?, digest: @escaping AuditDigest) {
         self.home = home
-        self.pool = pool
+        self.reader = reader
+        self.writerPool = Mutex(writer)
         self.digest = digest
     }
 
     /// Opens the store in `home`, creating it when `create` is true, and brings its schema up to date.
     ///
+    /// With `access: .readOnly` (never with `create`), reads write nothing; the first write, if any, opens the
+    /// writer pool then.
+    ///
     /// - Throws: `StorageError` `.notInitialized` when there is no store and `create` is false, `.insecureHome`
     ///   when another OS user could write the home or the database, `.newerSchema` when a newer keymgr wrote it.
-    public static func open(home: StoreHome, create: Bool = false, digest: @escaping AuditDigest) throws -> Store {
+    public static func open(home: StoreHome, create: Bool = false, access: StoreAccess = .readWrite,
+                            digest: @escaping AuditDigest) throws -> Store {
         try home.prepare(create: create)
         let path = home.databaseURL.path
         if !home.hasDatabase {
@@ -42,35 +64,73 @@ public final class Store: Sendable {
         }
         try checkDatabaseFiles(home: home)
 
+        let store: Store
+        if access == .readOnly && !create {
+            var configuration = connectionConfiguration
+            configuration.readonly = true
+            let queue: DatabaseQueue
+            do {
+                queue = try DatabaseQueue(path: path, configuration: configuration)
+            } catch {
+                throw Store.mapped(error, doing: "open \(path)")
+            }
+            store = Store(home: home, reader: queue, writer: nil, digest: digest)
+            // Only a schema to migrate (or a file that is no keymgr store) needs the writer now.
+            if try store.schemaVersion() != EmbeddedMigration.latestVersion { try store.migrate() }
+        } else {
+            let pool = try openWriterPool(path: path)
+            store = Store(home: home, reader: pool, writer: pool, digest: digest)
+            try store.migrate()
+        }
+        try checkDatabaseFiles(home: home)
+        return store
+    }
+
+    private static var connectionConfiguration: Configuration {
         var configuration = Configuration()
         configuration.busyMode = .timeout(busyTimeout)
         configuration.foreignKeysEnabled = true
         configuration.prepareDatabase { db in
             try db.execute(sql: "PRAGMA secure_delete = ON")
         }
+        return configuration
+    }
+
+    private static func openWriterPool(path: String) throws -> DatabasePool {
         let pool: DatabasePool
         do {
-            pool = try DatabasePool(path: path, configuration: configuration)
+            pool = try DatabasePool(path: path, configuration: connectionConfiguration)
         } catch {
             throw Store.mapped(error, doing: "open \(path)")
         }
-        let store = Store(home: home, pool: pool, digest: digest)
-        try store.makeWriterDurable()
-        try store.migrate()
-        try checkDatabaseFiles(home: home)
-        return store
+        try makeDurable(pool, path: path)
+        return pool
+    }
+
+    /// The writer pool, opened now if this store was opened read-only and nothing wrote yet.
+    var pool: DatabasePool {
+        get throws {
+            try writerPool.withLock { pool in
+                if let pool { return pool }
+                let opened = try Self.openWriterPool(path: home.databaseURL.path)
+                pool = opened
+                return opened
+            }
+        }
     }
 
     /// DatabasePool sets `synchronous=NORMAL` on open; a revocation must survive power loss, so FULL it is.
-    private func makeWriterDurable() throws {
-        try guarded("set up \(home.databaseURL.path)") {
+    private static func makeDurable(_ pool: DatabasePool, path: String) throws {
+        do {
             try pool.barrierWriteWithoutTransaction { db in
                 try db.execute(sql: "PRAGMA synchronous = FULL")
                 let level = try Int.fetchOne(db, sql: "PRAGMA synchronous") ?? -1
                 guard level == 2 else {
-                    throw StorageError(.failure, "SQLite kept synchronous=\(level) instead of FULL on \(home.databaseURL.path)")
+                    throw StorageError(.failure, "SQLite kept synchronous=\(level) instead of FULL on \(path)")
                 }
             }
+        } catch {
+            throw Store.mapped(error, doing: "set up \(path)")
         }
     }
 
@@ -93,7 +153,7 @@ public final class Store: Sendable {
 
     /// The schema version of the open database.
     public func schemaVersion() throws -> Int {
-        try guarded("read the schema version") { try pool.read { try Int.fetchOne($0, sql: "PRAGMA user_version") ?? 0 } }
+        try guarded("read the schema version") { try reader.read { try Int.fetchOne($0, sql: "PRAGMA user_version") ?? 0 } }
     }
 
     private func migrate() throws {
@@ -107,7 +167,7 @@ public final class Store: Sendable {
         if current == 0 {
             // A SQLite file of another program: never write keymgr's tables into it.
             let tables = try guarded("read \(home.databaseURL.path)") {
-                try pool.read { try Int.fetchOne($0, sql: "SELECT COUNT(*) FROM sqlite_master") ?? 0 }
+                try reader.read { try Int.fetchOne($0, sql: "SELECT COUNT(*) FROM sqlite_master") ?? 0 }
             }
             guard tables == 0 else {
                 throw StorageError(.notAStore, "\(home.databaseURL.path) is a SQLite file of another program, not a keymgr "
@@ -134,7 +194,7 @@ public final class Store: Sendable {
 
     /// Runs `body` in a read-only snapshot of the store.
     public func read<T>(_ body: (StoreReader) throws -> T) throws -> T {
-        try guarded("read the store") { try pool.read { db in try body(StoreReader(db: db, digest: digest)) } }
+        try guarded("read the store") { try reader.read { db in try body(StoreReader(db: db, digest: digest)) } }
     }
 
     /// Runs `body` in one immediate write transaction: everything it does commits together or not at all.
@@ -168,6 +228,7 @@ public final class Store: Sendable {
     /// destroyed (a revoked key's sealed blob) do not linger in `-wal`; `secure_delete` zeroes them in the file.
     /// Best effort: a reader elsewhere may keep the WAL until its own checkpoint.
     public func checkpointDestroyedData() {
+        guard let pool = writerPool.withLock({ $0 }) else { return }  // nothing written, nothing destroyed
         _ = try? pool.writeWithoutTransaction { try $0.checkpoint(.truncate) }
     }
 

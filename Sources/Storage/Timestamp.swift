@@ -31,25 +31,24 @@ public enum Timestamp {
         let millis = Int(totalMillis - Int64(seconds) * 1000)
         var parts = tm()
         gmtime_r(&seconds, &parts)
-        var out = [UInt8]()
-        out.reserveCapacity(24)
-        func digits(_ value: Int, _ width: Int) {
-            var buffer = [UInt8](repeating: 48, count: width)
-            var rest = value
-            for index in stride(from: width - 1, through: 0, by: -1) {
-                buffer[index] = UInt8(48 + rest % 10)
-                rest /= 10
+        // Written in place (no array per field): `list` formats two of these per key.
+        return String(unsafeUninitializedCapacity: 24) { out in
+            func digits(_ value: Int, _ width: Int, at offset: Int) {
+                var rest = value
+                for index in stride(from: offset + width - 1, through: offset, by: -1) {
+                    out[index] = UInt8(48 + rest % 10)
+                    rest /= 10
+                }
             }
-            out.append(contentsOf: buffer)
+            digits(Int(parts.tm_year) + 1900, 4, at: 0); out[4] = 45
+            digits(Int(parts.tm_mon) + 1, 2, at: 5); out[7] = 45
+            digits(Int(parts.tm_mday), 2, at: 8); out[10] = 84
+            digits(Int(parts.tm_hour), 2, at: 11); out[13] = 58
+            digits(Int(parts.tm_min), 2, at: 14); out[16] = 58
+            digits(Int(parts.tm_sec), 2, at: 17); out[19] = 46
+            digits(millis, 3, at: 20); out[23] = 90
+            return 24
         }
-        digits(Int(parts.tm_year) + 1900, 4); out.append(45)
-        digits(Int(parts.tm_mon) + 1, 2); out.append(45)
-        digits(Int(parts.tm_mday), 2); out.append(84)
-        digits(Int(parts.tm_hour), 2); out.append(58)
-        digits(Int(parts.tm_min), 2); out.append(58)
-        digits(Int(parts.tm_sec), 2); out.append(46)
-        digits(millis, 3); out.append(90)
-        return String(decoding: out, as: UTF8.self)
     }
 
     /// Parses an ISO 8601 UTC timestamp: `yyyy-MM-ddTHH:mm:ss[.SSS]Z` or a bare date `yyyy-MM-dd` (midnight UTC).

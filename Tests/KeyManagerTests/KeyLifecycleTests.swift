@@ -169,13 +169,37 @@ final class KeyLifecycleTests: KeyManagerTestCase {
 /// Issue 9: a store made before the integrity MACs (schema 1) is upgraded, not bricked, and "no MAC yet" is no bypass.
 final class IntegrityUpgradeTests: KeyManagerTestCase {
     func testAStoreMadeBeforeTheMACsIsStampedOnceThenAMissingMACIsTampering() throws {
+        let plain = try makeLegacyStore()
+        try checkStampedOnFirstOpen(readOnly: false)
+        manager = nil
+        manager = try KeyManager.open(home: home, environment: [:])
+        XCTAssertEqual(try manager.auditEntries(AuditFilter(event: "store.integrityStamped")).count, 1, "stamped once")
+        // From now on a missing MAC is tampering, never "not stamped yet".
+        try rawConnection().write { db in
+            try db.execute(sql: "UPDATE user_keys SET integrity_mac = NULL WHERE kid = ?", arguments: [plain.key.kid])
+        }
+        manager = nil
+        manager = try KeyManager.open(home: home, environment: [:])
+        assertCode(.tampered) { _ = try self.sign("ada") }
+        _ = try sign("bea", pin: "482916")
+    }
+
+    /// A read-only open (`keymgr status`, `list`) of an old store still migrates and stamps it: the writer opens then.
+    func testAReadOnlyOpenOfAStoreMadeBeforeTheMACsStampsIt() throws {
+        _ = try makeLegacyStore()
+        manager = try KeyManager.open(home: home, readOnly: true, environment: [:])
+        XCTAssertEqual(try manager.status().keys, 2)
+        try checkStampedOnFirstOpen(readOnly: true)
+    }
+
+    /// What keymgr before migration 0002 left: schema 1, no MAC columns, the version 1 master key check.
+    private func makeLegacyStore() throws -> BindResult {
         let plain = try bind("ada")
         try bind("bea", .applicationPIN, pin: "482916")
         _ = try sign("ada")
         let deviceId = try XCTUnwrap(try manager.store.read { try $0.device() }).deviceId
         let legacyCheck = try manager.hierarchy.seal(KeyHierarchy.legacyMasterCheckPlaintext, in: .masterCheck(deviceId: deviceId))
         manager = nil
-        // What keymgr before migration 0002 left: schema 1, no MAC columns, the version 1 master key check.
         try rawConnection().writeWithoutTransaction { db in
             try db.execute(sql: """
                 DROP TRIGGER audit_events_append_only_update;
@@ -193,21 +217,14 @@ final class IntegrityUpgradeTests: KeyManagerTestCase {
                 """)
             try db.execute(sql: "UPDATE device SET master_key_check = ?", arguments: [legacyCheck])
         }
-        manager = try KeyManager.open(home: home, environment: [:])
+        return plain
+    }
+
+    private func checkStampedOnFirstOpen(readOnly: Bool) throws {
+        if manager == nil { manager = try KeyManager.open(home: home, readOnly: readOnly, environment: [:]) }
         _ = try sign("ada")
         _ = try sign("bea", pin: "482916")
         XCTAssertTrue(try manager.verifyAudit().isIntact)
         XCTAssertEqual(try manager.auditEntries(AuditFilter(event: "store.integrityStamped")).count, 1)
-        manager = nil
-        manager = try KeyManager.open(home: home, environment: [:])
-        XCTAssertEqual(try manager.auditEntries(AuditFilter(event: "store.integrityStamped")).count, 1, "stamped once")
-        // From now on a missing MAC is tampering, never "not stamped yet".
-        try rawConnection().write { db in
-            try db.execute(sql: "UPDATE user_keys SET integrity_mac = NULL WHERE kid = ?", arguments: [plain.key.kid])
-        }
-        manager = nil
-        manager = try KeyManager.open(home: home, environment: [:])
-        assertCode(.tampered) { _ = try self.sign("ada") }
-        _ = try sign("bea", pin: "482916")
     }
 }

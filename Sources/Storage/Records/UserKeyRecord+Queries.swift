@@ -42,6 +42,68 @@ extension StoreReader {
             KeyListing(key: try UserKeyRecord(row: row), username: row["owner_username"])
         }
     }
+
+    /// The rows `keyListings` finds, without the key material, one at a time as SQLite steps: one statement, columns
+    /// read by index (no `Decodable`, no per-row column-name conversion), nothing held between rows.
+    ///
+    /// - Throws: `StorageError` `.tampered` for a row holding a value keymgr never writes.
+    public func forEachListedKey(userId: String? = nil, statuses: Set<UserKeyRecord.Status>,
+                                 _ body: (ListedKey) throws -> Void) throws {
+        let placeholders = Array(repeating: "?", count: statuses.count).joined(separator: ", ")
+        var arguments: StatementArguments = StatementArguments(statuses.map(\.rawValue).sorted())
+        var sql = """
+            SELECT k.kid, k.user_id, u.username, k.auth_type, k.status, k.server_state, k.device_name,
+                   k.server_last_access_at, k.created_at, k.last_used_at, k.issuer, k.revoked_at, k.revoke_reason
+            FROM user_keys k JOIN users u ON u.user_id = k.user_id
+            WHERE k.status IN (\(placeholders))
+            """
+        if let userId {
+            sql += " AND k.user_id = ?"
+            arguments += [userId]
+        }
+        sql += " ORDER BY k.user_id, k.created_at, k.kid"
+        let rows = try Row.fetchCursor(db, sql: sql, arguments: arguments)
+        while let row = try rows.next() {
+            try body(ListedKey(
+                kid: try row.decode(atIndex: 0), userId: try row.decode(atIndex: 1), username: try row.decode(atIndex: 2),
+                authType: try Self.value(row, 3, UserKeyRecord.AuthType.init(rawValue:)),
+                status: try Self.value(row, 4, UserKeyRecord.Status.init(rawValue:)),
+                serverState: try Self.value(row, 5, UserKeyRecord.ServerState.init(rawValue:)),
+                deviceName: try row.decode(atIndex: 6),
+                serverLastAccessAt: try Self.date(row, 7), createdAt: try Self.requiredDate(row, 8),
+                lastUsedAt: try Self.date(row, 9), issuer: try row.decode(atIndex: 10),
+                revokedAt: try Self.date(row, 11), revokeReason: try row.decode(atIndex: 12)))
+        }
+    }
+
+    /// The enum value named by the text in column `index` (read as text: cheaper per row than GRDB's generic decoding).
+    private static func value<T>(_ row: Row, _ index: Int, _ make: (String) -> T?) throws -> T {
+        let text: String = try row.decode(atIndex: index)
+        guard let value = make(text) else {
+            throw StorageError(.tampered, "a key row holds a value keymgr never writes (\(text.debugDescription)), so the "
+                + "database was edited outside keymgr; restore it from a backup")
+        }
+        return value
+    }
+
+    /// The time in column `index` of `row`, in keymgr's format; nil for NULL.
+    static func date(_ row: Row, _ index: Int) throws -> Date? {
+        guard let text: String = try row.decode(atIndex: index) else { return nil }
+        guard let date = Timestamp.date(from: text) else {
+            throw StorageError(.tampered, "a row holds a time keymgr never writes (\(text.debugDescription)), so the "
+                + "database was edited outside keymgr; restore it from a backup")
+        }
+        return date
+    }
+
+    /// The time in column `index` of `row`, which must not be NULL.
+    static func requiredDate(_ row: Row, _ index: Int) throws -> Date {
+        guard let date = try date(row, index) else {
+            throw StorageError(.tampered, "a row has no time where keymgr always writes one, so the database was edited outside keymgr; "
+                + "restore it from a backup")
+        }
+        return date
+    }
 }
 
 extension StoreWriter {

@@ -75,3 +75,39 @@ public struct KeyListing: Sendable, Equatable {
         self.username = username
     }
 }
+
+/// A key as `list` shows it, without its key material: what `StoreReader.forEachListedKey` hands over per row.
+public struct ListedKey: Sendable, Equatable {
+    public var kid: String
+    public var userId: String
+    public var username: String?
+    public var authType: UserKeyRecord.AuthType
+    public var status: UserKeyRecord.Status
+    public var serverState: UserKeyRecord.ServerState
+    public var deviceName: String?
+    public var serverLastAccessAt: Date?
+    public var createdAt: Date
+    public var lastUsedAt: Date?
+    public var issuer: String
+    public var revokedAt: Date?
+    public var revokeReason: String?
+
+    public init(kid: String, userId: String, username: String?, authType: UserKeyRecord.AuthType,
+                status: UserKeyRecord.Status, serverState: UserKeyRecord.ServerState, deviceName: String?,
+                serverLastAccessAt: Date?, createdAt: Date, lastUsedAt: Date?, issuer: String, revokedAt: Date?,
+                revokeReason: String?) {
+        self.kid = kid
+        self.userId = userId
+        self.username = username
+        self.authType = authType
+        self.status = status
+        self.serverState = serverState
+        self.deviceName = deviceName
+        self.serverLastAccessAt = serverLastAccessAt
+        self.createdAt = createdAt
+        self.lastUsedAt = lastUsedAt
+        self.issuer = issuer
+        self.revokedAt = revokedAt
+        self.revokeReason = revokeReason
+    }
+}

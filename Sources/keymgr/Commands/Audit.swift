@@ -64,7 +64,7 @@ struct Audit: ParsableCommand {
         }
 
         func run() throws {
-            let manager = try globals.openManager()
+            let manager = try globals.openManager(readOnly: true)
             let query = AuditFilter(userId: try manager.resolveUser(user), since: since.flatMap(ISOTime.date(from:)), event: event)
             let entries = try manager.auditEntries(query)
             let console = globals.console
@@ -113,7 +113,7 @@ struct Audit: ParsableCommand {
         @OptionGroup var globals: GlobalOptions
 
         func run() throws {
-            let report = try globals.openManager().verifyAudit()
+            let report = try globals.openManager(readOnly: true).verifyAudit()
             let console = globals.console
             if globals.json { console.answer(json: AuditVerificationJSON(report)) }
             guard let bad = report.firstBad else {

@@ -50,6 +50,7 @@ struct Dcr: ParsableCommand {
 
     struct Register: KeymgrCommand {
         static let configuration = CommandConfiguration(
+            commandName: "register",
             abstract: "Register an OAuth client for a user (RFC 7591).",
             usage: "keymgr dcr register --user <id> (--software-id <t> | --metadata <f>)\n       [--initial-access-token-file <f>] [--scope <scope>] [<options>]",
             discussion: """
@@ -126,6 +127,7 @@ struct Dcr: ParsableCommand {
 
     struct Show: KeymgrCommand {
         static let configuration = CommandConfiguration(
+            commandName: "show",
             abstract: "Show a user's client registration.",
             usage: "keymgr dcr show [<options>] --user <id> [--reveal]",
             discussion: """
@@ -179,6 +181,7 @@ struct Dcr: ParsableCommand {
 
     struct Delete: KeymgrCommand {
         static let configuration = CommandConfiguration(
+            commandName: "delete",
             abstract: "Delete a user's client at the server (RFC 7592), and its tokens here.",
             usage: "keymgr dcr delete [<options>] --user <id>",
             discussion: """

@@ -42,13 +42,25 @@ struct List: KeymgrCommand {
 
     func run() throws {
         let statuses: Set<KeyStatus> = status.isEmpty ? [.active, .locked] : status.reduce(into: []) { $0.formUnion($1.statuses) }
-        let manager = try globals.openManager()
-        let keys = try manager.keys(userId: try manager.resolveUser(user), statuses: statuses)
+        let manager = try globals.openManager(readOnly: true)
+        let userId = try manager.resolveUser(user)
         let console = globals.console
         if globals.json {
-            console.answer(json: keys.map { KeyJSON($0) })
+            // What `console.answer(json: keys.map { KeyJSON($0) })` prints, built row by row as SQLite steps; written
+            // once whole, so an error half-way prints no half document.
+            var out = JSONBytes(capacity: 1 << 16)
+            out.raw("[")
+            var first = true
+            try manager.forEachKey(userId: userId, statuses: statuses) { key in
+                if !first { out.raw(",") }
+                first = false
+                out.key(key)
+            }
+            out.raw("]\n")
+            StandardStream.output.write(bytes: out.bytes)
             return
         }
+        let keys = try manager.keys(userId: userId, statuses: statuses)
         let empty = user.map { "no matching keys for user \($0)" } ?? "no matching keys"
         if table.wide {
             console.table(["KID", "USER ID", "USERNAME", "AUTH TYPE", "STATUS", "SERVER", "CREATED", "LAST USED"],

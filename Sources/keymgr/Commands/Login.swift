@@ -14,6 +14,7 @@ struct Dpop: ParsableCommand {
 
     struct Proof: KeymgrCommand {
         static let configuration = CommandConfiguration(
+            commandName: "proof",
             abstract: "Print a DPoP proof for one request.",
             usage: "keymgr dpop proof [<options>] --user <id> --htm <method> --htu <url>",
             discussion: """
@@ -75,6 +76,7 @@ struct Dpop: ParsableCommand {
 /// `keymgr login`: the device authorization grant (RFC 8628).
 struct Login: KeymgrCommand {
     static let configuration = CommandConfiguration(
+        commandName: "login",
         abstract: "Log a user in through the device authorization grant (no browser needed here).",
         usage: "keymgr login [<options>] --user <id> [--scope <scope>]",
         discussion: """

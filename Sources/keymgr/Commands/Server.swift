@@ -193,7 +193,7 @@ struct Server: ParsableCommand {
         @OptionGroup var globals: GlobalOptions
 
         func run() throws {
-            let manager = try globals.openManager()
+            let manager = try globals.openManager(readOnly: true)
             guard let settings = try manager.serverSettings(name: Server.profileName) else {
                 throw KeyManagerError(.config, "no server is configured: run `keymgr server set --dialect pingam --base-url URL --credential-file F`")
             }

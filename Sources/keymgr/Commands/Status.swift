@@ -17,7 +17,7 @@ struct Status: KeymgrCommand {
     @OptionGroup var globals: GlobalOptions
 
     func run() throws {
-        let manager = try globals.openManager()
+        let manager = try globals.openManager(readOnly: true)
         let status = try manager.status()
         let console = globals.console
         if globals.json {

@@ -6,6 +6,7 @@ import Sync
 /// `keymgr token`: a user's OAuth tokens, stored sealed with the DPoP key they are bound to.
 struct Token: ParsableCommand {
     static let configuration = CommandConfiguration(
+        commandName: "token",
         abstract: "Import, show, refresh, revoke or print a user's OAuth tokens.",
         discussion: """
             Refreshes are single-flight across processes: two processes never spend one refresh token, and both \
@@ -22,6 +23,7 @@ struct Token: ParsableCommand {
 
     struct Import: KeymgrCommand {
         static let configuration = CommandConfiguration(
+            commandName: "import",
             abstract: "Store a token response (RFC 6749 JSON on stdin) for a user.",
             usage: "keymgr token import [<options>] --user <id> < response.json",
             discussion: """
@@ -49,6 +51,7 @@ struct Token: ParsableCommand {
 
     struct Show: KeymgrCommand {
         static let configuration = CommandConfiguration(
+            commandName: "show",
             abstract: "Show a user's tokens, redacted unless --reveal.",
             usage: "keymgr token show [<options>] --user <id> [--reveal]",
             discussion: """
@@ -70,7 +73,7 @@ struct Token: ParsableCommand {
         var reveal = false
 
         func run() throws {
-            let manager = try globals.openManager()
+            let manager = try globals.openManager(readOnly: true)
             guard let settings = try manager.serverSettings(name: Server.profileName),
                   let set = try manager.tokenSet(userId: user, serverName: settings.name) else {
                 throw KeyManagerError(.clientNotRegistered, "\(user) has no tokens: run `keymgr login --user \(user)`")
@@ -98,6 +101,7 @@ struct Token: ParsableCommand {
 
     struct Refresh: KeymgrCommand {
         static let configuration = CommandConfiguration(
+            commandName: "refresh",
             abstract: "Refresh a user's tokens now (single-flight across processes).",
             usage: "keymgr token refresh [<options>] --user <id>",
             discussion: """
@@ -132,6 +136,7 @@ struct Token: ParsableCommand {
 
     struct Revoke: KeymgrCommand {
         static let configuration = CommandConfiguration(
+            commandName: "revoke",
             abstract: "Revoke a user's tokens at the server (RFC 7009) and here.",
             usage: "keymgr token revoke [<options>] --user <id>",
             discussion: """
@@ -158,6 +163,7 @@ struct Token: ParsableCommand {
 
     struct Print: KeymgrCommand {
         static let configuration = CommandConfiguration(
+            commandName: "print",
             abstract: "Print a valid access token for scripts, refreshing it first when it expires soon.",
             usage: "keymgr token print [<options>] --user <id> [--min-ttl <s>]",
             discussion: """

@@ -18,7 +18,7 @@ struct Users: KeymgrCommand {
     @OptionGroup var table: TableOptions
 
     func run() throws {
-        let users = try globals.openManager().users()
+        let users = try globals.openManager(readOnly: true).users()
         let console = globals.console
         if globals.json {
             console.answer(json: users.map(UserJSON.init))

@@ -192,7 +192,10 @@ struct StandardStream {
     static let error = StandardStream(descriptor: STDERR_FILENO)
 
     func write(_ text: String) {
-        var bytes = Array(text.utf8)
+        write(bytes: Array(text.utf8))
+    }
+
+    func write(bytes: [UInt8]) {
         var offset = 0
         while offset < bytes.count {
             let written = bytes.withUnsafeBytes { buffer in
@@ -204,6 +207,5 @@ struct StandardStream {
             }
             offset += written
         }
-        bytes.removeAll()
     }
 }

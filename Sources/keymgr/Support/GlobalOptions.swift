@@ -35,11 +35,11 @@ struct GlobalOptions: ParsableArguments {
     /// The console shaped by `--json`, `--quiet` and `--verbose`.
     var console: Console { Console(json: json, quiet: quiet, verbose: verbose) }
 
-    /// Opens the existing store named by these options.
-    func openManager() throws -> KeyManager {
+    /// Opens the existing store named by these options; `readOnly` for a command that only reads (no write, no fsync).
+    func openManager(readOnly: Bool = false) throws -> KeyManager {
         let home = storeHome
         console.detail("store \(home.url.path)")
-        return try KeyManager.open(home: home, logger: logger)
+        return try KeyManager.open(home: home, readOnly: readOnly, logger: logger)
     }
 
     /// The libraries' logs on stderr: warnings, or everything with --verbose. Libraries log no secret.
