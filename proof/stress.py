@@ -615,8 +615,9 @@ class Harness:
         def done(status, out, killed):
             state = self.oauth[user]
             if killed:
+                spent = state["spent"]
                 self.learn_oauth(user)
-                state["spent"] = False  # the imported tokens, or the earlier set, as they were
+                state["spent"] = spent and state["tokens"]  # the earlier set may still be there, as it was
             elif status == 0:
                 state.update(tokens=True, spent=False, reported=("access", minted["access_token"]))
                 self.check_oauth_user(user, f"after token import of {user}")
@@ -829,7 +830,7 @@ class Harness:
         tallies = [dict() for _ in range(workers)]
         before = self.audit_counts()
         # The OAuth store: users every worker refreshes at once (single-flight), counted against the server.
-        shared = sorted(u for u, st in self.oauth.items() if st["registered"] and st["tokens"])
+        shared = sorted(u for u, st in self.oauth.items() if st["registered"] and st["tokens"])[:3]
         obefore = self.audit_counts(self.odb)
         server_before = {row["token"]: row for row in self.admin("GET", "tokens")["result"]}
 
