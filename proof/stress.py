@@ -90,6 +90,7 @@ class Harness:
         self.admin_token = None
         self.approver_stop = threading.Event()
         self.explained = {}        # outcomes a kill explains (e.g. invalid_grant after a killed refresh), counted
+        self.kill_trigger = None   # set by an operation that is killed at a moment it names, not after a delay
 
     # ---- processes ----------------------------------------------------------------------------------
 
@@ -560,7 +561,9 @@ class Harness:
         user = self.oauth_pick(want_tokens=True)
         if user is None:
             return self.op_login()
-        printing = self.rng.random() < 0.5
+        return self.op_token_refresh_of(user, printing=self.rng.random() < 0.5)
+
+    def op_token_refresh_of(self, user, printing):
         if printing:  # a --min-ttl beyond the token's lifetime: refreshed first, then printed
             args = ["token", "print", "--user", user, "--min-ttl", "86000", "--json"]
         else:
@@ -582,6 +585,28 @@ class Harness:
             else:
                 self.oauth_refused(user, status, out, "", f"{args[1]} of {user}")
         return args, "", done, self.ohome
+
+    def op_token_refresh_at_spend(self):
+        """A refresh killed the moment the server has spent the refresh token: before keymgr stored the new one
+        (the stored refresh token is dead: the next refresh must end in a clean invalid_grant) or just after."""
+        user = self.oauth_pick(want_tokens=True)
+        if user is None or self.oauth[user]["spent"]:
+            return self.op_token_refresh()
+        status, out, err = self.run(["token", "show", "--user", user, "--reveal", "--json"], home=self.ohome)
+        if status != 0:
+            self.failures.add(f"token show of {user} -> {status}: {out.strip()} {err.strip()}")
+            return self.op_token_refresh()
+        spending = json.loads(out)["refreshToken"]
+
+        def spent():
+            try:
+                return any(row["token"] == spending and row.get("status") != "active"
+                           for row in self.admin("GET", "tokens")["result"])
+            except Exception:
+                return False
+        self.kill_trigger = spent
+        args, stdin, done, home = self.op_token_refresh_of(user, printing=False)
+        return args, stdin, done, home
 
     def op_login(self):
         user = self.oauth_pick(want_tokens=False)
@@ -727,6 +752,7 @@ class Harness:
         ("dcr register", "op_dcr_register", 2),
         ("login", "op_login", 1),
         ("token refresh", "op_token_refresh", 3),
+        ("token refresh (at the spend)", "op_token_refresh_at_spend", 1),
         ("token import", "op_token_import", 1),
         ("sync (OAuth)", "op_oauth_sync", 2),
         ("master rotate (OAuth)", "op_oauth_master_rotate", 1),
@@ -772,6 +798,7 @@ class Harness:
         durations = {}
         for name, method, _ in self.OPERATIONS:
             args, stdin, done, home = self.operation(method)
+            self.kill_trigger = None  # calibration runs every operation to its end
             started = time.monotonic()
             status, out, err = self.run(args, stdin, home=home)
             durations[name] = max(0.05, time.monotonic() - started)
@@ -791,7 +818,14 @@ class Harness:
             proc = subprocess.Popen(self.argv(args, home), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                     stderr=subprocess.PIPE, env=self.env)
             self._feed(proc, stdin)  # a few bytes: the pipe takes them without blocking
-            time.sleep(delay)
+            trigger, self.kill_trigger = self.kill_trigger, None
+            if trigger is None:
+                time.sleep(delay)
+            else:  # the operation names its moment: kill as soon as it has come
+                deadline = time.monotonic() + 30
+                while proc.poll() is None and time.monotonic() < deadline and not trigger():
+                    pass
+                delay = -1.0
             killed = False
             if proc.poll() is None:
                 proc.send_signal(signal.SIGKILL)
