@@ -674,6 +674,21 @@ class Harness:
     def op_oauth_sync(self):
         def done(status, out, killed):
             if killed:
+                # A killed sync may have committed wipes it never got to report (a registration an earlier killed
+                # sync left stale): learnt from the store, and only a stale registration may have gone.
+                registrations, tokens = self.oauth_rows()
+                for user, state in self.oauth.items():
+                    if state["registered"] and user not in registrations:
+                        if state["stale"]:
+                            self.explain("registration wiped by the next sync after a killed sync rotated it (register again)")
+                        else:
+                            self.failures.add(f"a killed sync of the OAuth store wiped {user}'s registration, "
+                                              "which no killed sync explains")
+                        state.update(registered=False, client=None, tokens=False, reported=None, spent=False,
+                                     stale=False)
+                    elif state["tokens"] and user not in tokens:
+                        self.failures.add(f"a killed sync of the OAuth store took {user}'s tokens and left the registration")
+                        state.update(tokens=False, reported=None, spent=False)
                 for state in self.oauth.values():
                     if state["registered"]:
                         state["stale"] = True
