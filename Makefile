@@ -54,7 +54,8 @@ test: deps
 	swift test --skip-build --disable-swift-testing
 
 # The crash and soak harness (proof/stress.py): at least 220 SIGKILLs during bind, rebind, revoke, pin change,
-# sync and master rotate, each followed by checks of the store, then a four-process soak. `make test` runs its
+# sync, master rotate, dcr register, login, token refresh and import, each followed by checks of the store, then a
+# four-process soak. `make test` runs its
 # short form (StressHarnessTests). STRESS_ARGS passes options, e.g. STRESS_ARGS="--seed 42" to replay a run.
 stress: deps
 	swift build

@@ -1,17 +1,28 @@
 #!/usr/bin/env python3
 """keymgr's crash and soak harness (issue 15).
 
-Crash phase: runs one `keymgr` operation at a time against a real store and a real `keymgr-refserver` on
-127.0.0.1 (OS-chosen port) and SIGKILLs it at a random moment. After every kill it checks the store read-only
+Two stores share one real `keymgr-refserver` on 127.0.0.1 (OS-chosen port): the device store speaks PingAM (keys,
+journeys, device sync), the OAuth store a Curity-like authorization server (`server set --dialect curity --bound`:
+DCR, device-grant login, DPoP-bound tokens, refresh-token rotation, registration credentials rotated on every
+read).
+
+Crash phase: runs one `keymgr` operation at a time against one of the stores and SIGKILLs it at a random moment. After every kill it checks the store read-only
 with sqlite3 (integrity, nothing half-written); every round it also checks that every key reported as created
 still unwraps and signs (with its PIN), that `keymgr audit verify` passes and that sync converges (a second
-sync writes nothing).
+sync writes nothing). For the OAuth store: every token a completed run reported (`token print`, `token refresh`,
+`token import`, `login`) is the one stored and the one the server holds active; a refresh token a killed run
+spent ends, at the next refresh, in exit 77 "log in again" with the tokens and DPoP key discarded, never in
+anything else; a registration whose credentials a killed sync's read rotated away is wiped by the next sync;
+every registration's and token set's secrets still open; no registration without its secret, no token row without
+its DPoP key or its registration.
 
 Soak phase: four processes at a time mix commands for a bounded time; no store `busy` (exit 75) is allowed, and
-what the store and its audit log hold must match what the commands reported (no lost update).
+what the store and its audit log hold must match what the commands reported (no lost update). The OAuth store
+takes `dcr register`, refreshes of shared users (single-flight: no refresh token presented twice, one
+`tokens.refreshed` audit entry per refresh the server saw), sync and master rotate meanwhile.
 
-A new operation is one entry in OPERATIONS: a name and a function that returns the command (argv, stdin) and
-what to record when it succeeds or is killed.
+A new operation is one entry in OPERATIONS: a name and a function that returns the command (argv, stdin), what
+to record when it succeeds or is killed, and (for the OAuth store) which home it runs in.
 
 Prints `N kills, N checks, 0 failures` and exits 1 on any failure. Replay a run with --seed.
 """
@@ -28,6 +39,7 @@ import sys
 import tempfile
 import threading
 import time
+import urllib.request
 
 PASSWORD = "correct horse battery staple"
 FAST_ARGON2 = ["--argon2-memory", "64", "--argon2-iterations", "1", "--argon2-parallelism", "1"]
@@ -68,23 +80,60 @@ class Harness:
         self.server_users = []     # users on the reference server, bound through the journey
         self.counter = 0
         self.server = None
+        # The OAuth store, and what the harness knows of each of its users (see new_oauth_user).
+        self.ohome = os.path.join(root, "home-oauth")
+        self.odb = os.path.join(self.ohome, "keymgr.db")
+        self.oauth = {}
+        self.oauth_counter = 0
+        self.client_users = {}     # client_id -> user, for the device-grant approver
+        self.base_url = None
+        self.admin_token = None
+        self.approver_stop = threading.Event()
+        self.explained = {}        # outcomes a kill explains (e.g. invalid_grant after a killed refresh), counted
+        self.kill_trigger = None   # set by an operation that is killed at a moment it names, not after a delay
 
     # ---- processes ----------------------------------------------------------------------------------
 
-    def argv(self, args):
-        return [self.binary, "--home", self.home] + args
+    def argv(self, args, home=None):
+        return [self.binary, "--home", home or self.home] + args
 
-    def run(self, args, stdin="", timeout=120):
+    def run(self, args, stdin="", timeout=120, home=None):
         """Runs keymgr to completion; returns (status, stdout, stderr)."""
-        proc = subprocess.run(self.argv(args), input=stdin.encode(), capture_output=True, env=self.env,
+        proc = subprocess.run(self.argv(args, home), input=stdin.encode(), capture_output=True, env=self.env,
                               timeout=timeout)
         return proc.returncode, proc.stdout.decode(errors="replace"), proc.stderr.decode(errors="replace")
 
-    def must(self, args, stdin=""):
-        status, out, err = self.run(args, stdin)
+    def must(self, args, stdin="", home=None):
+        status, out, err = self.run(args, stdin, home=home)
         if status != 0:
             raise RuntimeError(f"setup step failed: keymgr {' '.join(args)} -> {status}\n{out}\n{err}")
         return out
+
+    def explain(self, what):
+        self.explained[what] = self.explained.get(what, 0) + 1
+
+    def admin(self, method, path, body=None):
+        """The reference server's admin surface (/__refserver/oauth/...): the JSON answer."""
+        data = json.dumps(body).encode() if body is not None else None
+        request = urllib.request.Request(self.base_url.rstrip("/") + "/__refserver/oauth/" + path, data=data,
+                                         method=method)
+        request.add_header("Authorization", "Bearer " + self.admin_token)
+        if data is not None:
+            request.add_header("Content-Type", "application/json")
+        with urllib.request.urlopen(request, timeout=30) as answer:
+            text = answer.read().decode()
+        return json.loads(text) if text.strip() else None
+
+    def approver(self):
+        """Approves every pending device-grant login at once, as the person at the verification page would."""
+        while not self.approver_stop.wait(0.05):
+            try:
+                for code in self.admin("GET", "device")["result"]:
+                    if code.get("status") == "pending":
+                        subject = self.client_users.get(code.get("client_id"), "stress")
+                        self.admin("POST", "device/approve", {"user_code": code["user_code"], "subject": subject})
+            except Exception:  # the server may be busy or stopping; the next round tries again
+                pass
 
     def start_server(self, users):
         directory = os.path.join(self.root, "refserver")
@@ -94,7 +143,8 @@ class Harness:
             handle.write("admin-%016x\n" % self.rng.getrandbits(64))
         os.chmod(token_file, 0o600)
         args = [self.refserver_binary, "--db", os.path.join(directory, "refserver.db"), "--port", "0",
-                "--admin-token-file", token_file, "--parent-pid", str(os.getpid()), "--idle-exit", "120"]
+                "--admin-token-file", token_file, "--parent-pid", str(os.getpid()), "--idle-exit", "120",
+                "--oauth-device-interval", "1"]
         for user in users:
             args += ["--add-user", f"{user}:{PASSWORD}"]
         self.server = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
@@ -102,17 +152,25 @@ class Harness:
         if not line.startswith("listening on http://127.0.0.1:"):
             raise RuntimeError(f"keymgr-refserver did not start: {line!r}")
         base_url = line[len("listening on "):]
+        self.base_url = base_url
+        with open(token_file) as handle:
+            self.admin_token = handle.read().strip()
         self.must(["server", "set", "--dialect", "pingam", "--base-url", base_url, "--credential-file", token_file])
+        issuer = base_url.rstrip("/")
+        self.must(["server", "set", "--dialect", "curity", "--base-url", issuer, "--issuer", issuer, "--bound"],
+                  home=self.ohome)
+        threading.Thread(target=self.approver, daemon=True).start()
 
     def stop_server(self):
+        self.approver_stop.set()
         if self.server and self.server.poll() is None:
             self.server.terminate()
             self.server.wait(timeout=10)
 
     # ---- store queries (read-only) ------------------------------------------------------------------
 
-    def sql(self, query):
-        proc = subprocess.run([SQLITE3, "-readonly", "-json", self.db, query], capture_output=True, timeout=60)
+    def sql(self, query, db=None):
+        proc = subprocess.run([SQLITE3, "-readonly", "-json", db or self.db, query], capture_output=True, timeout=60)
         if proc.returncode != 0:
             raise RuntimeError(f"sqlite3 failed on {query!r}: {proc.stderr.decode(errors='replace')}")
         text = proc.stdout.decode().strip()
@@ -124,42 +182,58 @@ class Harness:
 
     # ---- checks -------------------------------------------------------------------------------------
 
+    # Each query selects the rows (as `item`) that are half-written in one way. They run after every operation on
+    # both stores (a store without OAuth rows or without keys simply has none to report).
     HALF_WRITTEN = {
         "a superseded key with no successor":
-            "SELECT k.kid FROM user_keys k WHERE k.status = 'superseded' AND NOT EXISTS ("
+            "SELECT k.kid AS item FROM user_keys k WHERE k.status = 'superseded' AND NOT EXISTS ("
             " SELECT 1 FROM user_keys s WHERE s.user_id = k.user_id AND s.issuer = k.issuer AND s.kid <> k.kid"
             " AND s.created_at >= k.created_at)",
         "a PIN record without its key":
-            "SELECT p.kid FROM app_pins p LEFT JOIN user_keys k ON k.kid = p.kid WHERE k.kid IS NULL",
+            "SELECT p.kid AS item FROM app_pins p LEFT JOIN user_keys k ON k.kid = p.kid WHERE k.kid IS NULL",
         "a PIN record on a key that is not APPLICATION_PIN":
-            "SELECT p.kid FROM app_pins p JOIN user_keys k ON k.kid = p.kid WHERE k.auth_type <> 'APPLICATION_PIN'"
-            " AND k.status IN ('active', 'locked')",
+            "SELECT p.kid AS item FROM app_pins p JOIN user_keys k ON k.kid = p.kid"
+            " WHERE k.auth_type <> 'APPLICATION_PIN' AND k.status IN ('active', 'locked')",
         "an active APPLICATION_PIN key without its PIN record":
-            "SELECT k.kid FROM user_keys k LEFT JOIN app_pins p ON p.kid = k.kid"
+            "SELECT k.kid AS item FROM user_keys k LEFT JOIN app_pins p ON p.kid = k.kid"
             " WHERE k.auth_type = 'APPLICATION_PIN' AND k.status IN ('active', 'locked') AND p.kid IS NULL",
         "a usable key without key material":
-            "SELECT kid FROM user_keys WHERE status IN ('active', 'locked') AND wrapped_private_key IS NULL",
+            "SELECT kid AS item FROM user_keys WHERE status IN ('active', 'locked') AND wrapped_private_key IS NULL",
         "a key whose user is missing":
-            "SELECT k.kid FROM user_keys k LEFT JOIN users u ON u.user_id = k.user_id WHERE u.user_id IS NULL",
+            "SELECT k.kid AS item FROM user_keys k LEFT JOIN users u ON u.user_id = k.user_id WHERE u.user_id IS NULL",
         "two usable keys for one user and issuer":
-            "SELECT user_id FROM user_keys WHERE status IN ('active', 'locked') GROUP BY user_id, issuer"
+            "SELECT user_id AS item FROM user_keys WHERE status IN ('active', 'locked') GROUP BY user_id, issuer"
             " HAVING count(*) > 1",
+        "a registration without its client secret":
+            "SELECT user_id AS item FROM registrations WHERE sealed_client_secret IS NULL"
+            " AND coalesce(token_endpoint_auth_method, '') <> 'none'",
+        "a registration without its registration access token":
+            "SELECT user_id AS item FROM registrations WHERE registration_client_uri IS NOT NULL"
+            " AND sealed_registration_access_token IS NULL",
+        "a token row without its access token":
+            "SELECT user_id AS item FROM tokens WHERE sealed_access_token IS NULL",
+        "a bound token row without its DPoP key":
+            "SELECT user_id AS item FROM tokens WHERE (token_type = 'DPoP' OR jkt IS NOT NULL OR sealed_dpop_key IS NOT NULL)"
+            " AND (jkt IS NULL OR sealed_dpop_key IS NULL)",
+        "a token row without its registration (or of another client)":
+            "SELECT t.user_id AS item FROM tokens t LEFT JOIN registrations r"
+            " ON r.user_id = t.user_id AND r.server_name = t.server_name"
+            " WHERE r.user_id IS NULL OR r.client_id <> t.client_id",
     }
 
-    def check_store(self, context):
-        """Integrity and nothing half-written, read-only."""
+    def check_store(self, context, db=None):
+        """Integrity and nothing half-written, read-only; for the device store also the keys reported created."""
         self.checks += 1
         try:
             # One read-only sqlite3 run: integrity, foreign keys and every half-written shape, labelled.
             parts = ["SELECT 'integrity_check' AS what, integrity_check AS item FROM pragma_integrity_check"
                      " WHERE integrity_check <> 'ok'",
                      "SELECT 'foreign_key_check' AS what, \"table\" || ' row ' || rowid AS item FROM pragma_foreign_key_check"]
-            parts += ["SELECT '%s' AS what, item FROM (%s)" % (what, query.replace("SELECT k.kid", "SELECT k.kid AS item")
-                      .replace("SELECT p.kid", "SELECT p.kid AS item").replace("SELECT kid", "SELECT kid AS item")
-                      .replace("SELECT user_id", "SELECT user_id AS item"))
-                      for what, query in self.HALF_WRITTEN.items()]
-            for row in self.sql(" UNION ALL ".join(parts)):
+            parts += ["SELECT '%s' AS what, item FROM (%s)" % (what, query) for what, query in self.HALF_WRITTEN.items()]
+            for row in self.sql(" UNION ALL ".join(parts), db):
                 self.failures.add(f"{context}: {row['what']}: {row['item']}")
+            if db is not None and db != self.db:
+                return
             keys = self.keys()
             for kid, known in self.created.items():
                 row = keys.get(kid)
@@ -236,9 +310,11 @@ class Harness:
         self.check_audit(context)
         self.check_sync_converges(context)
         self.check_store(context + " after sync")
+        self.oauth_full_check(context)
 
     # ---- operations ---------------------------------------------------------------------------------
-    # Each returns (argv, stdin, on_done) where on_done(status, stdout, killed) records what the run did.
+    # Each returns (argv, stdin, on_done[, home]) where on_done(status, stdout, killed) records what the run did;
+    # home is the OAuth store's for its operations, else the device store.
 
     def new_pin(self):
         # Six digits the PIN policy accepts: not one repeated digit, not an ascending or descending run.
@@ -360,8 +436,331 @@ class Harness:
     def universal(self, username):
         return f"id={username},ou=user,ou=am-config"
 
-    # The operations the crash phase kills, and how often each is picked. A new command (token refresh,
-    # dcr register) is one more entry here plus its op_ method.
+    # ---- the OAuth store ------------------------------------------------------------------------------
+    # What the harness knows of each OAuth user:
+    #   registered  the store holds a registration (client) for the user
+    #   client      its client_id, as `dcr register` reported it (or as the store shows after a killed register)
+    #   tokens      the store holds a token set
+    #   reported    what the last completed token command reported: ("access", token) for print/import, or
+    #               ("set", {"expiresAt", "jkt", "bound", "tokenType"}) for refresh/login; None after a kill
+    #   spent       a killed refresh or login may have left a refresh token the server no longer accepts
+    #   stale       a killed sync may have read the registration (rotating its secret and registration access
+    #               token at the server) without storing what it got: the next sync wipes it
+
+    @staticmethod
+    def new_oauth_user():
+        return {"registered": False, "client": None, "tokens": False, "reported": None, "spent": False,
+                "stale": False}
+
+    def oauth_rows(self):
+        registrations = {row["user_id"]: row for row in self.sql(
+            "SELECT user_id, client_id FROM registrations", self.odb)}
+        tokens = {row["user_id"]: row for row in self.sql(
+            "SELECT user_id, client_id, token_type, jkt FROM tokens", self.odb)}
+        return registrations, tokens
+
+    def learn_oauth(self, user):
+        """After a kill: what the store holds for `user` now (a killed command either committed or did not)."""
+        registrations, tokens = self.oauth_rows()
+        state = self.oauth[user]
+        state["registered"] = user in registrations
+        if state["registered"]:
+            state["client"] = registrations[user]["client_id"]
+            self.client_users[state["client"]] = user
+        state["tokens"] = user in tokens
+        state["reported"] = None
+
+    def oauth_pick(self, want_tokens):
+        users = sorted(u for u, s in self.oauth.items() if s["registered"] and not s["stale"]
+                       and (s["tokens"] or not want_tokens))
+        return self.rng.choice(users) if users else None
+
+    def check_oauth_user(self, user, context):
+        """What the store holds for `user` is what the last completed command reported, and what the server
+        holds active: the stored client is the reported one, the stored tokens are live tokens of that client (by
+        the same DPoP key), and the reported token is the stored one."""
+        state = self.oauth[user]
+        self.checks += 1
+        registrations, tokens = self.oauth_rows()
+        if state["registered"] != (user in registrations):
+            self.failures.add(f"{context}: {user}'s registration is {'missing' if state['registered'] else 'there'}")
+            return
+        if state["registered"] and registrations[user]["client_id"] != state["client"]:
+            self.failures.add(f"{context}: {user}'s stored client {registrations[user]['client_id']} is not the "
+                              f"reported {state['client']}")
+        if state["tokens"] != (user in tokens):
+            self.failures.add(f"{context}: {user}'s tokens are {'missing' if state['tokens'] else 'there'}")
+            return
+        if not state["tokens"]:
+            return
+        status, out, err = self.run(["token", "show", "--user", user, "--reveal", "--json"], home=self.ohome)
+        if status != 0:
+            self.failures.add(f"{context}: token show of {user} -> {status}: {out.strip()} {err.strip()}")
+            return
+        shown = json.loads(out)
+        reported = state["reported"]
+        if reported and reported[0] == "access" and shown.get("accessToken") != reported[1]:
+            self.failures.add(f"{context}: {user}'s reported access token is not the stored one")
+        if reported and reported[0] == "set":
+            for name, value in reported[1].items():
+                if shown.get(name) != value:
+                    self.failures.add(f"{context}: {user}'s reported {name} {value!r} is not the stored {shown.get(name)!r}")
+        if state["spent"]:
+            return  # the stored refresh token may be one a killed run spent: the next refresh settles it
+        server = {row["token"]: row for row in self.admin("GET", "tokens")["result"]}
+        for kind, token in (("refresh", shown.get("refreshToken")), ("access", shown.get("accessToken"))):
+            row = server.get(token)
+            if row is None or row.get("status") != "active" or row.get("client_id") != state["client"]:
+                self.failures.add(f"{context}: {user}'s stored {kind} token is "
+                                  f"{'unknown to the server' if row is None else row.get('status')} "
+                                  f"(client {row and row.get('client_id')}, registered {state['client']})")
+            elif shown.get("bound") and row.get("jkt") not in (None, shown.get("jkt")):
+                self.failures.add(f"{context}: {user}'s stored {kind} token is bound to another DPoP key")
+
+    def oauth_refused(self, user, status, out, err, context):
+        """A token command for `user` that failed unkilled: only what a kill explains, with the clear message."""
+        state = self.oauth[user]
+        text = out + err
+        if status == 77 and state["spent"] and f"keymgr login --user {user}" in text:
+            # The refresh token a killed run spent: invalid_grant. The tokens and DPoP key must be gone.
+            self.explain("invalid_grant after a killed refresh (tokens discarded, log in again)")
+            code, shown, _ = self.run(["token", "show", "--user", user, "--json"], home=self.ohome)
+            if code != 66:
+                self.failures.add(f"{context}: after invalid_grant {user}'s tokens were not discarded: {code} {shown.strip()}")
+            state.update(tokens=False, spent=False, reported=None)
+            return
+        if status == 77 and state["stale"] and "dcr register" in text:
+            self.explain("invalid_client after a killed sync rotated the client secret (register again)")
+            return
+        self.failures.add(f"{context}: keymgr for {user} -> {status} unkilled: {out.strip()} {err.strip()}")
+
+    def op_dcr_register(self):
+        wiped = sorted(u for u, s in self.oauth.items() if not s["registered"])
+        if wiped and self.rng.random() < 0.5:
+            user = self.rng.choice(wiped)  # registered again after a sync wiped it, or a killed register
+        else:
+            self.oauth_counter += 1
+            user = "oauth-%d" % self.oauth_counter
+            self.oauth[user] = self.new_oauth_user()
+        args = ["dcr", "register", "--user", user, "--software-id", "keymgr-template", "--json"]
+
+        def done(status, out, killed):
+            state = self.oauth[user]
+            if killed:
+                self.learn_oauth(user)
+            elif status == 0:
+                client = json.loads(out)["clientId"]
+                state.update(registered=True, client=client, tokens=False, reported=None, spent=False, stale=False)
+                self.client_users[client] = user
+                self.check_oauth_user(user, f"after dcr register of {user}")
+            else:
+                self.failures.add(f"dcr register of {user} -> {status} unkilled: {out.strip()}")
+        return args, "", done, self.ohome
+
+    def op_token_refresh(self):
+        user = self.oauth_pick(want_tokens=True)
+        if user is None:
+            return self.op_login()
+        return self.op_token_refresh_of(user, printing=self.rng.random() < 0.5)
+
+    def op_token_refresh_of(self, user, printing):
+        if printing:  # a --min-ttl beyond the token's lifetime: refreshed first, then printed
+            args = ["token", "print", "--user", user, "--min-ttl", "86000", "--json"]
+        else:
+            args = ["token", "refresh", "--user", user, "--json"]
+
+        def done(status, out, killed):
+            state = self.oauth[user]
+            if killed:
+                self.learn_oauth(user)
+                state["spent"] = state["tokens"]
+            elif status == 0:
+                answer = json.loads(out)
+                if printing:
+                    state["reported"] = ("access", answer["accessToken"])
+                else:
+                    state["reported"] = ("set", {k: answer.get(k) for k in ("expiresAt", "jkt", "bound", "tokenType")})
+                state["spent"] = False
+                self.check_oauth_user(user, f"after {args[1]} of {user}")
+            else:
+                self.oauth_refused(user, status, out, "", f"{args[1]} of {user}")
+        return args, "", done, self.ohome
+
+    def op_token_refresh_at_spend(self):
+        """A refresh killed the moment the server has spent the refresh token: before keymgr stored the new one
+        (the stored refresh token is dead: the next refresh must end in a clean invalid_grant) or just after."""
+        user = self.oauth_pick(want_tokens=True)
+        if user is None or self.oauth[user]["spent"]:
+            return self.op_token_refresh()
+        status, out, err = self.run(["token", "show", "--user", user, "--reveal", "--json"], home=self.ohome)
+        if status != 0:
+            self.failures.add(f"token show of {user} -> {status}: {out.strip()} {err.strip()}")
+            return self.op_token_refresh()
+        spending = json.loads(out)["refreshToken"]
+
+        def spent():
+            try:
+                return any(row["token"] == spending and row.get("status") != "active"
+                           for row in self.admin("GET", "tokens")["result"])
+            except Exception:
+                return False
+        self.kill_trigger = spent
+        args, stdin, done, home = self.op_token_refresh_of(user, printing=False)
+        return args, stdin, done, home
+
+    def op_login(self):
+        user = self.oauth_pick(want_tokens=False)
+        if user is None:
+            return self.op_dcr_register()
+        args = ["login", "--user", user, "--json"]
+
+        def done(status, out, killed):
+            state = self.oauth[user]
+            if killed:
+                spent = state["spent"]
+                had = state["tokens"]
+                self.learn_oauth(user)
+                state["spent"] = spent and had and state["tokens"]
+            elif status == 0:
+                answer = json.loads(out)
+                state.update(tokens=True, spent=False,
+                             reported=("set", {k: answer.get(k) for k in ("expiresAt", "jkt", "bound", "tokenType")}))
+                self.check_oauth_user(user, f"after login of {user}")
+            else:
+                self.oauth_refused(user, status, out, "", f"login of {user}")
+        return args, "", done, self.ohome
+
+    def op_token_import(self):
+        user = self.oauth_pick(want_tokens=False)
+        if user is None:
+            return self.op_dcr_register()
+        minted = self.admin("POST", "tokens", {"client_id": self.oauth[user]["client"], "subject": user})
+        args = ["token", "import", "--user", user, "--json"]
+
+        def done(status, out, killed):
+            state = self.oauth[user]
+            if killed:
+                spent = state["spent"]
+                self.learn_oauth(user)
+                state["spent"] = spent and state["tokens"]  # the earlier set may still be there, as it was
+            elif status == 0:
+                state.update(tokens=True, spent=False, reported=("access", minted["access_token"]))
+                self.check_oauth_user(user, f"after token import of {user}")
+            else:
+                self.failures.add(f"token import of {user} -> {status} unkilled: {out.strip()}")
+        return args, json.dumps(minted), done, self.ohome
+
+    def settled_oauth_sync(self, status, out, context):
+        """A completed sync of the OAuth store: only registrations a killed sync left stale may be wiped."""
+        try:
+            report = json.loads(out)
+        except ValueError:
+            self.failures.add(f"{context}: sync printed no JSON: {out.strip()}")
+            return None
+        if status != 0 or report.get("errors"):
+            self.failures.add(f"{context}: sync -> {status}: {out.strip()}")
+        for user in report.get("registrationsWiped") or []:
+            state = self.oauth.get(user)
+            if state is None or not state["stale"]:
+                self.failures.add(f"{context}: sync wiped {user}'s registration, which no killed sync explains")
+            else:
+                self.explain("registration wiped by the next sync after a killed sync rotated it (register again)")
+            if state is not None:
+                state.update(registered=False, client=None, tokens=False, reported=None, spent=False, stale=False)
+        for state in self.oauth.values():
+            state["stale"] = False
+        return report
+
+    def op_oauth_sync(self):
+        def done(status, out, killed):
+            if killed:
+                # A killed sync may have committed wipes it never got to report (a registration an earlier killed
+                # sync left stale): learnt from the store, and only a stale registration may have gone.
+                registrations, tokens = self.oauth_rows()
+                for user, state in self.oauth.items():
+                    if state["registered"] and user not in registrations:
+                        if state["stale"]:
+                            self.explain("registration wiped by the next sync after a killed sync rotated it (register again)")
+                        else:
+                            self.failures.add(f"a killed sync of the OAuth store wiped {user}'s registration, "
+                                              "which no killed sync explains")
+                        state.update(registered=False, client=None, tokens=False, reported=None, spent=False,
+                                     stale=False)
+                    elif state["tokens"] and user not in tokens:
+                        self.failures.add(f"a killed sync of the OAuth store took {user}'s tokens and left the registration")
+                        state.update(tokens=False, reported=None, spent=False)
+                for state in self.oauth.values():
+                    if state["registered"]:
+                        state["stale"] = True
+            else:
+                self.settled_oauth_sync(status, out, "sync of the OAuth store")
+        return ["sync", "--json"], "", done, self.ohome
+
+    def op_oauth_master_rotate(self):
+        def done(status, out, killed):
+            if not killed and status != 0:
+                self.failures.add(f"master rotate of the OAuth store -> {status}: {out.strip()}")
+        return ["master", "rotate", "--yes", "--json"], "", done, self.ohome
+
+    def oauth_full_check(self, context):
+        """The OAuth store: nothing half-written, the audit chain, every secret still opens (after killed master
+        rotations), the next sync converges, and every user's tokens refresh (or, after a killed refresh, end in
+        a clean "log in again" and log in again)."""
+        self.check_store(context + " (OAuth store)", self.odb)
+        self.checks += 1
+        status, out, err = self.run(["audit", "verify", "--json"], home=self.ohome)
+        if status != 0:
+            self.failures.add(f"{context}: OAuth store audit verify -> {status}: {out.strip()} {err.strip()}")
+        registrations, tokens = self.oauth_rows()
+        for user in sorted(registrations):
+            self.checks += 1
+            status, out, err = self.run(["dcr", "show", "--user", user, "--reveal", "--json"], home=self.ohome)
+            if status != 0 or not json.loads(out).get("clientSecret"):
+                self.failures.add(f"{context}: {user}'s client secret does not open: {status} {out.strip()} {err.strip()}")
+        for user in sorted(tokens):
+            self.checks += 1
+            status, out, err = self.run(["token", "show", "--user", user, "--reveal", "--json"], home=self.ohome)
+            if status != 0 or not json.loads(out).get("accessToken"):
+                self.failures.add(f"{context}: {user}'s tokens do not open: {status} {out.strip()} {err.strip()}")
+        self.checks += 1
+        status, out, err = self.run(["sync", "--json"], home=self.ohome)
+        self.settled_oauth_sync(status, out, context + ": settling sync of the OAuth store")
+        self.checks += 1
+        status, out, err = self.run(["sync", "--json"], home=self.ohome)
+        report = self.settled_oauth_sync(status, out, context + ": second sync of the OAuth store") or {}
+        if report.get("writes") != 0 or report.get("registrationsWiped"):
+            self.failures.add(f"{context}: second sync of the OAuth store did not converge: {out.strip()}")
+        new_logins = 2  # users registered but never logged in: a few per round, so the check stays cheap
+        for user in sorted(self.oauth):
+            state = self.oauth[user]
+            self.check_oauth_user(user, context)
+            if not state["registered"]:
+                continue
+            if not state["tokens"]:
+                if new_logins == 0:
+                    continue
+                new_logins -= 1
+            if state["tokens"]:
+                self.checks += 1
+                status, out, err = self.run(["token", "print", "--user", user, "--min-ttl", "86000", "--json"],
+                                            home=self.ohome)
+                if status == 0:
+                    state.update(reported=("access", json.loads(out)["accessToken"]), spent=False)
+                else:
+                    self.oauth_refused(user, status, out, err, f"{context}: refresh of {user}")
+            if not state["tokens"]:
+                self.checks += 1
+                status, out, err = self.run(["login", "--user", user, "--json"], home=self.ohome)
+                if status != 0:
+                    self.failures.add(f"{context}: login of {user} -> {status}: {out.strip()} {err.strip()}")
+                    continue
+                answer = json.loads(out)
+                state.update(tokens=True, spent=False,
+                             reported=("set", {k: answer.get(k) for k in ("expiresAt", "jkt", "bound", "tokenType")}))
+            self.check_oauth_user(user, context + " after refresh")
+
+    # The operations the crash phase kills, and how often each is picked. A new command is one more entry here
+    # plus its op_ method.
     OPERATIONS = [
         ("bind", "op_bind", 3),
         ("bind --journey", "op_bind_journey", 2),
@@ -370,6 +769,13 @@ class Harness:
         ("pin change", "op_pin_change", 3),
         ("sync", "op_sync", 2),
         ("master rotate", "op_master_rotate", 2),
+        ("dcr register", "op_dcr_register", 2),
+        ("login", "op_login", 1),
+        ("token refresh", "op_token_refresh", 3),
+        ("token refresh (at the spend)", "op_token_refresh_at_spend", 1),
+        ("token import", "op_token_import", 1),
+        ("sync (OAuth)", "op_oauth_sync", 2),
+        ("master rotate (OAuth)", "op_oauth_master_rotate", 1),
     ]
 
     def pick(self):
@@ -379,10 +785,25 @@ class Harness:
 
     # ---- phases -------------------------------------------------------------------------------------
 
+    def operation(self, method):
+        """An operation's (argv, stdin, done, home)."""
+        made = getattr(self, method)()
+        return made if len(made) == 4 else made + (self.home,)
+
     def setup(self, server_user_count):
         self.must(["init", "--device-name", "stress"] + FAST_ARGON2)
+        self.must(["init", "--device-name", "stress oauth"] + FAST_ARGON2, home=self.ohome)
         self.server_users = ["srv%d" % i for i in range(server_user_count)]
         self.start_server(self.server_users)
+        for _ in range(2):
+            args, stdin, done, home = self.op_dcr_register()
+            status, out, err = self.run(args, stdin, home=home)
+            done(status, out, False)
+        for user in sorted(self.oauth):
+            args = ["login", "--user", user, "--json"]
+            answer = json.loads(self.must(args, home=self.ohome))
+            self.oauth[user].update(tokens=True, reported=("set", {k: answer.get(k) for k in
+                                                                  ("expiresAt", "jkt", "bound", "tokenType")}))
         for user in self.server_users:
             out = self.must(["bind", "--journey", "RegisterDevice", "--user", user, "--password-fd", "0", "--json"],
                             PASSWORD + "\n")
@@ -396,9 +817,10 @@ class Harness:
         """How long each operation takes unkilled here, so kills land inside it."""
         durations = {}
         for name, method, _ in self.OPERATIONS:
-            args, stdin, done = getattr(self, method)()
+            args, stdin, done, home = self.operation(method)
+            self.kill_trigger = None  # calibration runs every operation to its end
             started = time.monotonic()
-            status, out, err = self.run(args, stdin)
+            status, out, err = self.run(args, stdin, home=home)
             durations[name] = max(0.05, time.monotonic() - started)
             done(status, out, False)
             if status != 0:
@@ -411,12 +833,19 @@ class Harness:
         while self.kills < target_kills and attempts < target_kills * 6:
             attempts += 1
             name, method, _ = self.pick()
-            args, stdin, done = getattr(self, method)()
+            args, stdin, done, home = self.operation(method)
             delay = self.rng.uniform(0.0, durations[name] * 1.1)
-            proc = subprocess.Popen(self.argv(args), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+            proc = subprocess.Popen(self.argv(args, home), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                     stderr=subprocess.PIPE, env=self.env)
             self._feed(proc, stdin)  # a few bytes: the pipe takes them without blocking
-            time.sleep(delay)
+            trigger, self.kill_trigger = self.kill_trigger, None
+            if trigger is None:
+                time.sleep(delay)
+            else:  # the operation names its moment: kill as soon as it has come
+                deadline = time.monotonic() + 30
+                while proc.poll() is None and time.monotonic() < deadline and not trigger():
+                    pass
+                delay = -1.0
             killed = False
             if proc.poll() is None:
                 proc.send_signal(signal.SIGKILL)
@@ -428,13 +857,13 @@ class Harness:
             if killed:
                 self.kills += 1
                 by_operation[name] = by_operation.get(name, 0) + 1
-            elif status not in (0,) and not (name == "revoke" and status == 66):
+            elif status not in (0,) and not (name == "revoke" and status == 66) and home == self.home:
                 self.failures.add(f"keymgr {' '.join(args)} -> {status} unkilled: {out.decode().strip()} "
                                   f"{err.decode().strip()}")
             done(status, out.decode(errors="replace"), killed)
             if self.verbose:
                 print(f"  {name:15s} delay {delay:.3f}s {'KILLED' if killed else 'exit %d' % status}", flush=True)
-            self.check_store(f"after {name} ({'killed' if killed else 'exit %d' % status})")
+            self.check_store(f"after {name} ({'killed' if killed else 'exit %d' % status})", home and os.path.join(home, "keymgr.db"))
             if killed and self.kills % round_size == 0:
                 self.full_check(f"round at {self.kills} kills")
         self.full_check("end of the crash phase")
@@ -454,6 +883,10 @@ class Harness:
         deadline = time.monotonic() + seconds
         tallies = [dict() for _ in range(workers)]
         before = self.audit_counts()
+        # The OAuth store: users every worker refreshes at once (single-flight), counted against the server.
+        shared = sorted(u for u, st in self.oauth.items() if st["registered"] and st["tokens"])[:3]
+        obefore = self.audit_counts(self.odb)
+        server_before = {row["token"]: row for row in self.admin("GET", "tokens")["result"]}
 
         def worker(index):
             rng = random.Random(self.rng.getrandbits(64))
@@ -465,6 +898,10 @@ class Harness:
                 tally[key] = tally.get(key, 0) + 1
 
             while time.monotonic() < deadline:
+                choice = rng.random()
+                if choice < 0.4 and shared:
+                    self.soak_oauth(rng, index, shared, tally, note)
+                    continue
                 choice = rng.random()
                 if choice < 0.3 or not mine:
                     serial += 1
@@ -523,6 +960,7 @@ class Harness:
                         note("master.rotated")
             tally["_keys"] = mine
 
+        self.soak_tallies = tallies
         threads = [threading.Thread(target=worker, args=(i,)) for i in range(workers)]
         for thread in threads:
             thread.start()
@@ -549,6 +987,7 @@ class Harness:
             recorded = after.get(event, 0) - before.get(event, 0)
             if recorded != totals.get(event, 0):
                 self.failures.add(f"soak: {totals.get(event, 0)} successful {event} but {recorded} audit entries")
+        self.check_oauth_soak(totals, obefore, server_before)
         self.full_check("after the soak")
         return totals
 
@@ -562,8 +1001,85 @@ class Harness:
             self.failures.add(f"soak: keymgr {' '.join(args)} -> {status}: {out.strip()} {err.strip()}")
         return False
 
-    def audit_counts(self):
-        return {row["event"]: row["n"] for row in self.sql("SELECT event, count(*) AS n FROM audit_events GROUP BY event")}
+    def audit_counts(self, db=None):
+        return {row["event"]: row["n"] for row in self.sql("SELECT event, count(*) AS n FROM audit_events GROUP BY event", db)}
+
+    def soak_oauth(self, rng, index, shared, tally, note):
+        """One OAuth command in the soak: a refresh of a user every worker refreshes, a new registration, a sync
+        (whose registration reads rotate every client's credentials meanwhile) or a master rotation."""
+        choice = rng.random()
+        if choice < 0.55:
+            user = rng.choice(shared)
+            printing = rng.random() < 0.5
+            args = (["token", "print", "--user", user, "--min-ttl", "86000", "--json"] if printing
+                    else ["token", "refresh", "--user", user, "--json"])
+            status, out, err = self.run(args, home=self.ohome)
+            if self.soak_outcome(args, status, out, err, tally):
+                note("token refresh (print or refresh) succeeded")
+                with self.failures.lock:
+                    self.oauth[user]["reported"] = None  # another worker may have refreshed since
+        elif choice < 0.7:
+            serial = tally.get("_oauth_serial", 0) + 1
+            tally["_oauth_serial"] = serial
+            user = f"soak-oauth-{index}-{serial}"
+            args = ["dcr", "register", "--user", user, "--software-id", "keymgr-template", "--json"]
+            status, out, err = self.run(args, home=self.ohome)
+            if self.soak_outcome(args, status, out, err, tally):
+                note("dcr.registered")
+                tally.setdefault("_clients", {})[user] = json.loads(out)["clientId"]
+        elif choice < 0.95:
+            args = ["sync", "--json"]
+            status, out, err = self.run(args, home=self.ohome)
+            if status == 75 and "another `keymgr sync`" in err:
+                note("OAuth sync lease held (expected with overlapping syncs)")
+            elif self.soak_outcome(args, status, out, err, tally):
+                wiped = json.loads(out).get("registrationsWiped")
+                if wiped:
+                    self.failures.add(f"soak: an OAuth sync wiped {wiped}")
+                note("OAuth sync")
+        else:
+            args = ["master", "rotate", "--yes", "--json"]
+            status, out, err = self.run(args, home=self.ohome)
+            if status == 75 and "another `keymgr master rotate`" in err:
+                note("OAuth rotation lock held (expected with overlapping rotations)")
+            elif self.soak_outcome(args, status, out, err, tally):
+                note("OAuth master rotated")
+
+    def check_oauth_soak(self, totals, before, server_before):
+        """After the soak: one `tokens.refreshed` entry per refresh the server saw, no refresh token presented
+        twice, every registration reported is stored, every shared user's stored tokens are live."""
+        after = self.audit_counts(self.odb)
+        server_after = self.admin("GET", "tokens")["result"]
+        self.checks += 1
+        spent = sum(1 for row in server_after if row.get("kind") == "refresh" and row.get("status") == "used"
+                    and server_before.get(row["token"], {}).get("status") != "used")
+        recorded = after.get("tokens.refreshed", 0) - before.get("tokens.refreshed", 0)
+        if spent != recorded:
+            self.failures.add(f"soak: the server saw {spent} refreshes but the OAuth store audited {recorded}")
+        totals["refreshes the server saw"] = spent
+        self.checks += 1
+        for row in server_after:
+            earlier = server_before.get(row["token"], {}).get("presentations", 0)
+            if row.get("kind") == "refresh" and row.get("presentations", 0) > 1 and row.get("presentations", 0) > earlier:
+                self.failures.add(f"soak: a refresh token of {row.get('client_id')} was presented "
+                                  f"{row.get('presentations')} times (two processes spent it)")
+        self.checks += 1
+        recorded = after.get("dcr.registered", 0) - before.get("dcr.registered", 0)
+        if recorded != totals.get("dcr.registered", 0):
+            self.failures.add(f"soak: {totals.get('dcr.registered', 0)} successful dcr register but {recorded} audit entries")
+        # Every reported registration is stored; the harness tracks them from now on.
+        registrations, _ = self.oauth_rows()
+        for tally in self.soak_tallies:
+            for user, client in tally.get("_clients", {}).items():
+                self.checks += 1
+                if registrations.get(user, {}).get("client_id") != client:
+                    self.failures.add(f"soak: {user}'s reported client {client} is not the stored one")
+                state = self.new_oauth_user()
+                state.update(registered=True, client=client)
+                self.oauth[user] = state
+                self.client_users[client] = user
+        for user in sorted(self.oauth):
+            self.check_oauth_user(user, "after the soak")
 
 
 def main():
@@ -602,6 +1118,8 @@ def main():
             harness.failures.add(f"only {harness.kills} kills landed (wanted {options.kills})")
         totals = harness.soak_phase(options.soak_seconds, rotate=options.soak_rotate)
         print("soak outcomes: " + ", ".join(f"{k} {v}" for k, v in sorted(totals.items())), flush=True)
+        print("outcomes a kill explains: " + (", ".join(f"{k} {v}" for k, v in sorted(harness.explained.items()))
+                                              or "none"), flush=True)
     except Exception as error:
         harness.failures.add(f"harness stopped: {error!r}")
     finally:

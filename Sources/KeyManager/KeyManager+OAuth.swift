@@ -31,11 +31,13 @@ extension KeyManager {
         let at = now()
         let secretSlot = SealedSlot.registrationSecret("client_secret", userId: userId, serverName: serverName)
         let tokenSlot = SealedSlot.registrationSecret("registration_access_token", userId: userId, serverName: serverName)
-        let clientSecret = try parsed.clientSecret.map { try hierarchy.seal(SecretBytes(utf8: $0), in: secretSlot) }
-        let accessToken = try parsed.registrationAccessToken.map { try hierarchy.seal(SecretBytes(utf8: $0), in: tokenSlot) }
         let (authMethod, grantTypes, extra) = (parsed.tokenEndpointAuthMethod, parsed.grantTypes, parsed.extra)
-        let clientIdHMAC = try hierarchy.auditIdentifier(clientId)
         return try write { writer in
+            // Sealed inside the transaction, under the master key it checked: a rotation elsewhere that committed
+            // since this process loaded its key makes `write` reload the key and run this again.
+            let clientSecret = try parsed.clientSecret.map { try hierarchy.seal(SecretBytes(utf8: $0), in: secretSlot) }
+            let accessToken = try parsed.registrationAccessToken.map { try hierarchy.seal(SecretBytes(utf8: $0), in: tokenSlot) }
+            let clientIdHMAC = try hierarchy.auditIdentifier(clientId)
             try writer.upsertUser(userId: userId, username: nil, at: at)
             let existing = try writer.registration(userId: userId, serverName: serverName)
             if let existing, existing.clientId != clientId, event != "dcr.registered" {
@@ -81,14 +83,21 @@ extension KeyManager {
 
     /// Opens the registration's secrets.
     public func registrationSecrets(userId: String, serverName: String) throws -> RegistrationSecrets {
-        guard let record = try read({ try $0.registration(userId: userId, serverName: serverName) }) else {
-            throw KeyManagerError(.clientNotRegistered, "\(userId) has no client registration: run `keymgr dcr register --user \(userId) …`")
-        }
         let open = { (sealed: Data?, column: String) throws -> String? in
             try sealed.map { String(decoding: try self.openSealed($0, .registrationSecret(column, userId: userId, serverName: serverName)).bytes, as: UTF8.self) }
         }
-        return RegistrationSecrets(clientSecret: try open(record.sealedClientSecret, "client_secret"),
-                                   registrationAccessToken: try open(record.sealedRegistrationAccessToken, "registration_access_token"))
+        // Opened inside the read: a value that does not open because a rotation elsewhere committed since this
+        // process loaded its key makes `read` reload the key and read again.
+        let secrets = try read { reader -> RegistrationSecrets? in
+            try reader.registration(userId: userId, serverName: serverName).map { record in
+                RegistrationSecrets(clientSecret: try open(record.sealedClientSecret, "client_secret"),
+                                    registrationAccessToken: try open(record.sealedRegistrationAccessToken, "registration_access_token"))
+            }
+        }
+        guard let secrets else {
+            throw KeyManagerError(.clientNotRegistered, "\(userId) has no client registration: run `keymgr dcr register --user \(userId) …`")
+        }
+        return secrets
     }
 
     /// Removes the user's registration at the server together with its tokens and DPoP key, in one transaction,
@@ -183,11 +192,12 @@ extension KeyManager {
         }
         let at = now()
         let slot = { (column: String) in SealedSlot.tokenSecret(column, userId: userId, serverName: serverName) }
-        let access = try hierarchy.seal(SecretBytes(utf8: issued.accessToken), in: slot("access_token"))
-        let refresh = try issued.refreshToken.map { try hierarchy.seal(SecretBytes(utf8: $0), in: slot("refresh_token")) }
-        let idToken = try issued.idToken.map { try hierarchy.seal(SecretBytes(utf8: $0), in: slot("id_token")) }
-        let sealedKey = try dpopKey.map { try hierarchy.seal($0.privateKey.rawRepresentation, in: slot("dpop_key")) }
         return try write { writer in
+            // Sealed inside the transaction, under the master key it checked (see saveRegistration).
+            let access = try hierarchy.seal(SecretBytes(utf8: issued.accessToken), in: slot("access_token"))
+            let refresh = try issued.refreshToken.map { try hierarchy.seal(SecretBytes(utf8: $0), in: slot("refresh_token")) }
+            let idToken = try issued.idToken.map { try hierarchy.seal(SecretBytes(utf8: $0), in: slot("id_token")) }
+            let sealedKey = try dpopKey.map { try hierarchy.seal($0.privateKey.rawRepresentation, in: slot("dpop_key")) }
             try writer.upsertUser(userId: userId, username: nil, at: at)
             let existing = try writer.tokenSet(userId: userId, serverName: serverName)
             let sameClient = existing?.clientId == clientId ? existing : nil
@@ -213,22 +223,31 @@ extension KeyManager {
 
     /// Opens the token strings.
     public func tokenSecrets(userId: String, serverName: String) throws -> TokenSecrets {
-        guard let record = try read({ try $0.tokenSet(userId: userId, serverName: serverName) }) else {
-            throw KeyManagerError(.clientNotRegistered, "\(userId) has no tokens: run `keymgr login --user \(userId)`")
-        }
         let open = { (sealed: Data?, column: String) throws -> String? in
             try sealed.map { String(decoding: try self.openSealed($0, .tokenSecret(column, userId: userId, serverName: serverName)).bytes, as: UTF8.self) }
         }
-        return TokenSecrets(accessToken: try open(record.sealedAccessToken, "access_token"),
-                            refreshToken: try open(record.sealedRefreshToken, "refresh_token"),
-                            idToken: try open(record.sealedIdToken, "id_token"))
+        // Opened inside the read (see registrationSecrets).
+        let secrets = try read { reader -> TokenSecrets? in
+            try reader.tokenSet(userId: userId, serverName: serverName).map { record in
+                TokenSecrets(accessToken: try open(record.sealedAccessToken, "access_token"),
+                             refreshToken: try open(record.sealedRefreshToken, "refresh_token"),
+                             idToken: try open(record.sealedIdToken, "id_token"))
+            }
+        }
+        guard let secrets else {
+            throw KeyManagerError(.clientNotRegistered, "\(userId) has no tokens: run `keymgr login --user \(userId)`")
+        }
+        return secrets
     }
 
     /// The DPoP key the user's tokens are bound to; nil when they are not bound.
     public func dpopKey(userId: String, serverName: String) throws -> DPoPKey? {
-        guard let record = try read({ try $0.tokenSet(userId: userId, serverName: serverName) }),
-              let sealed = record.sealedDpopKey else { return nil }
-        let raw = try openSealed(sealed, .tokenSecret("dpop_key", userId: userId, serverName: serverName))
+        // Opened inside the read (see registrationSecrets).
+        let raw = try read { reader -> SecretBytes? in
+            guard let sealed = try reader.tokenSet(userId: userId, serverName: serverName)?.sealedDpopKey else { return nil }
+            return try openSealed(sealed, .tokenSecret("dpop_key", userId: userId, serverName: serverName))
+        }
+        guard let raw else { return nil }
         return try DPoPKey(try P256PrivateKey(rawRepresentation: raw))
     }
 

@@ -15,11 +15,15 @@ public enum RegistrationCheck: Sendable, Equatable {
 public struct RegistrationService: Sendable {
     public let manager: KeyManager
     let connection: ServerConnection
+    /// The store's home, where the per-user lock a registration read or delete shares with refreshes lives.
+    let home: StoreLocation
     let logger: Logger
 
-    public init(manager: KeyManager, connection: ServerConnection, logger: Logger = KeyManager.silentLogger) {
+    public init(manager: KeyManager, connection: ServerConnection, home: StoreLocation,
+                logger: Logger = KeyManager.silentLogger) {
         self.manager = manager
         self.connection = connection
+        self.home = home
         self.logger = logger
     }
 
@@ -58,8 +62,15 @@ public struct RegistrationService: Sendable {
 
     /// Reads the registration at the server (RFC 7592 GET), storing the registration access token and client
     /// secret the server rotated (Curity does on every read) in one transaction. A 401 means the client is gone:
-    /// the registration, its tokens and DPoP key are wiped and audited (sync rule 5).
+    /// the registration, its tokens and DPoP key are wiped and audited (sync rule 5). Holds the user's lock, so no
+    /// refresh or login of the user sends the client secret this read rotates away.
     public func check(userId: String) async throws -> RegistrationCheck {
+        try await TokenRefreshLock.holding(home: home, userId: userId, serverName: connection.serverName) {
+            try await checkHoldingLock(userId: userId)
+        }
+    }
+
+    private func checkHoldingLock(userId: String) async throws -> RegistrationCheck {
         let server = connection.serverName
         guard let registration = try manager.registration(userId: userId, serverName: server) else {
             throw KeyManagerError(.clientNotRegistered, "\(userId) has no client registration: run `keymgr dcr register --user \(userId) …`")
@@ -79,8 +90,14 @@ public struct RegistrationService: Sendable {
     }
 
     /// Deletes the client at the server (RFC 7592 DELETE; already gone is fine), then its registration, tokens and
-    /// DPoP key here.
+    /// DPoP key here. Holds the user's lock, so no refresh stores tokens of the deleted client after the wipe.
     public func delete(userId: String) async throws {
+        try await TokenRefreshLock.holding(home: home, userId: userId, serverName: connection.serverName) {
+            try await deleteHoldingLock(userId: userId)
+        }
+    }
+
+    private func deleteHoldingLock(userId: String) async throws {
         let server = connection.serverName
         guard let registration = try manager.registration(userId: userId, serverName: server) else {
             throw KeyManagerError(.clientNotRegistered, "\(userId) has no client registration at this server")

@@ -61,11 +61,14 @@ public struct SyncReport: Sendable, Equatable {
 public struct SyncService: Sendable {
     public let manager: KeyManager
     let connection: ServerConnection
+    /// The store's home: registration reads (rule 5) take the per-user lock there that refreshes take.
+    let home: StoreLocation
     let logger: Logger
 
-    public init(manager: KeyManager, connection: ServerConnection, logger: Logger) {
+    public init(manager: KeyManager, connection: ServerConnection, home: StoreLocation, logger: Logger) {
         self.manager = manager
         self.connection = connection
+        self.home = home
         self.logger = logger
     }
 
@@ -193,7 +196,7 @@ public struct SyncService: Sendable {
     private func checkRegistrations(_ report: inout SyncReport, _ options: SyncOptions) async throws {
         let registrations = try manager.registrations()
         guard !options.dryRun, !registrations.isEmpty else { return }
-        let outcome = await RegistrationService(manager: manager, connection: connection, logger: logger).checkAll()
+        let outcome = await RegistrationService(manager: manager, connection: connection, home: home, logger: logger).checkAll()
         report.registrationsChecked = outcome.checked
         report.registrationsWiped = outcome.wiped
         report.writes += outcome.wiped.count

@@ -3,8 +3,12 @@ import KeyManager
 import Logging
 import ServerClients
 
-/// One refresh at a time per user and server, across processes: an exclusive `flock` on a file in the home.
+/// One use of a user's client credentials at a time per user and server, across processes: an exclusive `flock`
+/// on a file in the home.
 ///
+/// Held by a refresh (so two processes never spend one refresh token), by each device-grant request and poll, by a
+/// token revocation, and by a registration read or delete: a Curity-like server rotates the client secret and the
+/// registration access token on every registration read, so a secret read before a read must not be sent after it.
 /// The kernel releases it when the holder exits or is killed, so a killed refresh never blocks the next.
 final class TokenRefreshLock {
     private var descriptor: Int32
@@ -21,6 +25,14 @@ final class TokenRefreshLock {
             try await Task.sleep(nanoseconds: 20_000_000)
         }
         return lock
+    }
+
+    /// Runs `body` holding the lock of `userId` at `serverName`.
+    static func holding<T>(home: StoreLocation, userId: String, serverName: String,
+                           _ body: () async throws -> T) async throws -> T {
+        let lock = try await acquire(home: home, userId: userId, serverName: serverName)
+        defer { lock.release() }
+        return try await body()
     }
 
     private init(home: StoreLocation, userId: String, serverName: String) throws {
@@ -160,6 +172,12 @@ public struct TokenService: Sendable {
     /// Revokes the refresh token (which takes its access tokens with it) and the access token at the server
     /// (RFC 7009), then discards the tokens and the DPoP key here.
     public func revoke(userId: String) async throws {
+        try await TokenRefreshLock.holding(home: home, userId: userId, serverName: serverName) {
+            try await revokeHoldingLock(userId: userId)
+        }
+    }
+
+    private func revokeHoldingLock(userId: String) async throws {
         guard try manager.tokenSet(userId: userId, serverName: serverName) != nil else {
             throw KeyManagerError(.clientNotRegistered, "\(userId) has no tokens to revoke")
         }
@@ -233,15 +251,17 @@ public struct DeviceLoginService: Sendable {
                                                flag: "--device-authorization-endpoint")
         let registered = try tokens.manager.registration(userId: userId, serverName: tokens.serverName)
         let scope = scope ?? registered?.scope
-        return try await connection.tokenClient(nonces: tokens.nonces).authorizeDevice(
-            endpoint: endpoint, client: try tokens.credentials(userId: userId), scope: scope)
+        return try await TokenRefreshLock.holding(home: tokens.home, userId: userId, serverName: tokens.serverName) {
+            try await connection.tokenClient(nonces: tokens.nonces).authorizeDevice(
+                endpoint: endpoint, client: try tokens.credentials(userId: userId), scope: scope)
+        }
     }
 
     /// Polls at the server's interval (5 s slower on each `slow_down`) until the person approves, then stores the
-    /// tokens, bound to a new DPoP key when the profile is bound.
+    /// tokens, bound to a new DPoP key when the profile is bound. Each poll reads the client credentials afresh
+    /// under the user's lock: a sync may have rotated the client secret since the last one.
     public func finish(userId: String, _ authorization: DeviceAuthorization) async throws -> TokenSet {
         let connection = tokens.connection
-        let client = try tokens.credentials(userId: userId)
         let key = tokens.bound ? try DPoPKey.generate() : nil
         let endpoint = try connection.tokenEndpoint
         let deadline = Date().addingTimeInterval(TimeInterval(authorization.expiresIn))
@@ -252,6 +272,9 @@ public struct DeviceLoginService: Sendable {
             guard Date() < deadline.addingTimeInterval(TimeInterval(interval)) else {
                 throw KeyManagerError(.timeout, "the login code expired before it was approved: run `keymgr login` again")
             }
+            let lock = try await TokenRefreshLock.acquire(home: tokens.home, userId: userId, serverName: tokens.serverName)
+            defer { lock.release() }
+            let client = try tokens.credentials(userId: userId)
             let result: DevicePollResult
             do {
                 result = try await tokenClient.pollDeviceCode(tokenEndpoint: endpoint, deviceCode: authorization.deviceCode,

@@ -71,6 +71,9 @@ struct RefServerCommand: AsyncParsableCommand {
     @Option(help: "The OAuth issuer's path below the base URL, e.g. /oauth/v2/oauth-anonymous.")
     var oauthIssuerPath: String = ""
 
+    @Option(help: "The polling interval (seconds, 1 or more) device authorization answers announce; default 5.")
+    var oauthDeviceInterval: Int = 5
+
     @Option(help: "Name of a usernameless signing journey (no NameCallback; the callback's userId is empty).")
     var usernamelessJourney: String?
 
@@ -101,6 +104,7 @@ struct RefServerCommand: AsyncParsableCommand {
             throw ValidationError("--oauth-issuer-path must start with / and not end with /")
         }
         if let idleExit, idleExit <= 0 { throw ValidationError("--idle-exit must be positive") }
+        guard oauthDeviceInterval >= 1 else { throw ValidationError("--oauth-device-interval must be 1 or more") }
         guard (1...3600).contains(callbackTimeout) else { throw ValidationError("--callback-timeout must be in 1...3600") }
         if let maxSavedDevices, maxSavedDevices < 1 { throw ValidationError("--max-saved-devices must be at least 1") }
         if let usernamelessJourney, [bindingJourney, signingJourney].contains(usernamelessJourney) {
@@ -180,6 +184,7 @@ struct RefServerCommand: AsyncParsableCommand {
         oauth.resourceRequiresDPoPNonce = oauthResourceDpopNonce
         oauth.servesAuthorizationServerMetadata = !oauthOpenidDiscoveryOnly
         oauth.issuerPath = oauthIssuerPath
+        oauth.deviceCodeInterval = oauthDeviceInterval
         return oauth
     }
 

@@ -108,4 +108,38 @@ final class OAuthCredentialTests: KeyManagerTestCase {
         XCTAssertNotEqual(try JWS.decode(other).claims["jti"], decoded.claims["jti"], "a fresh jti per proof")
         XCTAssertNil(try JWS.decode(other).claims["nonce"])
     }
+
+    /// A process that loaded the master key before a `master rotate` elsewhere committed (make stress's soak: a
+    /// token refresh racing a rotation) stores its tokens and registration under the new key, and reads them.
+    func testTokensAndRegistrationsStoredByAProcessThatMissedARotationOpenUnderTheNewKey() throws {
+        try configure()
+        try manager.saveRegistration(userId: "alice", serverName: "default", answer: answer)
+        let key = try DPoPKey.generate()
+        try manager.storeTokens(
+            userId: "alice", serverName: "default", clientId: "c-1",
+            issued: IssuedTokens(accessToken: "at-1", tokenType: "DPoP", expiresIn: 300, refreshToken: "rt-1", idToken: nil, scope: "read"),
+            dpopKey: key, event: "tokens.login")
+        let writer = try reopen()  // loaded the key before the rotation
+        let reader = try reopen()
+        _ = try manager.rotateMasterKey()
+
+        XCTAssertEqual(try reader.tokenSecrets(userId: "alice", serverName: "default").accessToken, "at-1",
+                       "a rotation elsewhere is not tampering")
+        XCTAssertEqual(try reader.registrationSecrets(userId: "alice", serverName: "default").clientSecret, "secret-one")
+        XCTAssertEqual(try reader.dpopKey(userId: "alice", serverName: "default")?.thumbprint, key.thumbprint)
+
+        try writer.storeTokens(
+            userId: "alice", serverName: "default", clientId: "c-1",
+            issued: IssuedTokens(accessToken: "at-2", tokenType: "DPoP", expiresIn: 300, refreshToken: "rt-2", idToken: nil, scope: "read"),
+            dpopKey: key, event: "tokens.refreshed")
+        try writer.saveRegistration(userId: "alice", serverName: "default", answer: [
+            "client_id": "c-1", "client_secret": "secret-two", "registration_access_token": "rat-two",
+        ], event: "dcr.read")
+        let fresh = try reopen()
+        XCTAssertEqual(try fresh.tokenSecrets(userId: "alice", serverName: "default"),
+                       TokenSecrets(accessToken: "at-2", refreshToken: "rt-2", idToken: nil))
+        XCTAssertEqual(try fresh.dpopKey(userId: "alice", serverName: "default")?.thumbprint, key.thumbprint)
+        XCTAssertEqual(try fresh.registrationSecrets(userId: "alice", serverName: "default"),
+                       RegistrationSecrets(clientSecret: "secret-two", registrationAccessToken: "rat-two"))
+    }
 }

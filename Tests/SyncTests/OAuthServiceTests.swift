@@ -44,7 +44,7 @@ final class OAuthServiceTests: XCTestCase {
 
     func testLoginRefreshAndAResourceCallFollowServerNonces() async throws {
         let connection = try ServerConnection.configured(in: manager, timeout: 5, environment: [:])
-        let registration = try await RegistrationService(manager: manager, connection: connection)
+        let registration = try await RegistrationService(manager: manager, connection: connection, home: home)
             .register(userId: "alice", softwareId: "keymgr-template", metadata: nil, scope: nil, initialAccessToken: nil)
         let login = DeviceLoginService(tokens: try tokenService())
         let authorization = try await login.start(userId: "alice", scope: nil)

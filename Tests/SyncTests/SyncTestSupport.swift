@@ -46,7 +46,7 @@ class SyncTestCase: XCTestCase {
     }
 
     func service(timeout: TimeInterval = 2) throws -> SyncService {
-        SyncService(manager: manager, connection: try connection(timeout: timeout), logger: Logger(label: "keymgr.sync.test"))
+        SyncService(manager: manager, connection: try connection(timeout: timeout), home: home, logger: Logger(label: "keymgr.sync.test"))
     }
 
     func sync(_ configure: (inout SyncOptions) -> Void = { _ in }) async throws -> SyncReport {

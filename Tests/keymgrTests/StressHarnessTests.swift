@@ -2,8 +2,9 @@ import Foundation
 import XCTest
 
 /// The short form of `make stress` (proof/stress.py --short): at least 30 SIGKILLs of keymgr during bind, rebind,
-/// revoke, pin change, sync and master rotate, each followed by read-only checks of the store, then a 20-second
-/// soak of four processes. The harness does the checking; this test asserts its verdict.
+/// revoke, pin change, sync, master rotate, dcr register, login, token refresh and token import, each followed by
+/// read-only checks of the store, then a 20-second soak of four processes. The harness does the checking; this
+/// test asserts its verdict.
 final class StressHarnessTests: XCTestCase {
     func testShortCrashAndSoakRunFindsNoFailure() throws {
         let sandbox = try Sandbox()

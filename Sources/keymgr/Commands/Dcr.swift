@@ -15,7 +15,7 @@ struct OAuthContext {
         connection = try ServerConnection.configured(in: manager, timeout: timeout)
     }
 
-    var registrations: RegistrationService { RegistrationService(manager: manager, connection: connection, logger: globals.logger) }
+    var registrations: RegistrationService { RegistrationService(manager: manager, connection: connection, home: globals.storeHome, logger: globals.logger) }
     var tokens: TokenService { TokenService(manager: manager, connection: connection, home: globals.storeHome, logger: globals.logger) }
 
     /// A whole small file (a secret or a metadata document), or `badInput`.

@@ -66,7 +66,7 @@ struct SyncCommand: KeymgrCommand {
         let console = globals.console
         let manager = try globals.openManager()
         let connection = try ServerConnection.configured(in: manager, timeout: timeout ?? 15)
-        let service = SyncService(manager: manager, connection: connection, logger: globals.logger)
+        let service = SyncService(manager: manager, connection: connection, home: globals.storeHome, logger: globals.logger)
         let options = {
             var options = SyncOptions()
             options.dryRun = dryRun
