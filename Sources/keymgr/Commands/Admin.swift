@@ -34,7 +34,8 @@ struct Admin: ParsableCommand {
     /// Prints a listing as `admin devices --json` or a table, then fails (after the listing) if any user's failed.
     /// When no user could be listed, nothing is printed: the failure is reported as any command reports it
     /// (69 unreachable, 77 credential refused, …).
-    static func printListing(_ listing: FleetListing, globals: GlobalOptions, wide: Bool, empty: String) throws {
+    static func printListing(_ listing: FleetListing, globals: GlobalOptions, wide: Bool, oneUser: Bool = false,
+                             empty: String) throws {
         if let first = listing.errors.first, listing.errors.count == listing.users {
             throw KeyManagerError(KeyManagerError.Code(rawValue: first.code) ?? .failure, first.message)
         }
@@ -42,12 +43,15 @@ struct Admin: ParsableCommand {
         if globals.json {
             console.answer(json: listing.bindings.map(FleetBindingJSON.init))
         } else {
+            // 80 columns: dates without the time (--wide and --json have it); one user's listing has no user column.
             let date = { (value: Date?) in wide ? HumanText.time(value) : String(HumanText.time(value).prefix(10)) }
-            console.table(["USER ID", "DEVICE NAME", "DEVICE ID", "KID", "CREATED", "LAST ACCESS", "HERE"],
-                          listing.bindings.map { [$0.userId, HumanText.text($0.deviceName), HumanText.text($0.deviceId),
-                                                  HumanText.kid($0.kid, wide: wide), date($0.createdAt), date($0.lastAccessAt),
-                                                  $0.thisDevice ? "yes" : "-"] },
-                          empty: empty, wide: wide, keepWhole: [3, 4, 5, 6])
+            let skip = oneUser ? 1 : 0
+            let headers = ["USER ID", "DEVICE NAME", "DEVICE ID", "KID", "CREATED", "LAST ACCESS", "HERE"].dropFirst(skip)
+            let rows = listing.bindings.map {
+                [$0.userId, HumanText.text($0.deviceName), HumanText.text($0.deviceId), HumanText.kid($0.kid, wide: wide),
+                 date($0.createdAt), date($0.lastAccessAt), $0.thisDevice ? "yes" : "-"].dropFirst(skip).map { $0 }
+            }
+            console.table(Array(headers), rows, empty: empty, wide: wide, keepWhole: Set([3, 4, 5, 6].map { $0 - skip }))
         }
         guard let first = listing.errors.first else { return }
         for error in listing.errors {
@@ -113,7 +117,7 @@ struct Admin: ParsableCommand {
                     }
                 }
             }
-            try Admin.printListing(listing, globals: globals, wide: table.wide,
+            try Admin.printListing(listing, globals: globals, wide: table.wide, oneUser: single,
                                    empty: single ? "the server lists no binding of \(userIds[0])" : "the server lists no binding of the \(userIds.count) known users")
         }
     }
