@@ -211,6 +211,13 @@ final class AdminCommandTests: ServerTestCase {
         XCTAssertEqual(Set(everyone.compactMap { $0["kid"] as? String }), [aliceKid, bobKid, oldKid])
         XCTAssertEqual(everyone.filter { $0["thisDevice"] as? Bool == true }.count, 2)
         XCTAssertEqual(try audit("admin.staleListed").count, 3)
+
+        // One user's listing fails: the others are still printed, the failure is named, and the exit says so.
+        try server.setFault(user: "bob", ["fault": "status500"])
+        let partial = try sandbox.keymgr(["admin", "devices", "--all-known", "--json"])
+        XCTAssertEqual(partial.status, 69, partial.summary)
+        XCTAssertEqual(try partial.array().compactMap { $0["kid"] as? String }, [aliceKid], "alice's listing is printed")
+        XCTAssertTrue(partial.stderr.contains(universalId("bob")) && partial.stderr.contains("serverUnavailable"), partial.stderr)
     }
 
     // MARK: audit
