@@ -174,10 +174,21 @@ final class AdminCommandTests: ServerTestCase {
         XCTAssertEqual(attempts.map { ($0["details"] as? [String: Any])?["changed"] as? Bool }, [true, false, false, false, false],
                        "every attempt is recorded, only the first changed anything")
 
-        // Revoking this very device (here, on A): its key is revoked now, and a second run changes nothing.
+        // Revoking this very device (here, on A): its key is revoked now, the client it registered for alice is
+        // deleted at the server (keymgr holds its management credential), and a second run changes nothing.
+        try sandbox.succeed(server.serverSetArguments + ["--issuer", server.baseURL.absoluteString])
+        let client = try sandbox.succeed(["dcr", "register", "--user", universalId("alice"), "--software-id", "keymgr-template",
+                                          "--json"]).object()
+        let clientId = try XCTUnwrap(client["clientId"] as? String)
         let own = try sandbox.succeed(["admin", "revoke", "--user", "alice", "--device-id", idA, "--reason", "left", "--yes", "--json"]).object()
         XCTAssertEqual(own["thisDevice"] as? Bool, true)
         XCTAssertEqual(own["revokedHere"] as? [String], [kidA])
+        XCTAssertEqual(own["clientDeleted"] as? Bool, true)
+        XCTAssertEqual(own["registrationsWiped"] as? Int, 1)
+        let clients = try server.request("GET", "/__refserver/oauth/clients")
+        let remaining = ((clients.json as? [String: Any])?["result"] as? [[String: Any]] ?? []).compactMap { $0["client_id"] as? String }
+        XCTAssertFalse(remaining.contains(clientId), "the client is gone from the server: \(remaining)")
+        XCTAssertEqual(try sandbox.keymgr(["dcr", "show", "--user", universalId("alice")]).status, 66)
         XCTAssertEqual(try keys()[kidA]?["status"] as? String, "revoked")
         XCTAssertEqual(try keys()[kidA]?["serverState"] as? String, "deleted", "already gone from the server: nothing left to delete")
         let ownAgain = try sandbox.succeed(["admin", "revoke", "--user", "alice", "--device-id", idA, "--reason", "left", "--yes", "--json"]).object()
