@@ -141,3 +141,48 @@ run token show --user gina
 run token revoke --user gina
 run audit --user gina
 run audit verify
+
+# The stolen-device story. frank binds his tablet (home A) and the service desk (home B) through the journey;
+# the tablet is stolen; an administrator at the desk finds it and revokes it; the tablet's next sync wipes it.
+tablet="$(dirname "$home")/tablet"
+desk="$(dirname "$home")/desk"
+on() {
+    local where="$1" dir; shift
+    if [ "$where" = tablet ]; then dir="$tablet"; else dir="$desk"; fi
+    printf '\n%s$ keymgr%s\n' "$where" "$(quoted "$@")"
+    "$bin/keymgr" --home "$dir" "$@" 3<<<"$password"
+}
+# A step that must fail with exit status $1 (the demo stops if it does anything else).
+on_failing() {
+    local expected="$1" status=0; shift
+    on "$@" || status=$?
+    if [ "$status" -ne "$expected" ]; then echo "expected exit status $expected, got $status" >&2; exit 1; fi
+    echo "(exit status $status)"
+}
+for where in tablet desk; do
+    name="frank's tablet"; [ "$where" = desk ] && name="service desk"
+    on "$where" init --device-name "$name" --argon2-memory 19456 --argon2-iterations 2 --argon2-parallelism 1
+    on "$where" server set --dialect pingam --base-url "$url" --credential-file "$token_file" --issuer "$url"
+    on "$where" bind --journey RegisterDevice --user frank --password-fd 3
+done
+# The tablet also holds frank's own OAuth client.
+on tablet dcr register --user "id=frank,ou=user,ou=am-config" --software-id keymgr-template
+on tablet sync
+tablet_id="$("$bin/keymgr" --home "$tablet" status --json | python3 -c 'import json, sys; print(json.load(sys.stdin)["deviceId"])')"
+
+# At the service desk: frank's bindings (the kiosk's, the tablet's and the desk's own), then the tablet revoked.
+on desk admin devices --user frank
+on desk admin revoke --user frank --device-id "$tablet_id" --reason stolen --yes
+on desk admin revoke --user frank --device-id "$tablet_id" --reason stolen --yes    # again: nothing changes
+on desk admin stale --days 30
+
+# The tablet syncs: its key is revoked, frank's client deleted and his registration and tokens wiped.
+on tablet sync
+on tablet list --status all
+on_failing 66 tablet dcr show --user "id=frank,ou=user,ou=am-config"
+on_failing 66 tablet sign --user frank --challenge "$challenge"
+on tablet audit --event key.revokedByServer --wide
+# The desk still signs for frank, and its log says who revoked the tablet and why.
+on desk sign --user frank --challenge "$challenge"
+on desk audit --event admin.deviceRevoked --wide
+on desk audit verify

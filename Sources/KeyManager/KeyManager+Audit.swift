@@ -3,11 +3,13 @@ import Storage
 
 extension KeyManager {
     /// The events keymgr records, for people filtering the log.
-    public static let knownAuditEvents: Set<String> = [
+    public static let knownAuditEvents: Set<String> = Set<String>([
         "store.initialized", "key.bound", "key.rebound", "key.signed", "key.superseded", "key.revoked", "key.locked",
         "key.registered", "key.revokedByServer", "key.deletedOnServer", "orphan.deletedOnServer", "credentials.wiped",
         "pin.changed", "pin.failed", "pin.parametersUpgraded", "master.rotated", "server.configured", "store.integrityStamped",
-    ]
+        "key.bindingRefused", "dcr.registered", "dcr.read", "dcr.deleted", "dcr.revokedByServer", "tokens.imported",
+        "tokens.login", "tokens.refreshed", "tokens.discarded",
+    ]).union(adminAuditEvents)
 
     /// Audit entries matching `filter`, oldest first. An event name keymgr does not know, and the log does not
     /// hold, is a usage error that lists the names it knows.

@@ -59,6 +59,9 @@ extension KeyManager {
         try keys(userId: nil, statuses: Set(KeyStatus.allCases))
     }
 
+    /// Why sync revoked a key (rule 2), as its audit entries say.
+    static let removedOnServerReason = "removed on the server (an administrator or the user deleted the binding)"
+
     /// Applies one user's server changes in one transaction, with an audit entry per change.
     /// Only rows whose values really change are written.
     @discardableResult
@@ -93,7 +96,9 @@ extension KeyManager {
                 key.serverState = .deleted
                 try writer.update(try stamped(key))
                 try writer.deleteAppPIN(kid: kid)
-                try writer.appendAudit(auditEvent("key.revokedByServer", userId: key.userId, kid: kid))
+                try writer.appendAudit(auditEvent("key.revokedByServer", userId: key.userId, kid: kid, details: [
+                    "reason": .string(Self.removedOnServerReason),
+                ]))
                 outcome.revoked.append(kid)
                 outcome.writes += 2
                 wipeCredentials = true
@@ -111,12 +116,16 @@ extension KeyManager {
                 outcome.writes += 1
             }
             if wipeCredentials {
-                // The server revoked the binding: the tokens and DPoP keys that rode on it go too.
+                // The server revoked the binding: the tokens, DPoP keys and client registrations of this device
+                // that rode on it go too (the sync service has already asked the server to delete the client).
                 let tokens = try writer.deleteTokenSets(userId: changes.userId)
-                if tokens > 0 {
-                    try writer.appendAudit(auditEvent("credentials.wiped", userId: changes.userId,
-                                                      details: ["tokenSets": .int(Int64(tokens))]))
-                    outcome.writes += tokens + 1
+                let registrations = try writer.deleteRegistrations(userId: changes.userId)
+                if tokens + registrations > 0 {
+                    try writer.appendAudit(auditEvent("credentials.wiped", userId: changes.userId, details: [
+                        "tokenSets": .int(Int64(tokens)), "registrations": .int(Int64(registrations)),
+                        "reason": .string(Self.removedOnServerReason),
+                    ]))
+                    outcome.writes += tokens + registrations + 1
                 }
             }
             return outcome

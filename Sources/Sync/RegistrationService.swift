@@ -109,6 +109,27 @@ public struct RegistrationService: Sendable {
         try manager.wipeRegistration(userId: userId, serverName: server, event: "dcr.deleted", reason: "deleted by keymgr dcr delete")
     }
 
+    /// Deletes the user's client at the server only (RFC 7592 DELETE; already gone is fine), for callers that wipe
+    /// the registration here in a transaction of their own. Returns false when the user has no registration at this
+    /// server or keymgr holds no management credential (registration client URI and access token) for it.
+    /// Holds the user's lock while it talks to the server, as `delete` does.
+    public func deleteAtServer(userId: String) async throws -> Bool {
+        try await TokenRefreshLock.holding(home: home, userId: userId, serverName: connection.serverName) {
+            try await deleteAtServerHoldingLock(userId: userId)
+        }
+    }
+
+    private func deleteAtServerHoldingLock(userId: String) async throws -> Bool {
+        let server = connection.serverName
+        guard let registration = try manager.registration(userId: userId, serverName: server),
+              let uri = registration.registrationClientURI,
+              let token = try manager.registrationSecrets(userId: userId, serverName: server).registrationAccessToken else {
+            return false
+        }
+        try await connection.registrationClient.delete(registrationClientURI: uri, registrationAccessToken: token)
+        return true
+    }
+
     /// Sync rule 5 for every registration at this server (`checked` of them); one user's failure is that user's alone.
     public func checkAll() async -> (checked: Int, wiped: [String], errors: [SyncSummary.UserError]) {
         var wiped: [String] = []

@@ -188,7 +188,23 @@ public struct SyncService: Sendable {
                 changes.prunedOrphans.append(orphan.kid)
             }
         }
+        if !changes.revokedByServer.isEmpty { await deleteClient(of: plan.userId) }
         return try manager.apply(changes)
+    }
+
+    /// Rule 2's companion: the server revoked a binding of this device, and the user's client registration belongs to
+    /// this device too. Deleting the client at the server (RFC 7592) is best effort; `apply` wipes it here in any case,
+    /// so a device that lost its binding never keeps a usable client.
+    private func deleteClient(of userId: String) async {
+        do {
+            let service = RegistrationService(manager: manager, connection: connection, home: home, logger: logger)
+            if try await service.deleteAtServer(userId: userId) {
+                logger.debug("deleted the client registration at the server", metadata: ["user": .string(userId)])
+            }
+        } catch {
+            logger.warning("could not delete the client registration at the server; it is wiped here all the same",
+                           metadata: ["user": .string(userId), "error": .string("\(error)")])
+        }
     }
 
     /// Rule 5: each registration's management GET; a 401 wipes the registration, its tokens and DPoP key. A dry run

@@ -27,7 +27,8 @@ struct Keymgr: ParsableCommand {
         version: KeymgrVersion.current,
         subcommands: [
             Init.self, Status.self, Users.self, List.self, Bind.self, Sign.self, Rebind.self, Revoke.self,
-            Pin.self, Audit.self, Server.self, SyncCommand.self, Master.self, Dcr.self, Token.self, Dpop.self, Login.self,
+            Pin.self, Audit.self, Server.self, SyncCommand.self, Admin.self, Master.self, Dcr.self, Token.self, Dpop.self,
+            Login.self,
         ])
 
     @OptionGroup var globals: GlobalOptions

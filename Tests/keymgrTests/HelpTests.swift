@@ -8,6 +8,7 @@ final class HelpTests: XCTestCase {
         [], ["init"], ["status"], ["users"], ["list"], ["bind"], ["sign"], ["rebind"], ["revoke"], ["pin"],
         ["pin", "change"], ["audit"], ["audit", "list"], ["audit", "verify"], ["master"], ["master", "rotate"],
         ["server"], ["server", "set"], ["server", "show"], ["sync"],
+        ["admin"], ["admin", "devices"], ["admin", "revoke"], ["admin", "stale"],
     ]
 
     /// The example commands of a help text: the indented lines after `Example:`, `\` continuations joined.

@@ -6,7 +6,7 @@ final class TerminalPromptTests: XCTestCase {
 
     /// Runs keymgr on a new pseudo-terminal, answering each prompt in turn; returns the status and everything
     /// the terminal showed (keymgr's prompts and output, and whatever the terminal echoed).
-    private static let driver = #"""
+    static let driver = #"""
         import os, pty, select, sys, time
         answers = [line.split("\t", 1) for line in sys.stdin.read().splitlines() if line]
         pid, fd = pty.fork()

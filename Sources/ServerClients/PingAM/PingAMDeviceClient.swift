@@ -85,11 +85,14 @@ public struct PingAMDeviceClient: Sendable {
     }
 
     /// Deletes a binding; 2xx or 404 (already gone) both confirm it is not on the server.
-    public func deleteDevice(userId: String, uuid: String) async throws {
+    /// - Returns: true when this request deleted it, false when the server answered 404 (already gone).
+    @discardableResult
+    public func deleteDevice(userId: String, uuid: String) async throws -> Bool {
         let response = try await send(HTTPRequest(method: "DELETE", url: try bindingsURL(userId: userId, uuid: uuid), headers: headers))
         guard (200..<300).contains(response.status) || response.status == 404 else {
             throw Self.failure(response, doing: "delete binding \(uuid) of \(userId)")
         }
+        return response.status != 404
     }
 
     /// Renames a binding as the SDKs do: `PUT` of the whole device object (`_id`, `uuid`, `deviceId`,

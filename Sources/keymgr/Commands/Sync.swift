@@ -180,16 +180,18 @@ struct SyncCommand: KeymgrCommand {
 /// A `\r`-updated progress line on stderr (only when it is a terminal), cleared when the work ends.
 final class ProgressLine: Sendable {
     private let enabled: Bool
+    private let label: String
     private let shown = Mutex(false)
 
-    init(enabled: Bool) {
+    init(enabled: Bool, label: String = "syncing") {
         self.enabled = enabled
+        self.label = label
     }
 
     func show(done: Int, total: Int) {
         guard enabled else { return }
         shown.withLock { shown in
-            StandardStream.error.write("\rsyncing: \(done)/\(total) users\u{1B}[K")
+            StandardStream.error.write("\r\(label): \(done)/\(total) users\u{1B}[K")
             shown = true
         }
     }

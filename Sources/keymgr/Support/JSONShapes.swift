@@ -218,6 +218,57 @@ struct RotationJSON: Encodable {
     let secretsRewrapped: Int
 }
 
+/// `{"userId","uuid","kid","deviceId","deviceName","createdAt","lastAccessAt","thisDevice"}` (admin devices, admin stale).
+struct FleetBindingJSON: Encodable {
+    let userId: String
+    let uuid: String
+    let kid: String
+    @Nullable var deviceId: String?
+    @Nullable var deviceName: String?
+    @Nullable var createdAt: Date?
+    @Nullable var lastAccessAt: Date?
+    let thisDevice: Bool
+
+    init(_ binding: FleetBinding) {
+        userId = binding.userId
+        uuid = binding.uuid
+        kid = binding.kid
+        deviceId = binding.deviceId
+        deviceName = binding.deviceName
+        createdAt = binding.createdAt
+        lastAccessAt = binding.lastAccessAt
+        thisDevice = binding.thisDevice
+    }
+}
+
+/// `{"userId","deviceId","thisDevice","deletedOnServer","alreadyGone","clientDeleted","revokedHere","tokenSetsWiped",
+/// "registrationsWiped","changed"}` (admin revoke).
+struct DeviceRevocationJSON: Encodable {
+    let userId: String
+    @Nullable var deviceId: String?
+    let thisDevice: Bool
+    let deletedOnServer: [String]
+    let alreadyGone: [String]
+    let clientDeleted: Bool
+    let revokedHere: [String]
+    let tokenSetsWiped: Int
+    let registrationsWiped: Int
+    let changed: Bool
+
+    init(_ report: DeviceRevocationReport) {
+        userId = report.plan.userId
+        deviceId = report.plan.deviceId
+        thisDevice = report.plan.thisDevice
+        deletedOnServer = report.deletedOnServer
+        alreadyGone = report.alreadyGone
+        clientDeleted = report.clientDeleted
+        revokedHere = report.local.revokedHere
+        tokenSetsWiped = report.local.tokenSetsWiped
+        registrationsWiped = report.local.registrationsWiped
+        changed = report.changedSomething
+    }
+}
+
 /// How people see values in tables: seconds precision, UTC, `-` for nothing.
 enum HumanText {
     static func time(_ date: Date?) -> String {
