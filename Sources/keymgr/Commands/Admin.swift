@@ -24,9 +24,9 @@ struct Admin: ParsableCommand {
     @OptionGroup var globals: GlobalOptions
 
     /// The store and the configured server, with the admin service over them.
-    static func service(_ globals: GlobalOptions, timeout: Double?) throws -> AdminService {
+    static func service(_ globals: GlobalOptions, timeout: Double) throws -> AdminService {
         let manager = try globals.openManager()
-        let connection = try ServerConnection.configured(in: manager, timeout: timeout ?? 15)
+        let connection = try ServerConnection.configured(in: manager, timeout: timeout)
         globals.console.detail("server \(connection.settings.baseURL.absoluteString) (realm \(connection.settings.realmPath))")
         return AdminService(manager: manager, connection: connection, home: globals.storeHome, logger: globals.logger)
     }
@@ -90,23 +90,19 @@ struct Admin: ParsableCommand {
         @Flag(help: "List the bindings of every user this store knows.")
         var allKnown = false
 
-        @Option(help: ArgumentHelp("Seconds to wait for each server request (default: 15).", valueName: "s"))
-        var timeout: Double?
+        @OptionGroup var network: NetworkOptions
 
-        @Option(help: ArgumentHelp("Users listed at once.", valueName: "n"))
-        var concurrency: Int = 8
+        @OptionGroup var fleet: FleetOptions
 
         func validate() throws {
             guard (user == nil) != !allKnown else { throw ValidationError("give exactly one of --user ID and --all-known") }
-            if let timeout, !(timeout > 0 && timeout <= 3600) { throw ValidationError("--timeout must be more than 0 and at most 3600 seconds") }
-            guard (1...64).contains(concurrency) else { throw ValidationError("--concurrency must be from 1 to 64") }
         }
 
         func run() throws {
-            let service = try Admin.service(globals, timeout: timeout)
+            let service = try Admin.service(globals, timeout: network.timeout)
             let userIds = try user.map { [try service.manager.resolveUser($0)] } ?? service.knownUsers()
             let single = user != nil
-            let concurrency = concurrency
+            let concurrency = fleet.concurrency
             let progress = ProgressLine(enabled: isatty(STDERR_FILENO) == 1 && !globals.quiet && !single, label: "listing")
             let listing: FleetListing
             do {
@@ -144,21 +140,17 @@ struct Admin: ParsableCommand {
         @Option(help: ArgumentHelp("Unused for at least this many days.", valueName: "n"))
         var days: Int
 
-        @Option(help: ArgumentHelp("Seconds to wait for each server request (default: 15).", valueName: "s"))
-        var timeout: Double?
+        @OptionGroup var network: NetworkOptions
 
-        @Option(help: ArgumentHelp("Users listed at once.", valueName: "n"))
-        var concurrency: Int = 8
+        @OptionGroup var fleet: FleetOptions
 
         func validate() throws {
             guard (1...36_500).contains(days) else { throw ValidationError("--days must be from 1 to 36500") }
-            if let timeout, !(timeout > 0 && timeout <= 3600) { throw ValidationError("--timeout must be more than 0 and at most 3600 seconds") }
-            guard (1...64).contains(concurrency) else { throw ValidationError("--concurrency must be from 1 to 64") }
         }
 
         func run() throws {
-            let service = try Admin.service(globals, timeout: timeout)
-            let (days, concurrency) = (days, concurrency)
+            let service = try Admin.service(globals, timeout: network.timeout)
+            let (days, concurrency) = (days, fleet.concurrency)
             let progress = ProgressLine(enabled: isatty(STDERR_FILENO) == 1 && !globals.quiet, label: "listing")
             let listing: FleetListing
             do {
@@ -208,8 +200,7 @@ struct Admin: ParsableCommand {
         @Option(help: ArgumentHelp("Why, for the audit log: stolen, lost, left or other.", valueName: "reason"))
         var reason: String
 
-        @Option(help: ArgumentHelp("Seconds to wait for each server request (default: 15).", valueName: "s"))
-        var timeout: Double?
+        @OptionGroup var network: NetworkOptions
 
         @OptionGroup var confirmation: ConfirmationOptions
 
@@ -223,11 +214,10 @@ struct Admin: ParsableCommand {
             guard DeviceRevocationReason(rawValue: reason) != nil else {
                 throw ValidationError("--reason must be one of \(DeviceRevocationReason.allCases.map(\.rawValue).joined(separator: ", "))")
             }
-            if let timeout, !(timeout > 0 && timeout <= 3600) { throw ValidationError("--timeout must be more than 0 and at most 3600 seconds") }
         }
 
         func run() throws {
-            let service = try Admin.service(globals, timeout: timeout)
+            let service = try Admin.service(globals, timeout: network.timeout)
             let userId = try service.manager.resolveUser(user)
             let selector: DeviceSelector = device.map(DeviceSelector.binding) ?? .deviceId(deviceId ?? "")
             let why = DeviceRevocationReason(rawValue: reason) ?? .other

@@ -47,16 +47,12 @@ struct SyncCommand: KeymgrCommand {
     @Flag(help: "Apply revocations even beyond --max-revoke (check the server first).")
     var force = false
 
-    @Option(help: ArgumentHelp("Seconds to wait for each server request (default: 15).", valueName: "s"))
-    var timeout: Double?
+    @OptionGroup var network: NetworkOptions
 
-    @Option(help: ArgumentHelp("Users listed at once.", valueName: "n"))
-    var concurrency: Int = 8
+    @OptionGroup var fleet: FleetOptions
 
     func validate() throws {
         if let maxRevoke, !(0...100).contains(maxRevoke) { throw ValidationError("--max-revoke must be a percentage from 0 to 100") }
-        if let timeout, !(timeout > 0 && timeout <= 3600) { throw ValidationError("--timeout must be more than 0 and at most 3600 seconds") }
-        guard (1...64).contains(concurrency) else { throw ValidationError("--concurrency must be from 1 to 64") }
     }
 
     func run() throws {
@@ -65,7 +61,7 @@ struct SyncCommand: KeymgrCommand {
         defer { lease.release() }
         let console = globals.console
         let manager = try globals.openManager()
-        let connection = try ServerConnection.configured(in: manager, timeout: timeout ?? 15)
+        let connection = try ServerConnection.configured(in: manager, timeout: network.timeout)
         let service = SyncService(manager: manager, connection: connection, home: globals.storeHome, logger: globals.logger)
         let options = {
             var options = SyncOptions()
@@ -73,7 +69,7 @@ struct SyncCommand: KeymgrCommand {
             options.pruneOrphans = pruneOrphans
             options.maxRevokePercent = maxRevoke ?? options.maxRevokePercent
             options.force = force
-            options.concurrency = concurrency
+            options.concurrency = fleet.concurrency
             return options
         }()
         console.detail("syncing with \(connection.settings.baseURL.absoluteString) (realm \(connection.settings.realmPath))")

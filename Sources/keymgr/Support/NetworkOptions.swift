@@ -1,11 +1,21 @@
 import ArgumentParser
 
-/// `--timeout` of the commands that talk to the authorization server (as `login` and `sync` have it).
+/// `--timeout` of the commands that talk to the server: `token`, `dcr`, `sync`, `admin`.
 struct NetworkOptions: ParsableArguments {
     @Option(help: ArgumentHelp("Seconds to wait for each server request (default: 15).", valueName: "s"))
     var timeout: Double = 15
 
     func validate() throws {
         guard timeout > 0, timeout <= 3600 else { throw ValidationError("--timeout must be more than 0 and at most 3600 seconds") }
+    }
+}
+
+/// `--concurrency` of the commands that reach the server for many users at once: `sync`, `admin devices`, `admin stale`.
+struct FleetOptions: ParsableArguments {
+    @Option(help: ArgumentHelp("Users listed at once.", valueName: "n"))
+    var concurrency: Int = 8
+
+    func validate() throws {
+        guard (1...64).contains(concurrency) else { throw ValidationError("--concurrency must be from 1 to 64") }
     }
 }
