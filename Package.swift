@@ -30,6 +30,8 @@ let package = Package(
         .systemLibrary(name: "CArgon2", pkgConfig: "libargon2", providers: [.apt(["libargon2-dev"])]),
         // The system libcurl, loaded with dlopen on first network use (headers from libcurl4-openssl-dev).
         .target(name: "CCurl"),
+        // sqlite3_db_config, which Swift cannot call (it is variadic), for the store's connections.
+        .target(name: "CSQLiteOptions", linkerSettings: [.linkedLibrary("sqlite3")]),
 
         // Build-time embedding of migrations/*.sql into the Storage module.
         .executableTarget(name: "MigrationEmbedder", swiftSettings: strict),
@@ -37,7 +39,7 @@ let package = Package(
 
         .target(
             name: "Storage",
-            dependencies: [.product(name: "GRDB", package: "GRDB.swift")],
+            dependencies: [.product(name: "GRDB", package: "GRDB.swift"), "CSQLiteOptions"],
             swiftSettings: strict,
             plugins: ["MigrationsPlugin"]),
         .target(

@@ -1,3 +1,4 @@
+import CSQLiteOptions
 import Foundation
 import GRDB
 import Synchronization
@@ -12,8 +13,8 @@ public enum StoreAccess: Sendable {
     /// Reads, and a write only if one turns out to be needed (a schema migration, stamping an old store's MACs).
     ///
     /// Reads go through one read-only connection (`SQLITE_OPEN_READONLY`): opening and closing it writes nothing to
-    /// the database or its WAL and syncs nothing. `DatabasePool` would: it writes to make sure a `-wal` file
-    /// exists, and its last connection checkpoints on close, four `fdatasync` for a command that only reads.
+    /// the database or its WAL and syncs nothing. `DatabasePool` would write, to make sure a `-wal` file exists,
+    /// whenever the WAL is missing or empty (after a revocation's truncating checkpoint, or a copy of the database).
     case readOnly
 }
 
@@ -92,6 +93,14 @@ public final class Store: Sendable {
         configuration.foreignKeysEnabled = true
         configuration.prepareDatabase { db in
             try db.execute(sql: "PRAGMA secure_delete = ON")
+            // The WAL outlives the process: no checkpoint on close, and the next process finds a `-wal` file so GRDB
+            // makes no write of its own on open. A command that writes then syncs once per commit instead of five
+            // times; SQLite's auto-checkpoint still folds the WAL back every 1000 pages, and revocations truncate it
+            // at once (`checkpointDestroyedData`).
+            let result = keymgr_sqlite_keep_wal_on_close(UnsafeMutableRawPointer(db.sqliteConnection))
+            guard result == ResultCode.SQLITE_OK.rawValue else {
+                throw DatabaseError(resultCode: ResultCode(rawValue: result), message: "could not keep the WAL on close")
+            }
         }
         return configuration
     }

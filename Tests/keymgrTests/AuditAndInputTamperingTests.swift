@@ -106,6 +106,9 @@ final class AuditAndInputTamperingTests: XCTestCase {
     func testAFileThatIsNotAKeymgrDatabaseExits78() throws {
         let sandbox = try Sandbox()
         try sandbox.initialise()
+        // The store's WAL would still hold every page (keymgr leaves it for the next process): the file alone is
+        // replaced, as someone putting another file in its place would.
+        for suffix in ["-wal", "-shm"] { try? FileManager.default.removeItem(atPath: sandbox.database.path + suffix) }
         try Data(repeating: 0x41, count: 8192).write(to: sandbox.database)
         try assertJSONError(try sandbox.keymgr(["status", "--json"]), status: 78, code: "config")
         try FileManager.default.removeItem(at: sandbox.database)
