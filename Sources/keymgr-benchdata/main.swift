@@ -2,15 +2,25 @@ import ArgumentParser
 import Foundation
 import KeyManager
 
-/// `keymgr-benchdata`: makes a benchmark store of many users and keys through the KeyManager library
-/// (one process and one store open, not one `keymgr bind` process per key).
-///
-/// Every user gets `--keys-per-user` active keys of auth type NONE, one per issuer (`keymgr`, `keymgr-2`, …),
-/// so that none supersedes another. Prints one JSON line on stdout: `{"users","keys","deviceId","seconds"}`.
+/// `keymgr-benchdata`: what benchmarks/ needs from inside the library: a store of many users made in one process,
+/// and the in-process signature rate.
 struct BenchData: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "keymgr-benchdata",
-        abstract: "Create a keymgr store with many users and keys, for benchmarks.",
+        abstract: "Benchmark fixtures and in-process measurements made through the KeyManager library.",
+        subcommands: [CreateStore.self, SignRate.self],
+        defaultSubcommand: CreateStore.self)
+}
+
+/// Makes a benchmark store of many users and keys through the KeyManager library (one process and one store open,
+/// not one `keymgr bind` process per key).
+///
+/// Every user gets `--keys-per-user` active keys of auth type NONE, one per issuer (`keymgr`, `keymgr-2`, …),
+/// so that none supersedes another. Prints one JSON line on stdout: `{"users","keys","deviceId","seconds"}`.
+struct CreateStore: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "create",
+        abstract: "Create a keymgr store with many users and keys, for benchmarks (the default).",
         discussion: """
             The home must not hold a store yet. Run it under eatmydata to skip the per-key fsyncs: the data set \
             is a fixture, not a durability test.
@@ -60,6 +70,44 @@ struct BenchData: ParsableCommand {
         let report: [String: Any] = [
             "users": users, "keys": users * keysPerUser, "deviceId": identity.deviceId,
             "seconds": (Date().timeIntervalSince(started) * 1000).rounded() / 1000,
+        ]
+        let json = try JSONSerialization.data(withJSONObject: report, options: [.sortedKeys])
+        FileHandle.standardOutput.write(json + Data("\n".utf8))
+    }
+}
+
+/// The in-process signature rate (DESIGN.md "Targets": at least half of `openssl speed ecdsap256`): ES256 signatures
+/// through `P256PrivateKey.signature(for:)`, the one path every keymgr signature takes. Like keymgr, it imports the
+/// private scalar into a fresh OpenSSL key for each signature and erases it after. Prints one JSON line:
+/// `{"signatures","seconds","perSecond"}`.
+struct SignRate: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "sign-rate", abstract: "Count ES256 signatures made in one process for a while.")
+
+    @Option(help: "How long to sign, in seconds.")
+    var seconds: Double = 1
+
+    func validate() throws {
+        guard seconds > 0, seconds <= 600 else { throw ValidationError("--seconds must be above 0 and at most 600") }
+    }
+
+    func run() throws {
+        let key = try P256PrivateKey.generate()
+        // A JWS signing input of the size `keymgr sign` produces (header and claims, base64url).
+        let message = Array(String(repeating: "eyJhbGciOiJFUzI1NiJ9", count: 12).utf8)
+        _ = try key.signature(for: message)  // OpenSSL's one-time provider set-up is not a signature's cost
+        let clock = ContinuousClock()
+        let started = clock.now
+        let deadline = started + .milliseconds(Int64(seconds * 1000))
+        var signatures = 0
+        repeat {
+            for _ in 0..<64 { _ = try key.signature(for: message) }
+            signatures += 64
+        } while clock.now < deadline
+        let elapsed = clock.now - started
+        let secondsTaken = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
+        let report: [String: Any] = [
+            "signatures": signatures, "seconds": secondsTaken, "perSecond": Double(signatures) / secondsTaken,
         ]
         let json = try JSONSerialization.data(withJSONObject: report, options: [.sortedKeys])
         FileHandle.standardOutput.write(json + Data("\n".utf8))

@@ -1,5 +1,6 @@
 import Foundation
 @testable import KeyManager
+import Synchronization
 import XCTest
 
 /// JWS, JWK and P-256 against the RFCs' own vectors.
@@ -139,6 +140,39 @@ final class CryptoJOSETests: XCTestCase {
         XCTAssertEqual(again.rawRepresentation, key.rawRepresentation)
         XCTAssertTrue(key.publicKey.isValidSignature(try again.signature(for: message), for: message))
         XCTAssertNotEqual(try P256PrivateKey.generate().rawRepresentation, key.rawRepresentation)
+    }
+
+    /// The OpenSSL key the first signature imports is shared by later signatures, by copies of the value, and by
+    /// threads signing at once; each signature is fresh (ECDSA's random nonce) and verifies.
+    func testOneKeySignsFromManyThreadsAndItsCopiesOutliveTheOriginal() throws {
+        let (copy, made) = try Self.signConcurrently(count: 64)
+        XCTAssertEqual(made.count, 64)
+        for (message, signature) in made {
+            XCTAssertTrue(copy.publicKey.isValidSignature(signature, for: message))
+        }
+        XCTAssertEqual(Set(made.map(\.signature)).count, 64, "a signature was repeated")
+        // The original value is gone; its copy keeps the shared OpenSSL key alive.
+        let late = try copy.signature(for: Array("after the original".utf8))
+        XCTAssertTrue(copy.publicKey.isValidSignature(late, for: Array("after the original".utf8)))
+    }
+
+    /// A key and a copy of it sign `count` messages from several threads; returns the copy and what was signed.
+    private static func signConcurrently(count: Int) throws -> (P256PrivateKey, [(message: [UInt8], signature: [UInt8])]) {
+        let original = try P256PrivateKey.generate()
+        let copy = original
+        let results = Mutex<[(message: [UInt8], signature: [UInt8])]>([])
+        let failures = Mutex<[String]>([])
+        DispatchQueue.concurrentPerform(iterations: count) { index in
+            let message = Array("message \(index)".utf8)
+            do {
+                let signature = try (index.isMultiple(of: 2) ? copy : original).signature(for: message)
+                results.withLock { $0.append((message, signature)) }
+            } catch {
+                failures.withLock { $0.append("\(error)") }
+            }
+        }
+        XCTAssertEqual(failures.withLock { $0 }, [])
+        return (copy, results.withLock { $0 })
     }
 
     func testInvalidKeysAreRefused() throws {

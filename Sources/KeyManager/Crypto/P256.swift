@@ -1,14 +1,18 @@
 import COpenSSL
+import Synchronization
 
 /// A P-256 (secp256r1) private key for ES256 signatures.
 ///
-/// The 32-byte scalar lives only in `SecretBytes`; each signature imports it into a short-lived OpenSSL key
-/// that OpenSSL erases when it is freed.
+/// The 32-byte scalar lives in `SecretBytes`. The first signature imports it into an OpenSSL key that later
+/// signatures reuse (an import builds the curve's group afresh: as much work as the signature itself); OpenSSL
+/// erases that key when the last copy of this value goes away, as `SecretBytes` erases the scalar.
 package struct P256PrivateKey: Sendable {
     /// The private scalar `d`, 32 bytes big-endian. Seal it before it leaves memory.
     package let rawRepresentation: SecretBytes
     /// The matching public key.
     package let publicKey: P256PublicKey
+    /// The OpenSSL key signatures use, imported by the first one.
+    private let signingKey = ImportedKey()
 
     /// A new random key pair from OpenSSL's key generator.
     package static func generate() throws -> P256PrivateKey {
@@ -81,7 +85,7 @@ package struct P256PrivateKey: Sendable {
     /// The ES256 signature of `message` (JWS / RFC 7518 §3.4): ECDSA P-256 over SHA-256(`message`), as the
     /// 64-byte `r || s` with each half left-padded to 32 bytes, not DER.
     package func signature(for message: [UInt8]) throws -> [UInt8] {
-        let key = try P256.makeKey(x: publicKey.x, y: publicKey.y, privateScalar: rawRepresentation)
+        let key = try signingKey.key { try P256.makeKey(x: publicKey.x, y: publicKey.y, privateScalar: rawRepresentation) }
         defer { EVP_PKEY_free(key) }
         guard let context = EVP_MD_CTX_new() else { throw openSSLFailure("creating a signing context") }
         defer { EVP_MD_CTX_free(context) }
@@ -101,6 +105,34 @@ package struct P256PrivateKey: Sendable {
             return Array(der.prefix(length))
         }
         return try P256.rawSignature(fromDER: der)
+    }
+}
+
+/// An OpenSSL key made once and shared by the copies of the value that holds it; freed (and, for a private key,
+/// erased by OpenSSL) when the last copy goes away.
+private final class ImportedKey: Sendable {
+    private let imported = Mutex<OpaquePointer?>(nil)
+
+    /// The key, made by `make` on first use. The caller owns one reference and frees it with `EVP_PKEY_free`, so
+    /// a signature in progress keeps the key alive whatever happens to this value meanwhile.
+    func key(_ make: () throws -> OpaquePointer) throws -> OpaquePointer {
+        try imported.withLock { imported in
+            let key: OpaquePointer
+            if let existing = imported {
+                key = existing
+            } else {
+                key = try make()
+                imported = key
+            }
+            guard EVP_PKEY_up_ref(key) == 1 else { throw openSSLFailure("holding a P-256 key") }
+            return key
+        }
+    }
+
+    deinit {
+        imported.withLock { imported in
+            if let key = imported { EVP_PKEY_free(key) }
+        }
     }
 }
 
