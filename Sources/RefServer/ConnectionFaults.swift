@@ -6,14 +6,12 @@ import NIOCore  // built with Hummingbird (its dependency); only `SocketOptionPr
 /// connection reset before any answer, the answer cut off halfway, the answer dribbled out slowly. Test-only: they
 /// exist so the fault suite can show what keymgr does when the network, not the server, misbehaves.
 enum ConnectionFaults {
-    /// Resets (TCP RST) the connection the current request arrived on. Set for each request by the server's
-    /// responder (`RefServerRequestContext`); nil outside a served request (unit tests calling the handler).
-    @TaskLocal static var resetConnection: (@Sendable () async -> Void)?
-
-    /// Resets the connection before a byte of the answer is sent, as a crashed process or a load balancer dropping
-    /// the connection does. The response returned is never delivered (writing it fails on the closed channel).
-    static func reset() async -> Response {
-        if let resetConnection { await resetConnection() }
+    /// Resets the connection `request` arrived on before a byte of the answer is sent, as a crashed process or a
+    /// load balancer dropping the connection does. The response returned is never delivered (writing it fails on
+    /// the closed channel). The reset travels with the request, not in a task-local value: `TaskLocal.withValue`
+    /// crashes (`swift_task_localValuePush`) in a build with the static Swift standard library.
+    static func reset(_ request: IncomingRequest) async -> Response {
+        if let resetConnection = request.resetConnection { await resetConnection() }
         return Response(status: .internalServerError)
     }
 
@@ -72,7 +70,7 @@ enum ConnectionFaults {
 }
 
 /// The request context of the reference server: Hummingbird's basic context plus the means to reset the
-/// connection, for `ConnectionFaults.reset()`.
+/// connection, for `ConnectionFaults.reset(_:)`.
 struct RefServerRequestContext: RequestContext {
     var coreContext: CoreRequestContextStorage
     /// Closes the request's connection with a TCP reset (SO_LINGER 0) instead of an orderly shutdown.

@@ -35,7 +35,7 @@ struct DeviceRoutes: Sendable {
                 status: .ok, headers: [.contentType: "text/html; charset=utf-8"],
                 body: ResponseBody(byteBuffer: ByteBuffer(string: "<html><body><h1>Sign in</h1></body></html>")))
         case .connectionReset:
-            return await ConnectionFaults.reset()
+            return await ConnectionFaults.reset(request)
         case .truncatedBody:
             return await ConnectionFaults.truncated(try await answer(request, uuid: uuid, fault: nil))
         case .slowBody(let seconds):

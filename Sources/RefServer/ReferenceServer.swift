@@ -85,9 +85,7 @@ public final class ReferenceServer: Sendable {
         let (ports, portContinuation) = AsyncStream<Int>.makeStream()
         let application = Application(
             responder: CallbackResponder<RefServerRequestContext> { request, context in
-                await ConnectionFaults.$resetConnection.withValue(context.resetConnection) {
-                    await handler.respond(to: request)
-                }
+                await handler.respond(to: request, resetConnection: context.resetConnection)
             },
             configuration: ApplicationConfiguration(
                 address: .hostname("127.0.0.1", port: configuration.port), serverName: nil),

@@ -9,6 +9,9 @@ struct IncomingRequest: Sendable {
     var target: RawTarget
     var headers: HTTPFields
     var body: [UInt8]
+    /// Resets (TCP RST) the connection the request arrived on; nil outside a served request (unit tests calling the
+    /// handler). For `ConnectionFaults.reset(_:)`.
+    var resetConnection: (@Sendable () async -> Void)? = nil
 
     /// The body as JSON; PingAM's Common REST message when it is not.
     func jsonBody() throws -> JSONValue {
@@ -30,7 +33,7 @@ struct RequestHandler: Sendable {
     let verifier: any JWSVerifier
     let oauth: OAuthContext
 
-    func respond(to request: Request) async -> Response {
+    func respond(to request: Request, resetConnection: (@Sendable () async -> Void)? = nil) async -> Response {
         let rawTarget = request.head.path ?? "/"
         let now = configuration.clock()
         do {
@@ -49,7 +52,7 @@ struct RequestHandler: Sendable {
             }
             let incoming = IncomingRequest(
                 method: request.method, rawTarget: rawTarget, target: target, headers: request.headers,
-                body: Array(buffer.readableBytesView))
+                body: Array(buffer.readableBytesView), resetConnection: resetConnection)
             if isAdmin {
                 return try await AdminRoutes(handler: self).respond(to: incoming)
             }

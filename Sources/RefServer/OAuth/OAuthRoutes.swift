@@ -130,7 +130,7 @@ struct OAuthRoutes: Sendable {
                 status: .ok, headers: [.contentType: "text/html; charset=utf-8"],
                 body: ResponseBody(byteBuffer: ByteBuffer(string: "<html><body>Maintenance</body></html>")))
         case .connectionReset:
-            return await ConnectionFaults.reset()
+            return await ConnectionFaults.reset(request)
         case .hugeBody:
             let padding = String(repeating: "x", count: Self.hugeBodySize)
             return jsonResponse(.object([
