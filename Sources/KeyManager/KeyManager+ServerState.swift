@@ -66,72 +66,84 @@ extension KeyManager {
     /// Only rows whose values really change are written.
     @discardableResult
     public func apply(_ changes: ServerChanges) throws -> ServerChangesOutcome {
-        guard !changes.isEmpty else { return ServerChangesOutcome() }
+        try apply([changes])[0]
+    }
+
+    /// Applies several users' server changes in one transaction (one commit, one sync, for a whole batch of a
+    /// sync run), each user's as `apply(_:)` would; the outcomes are in the order of `batch`. Either all of them
+    /// commit or none does. Nothing is written for a batch with nothing to change.
+    public func apply(_ batch: [ServerChanges]) throws -> [ServerChangesOutcome] {
+        guard batch.contains(where: { !$0.isEmpty }) else { return batch.map { _ in ServerChangesOutcome() } }
         let at = now()
-        let outcome = try write { writer in
-            var outcome = ServerChangesOutcome()
-            for listed in changes.listed {
-                guard var key = try writer.key(kid: listed.kid), key.userId == changes.userId else { continue }
-                let before = key
-                if key.serverState == .unregistered && (key.status == .active || key.status == .locked) {
-                    key.serverState = .registered
-                    outcome.registered.append(key.kid)
-                    try writer.appendAudit(auditEvent("key.registered", userId: key.userId, kid: key.kid))
-                    outcome.writes += 1
-                }
-                if let name = listed.deviceName { key.deviceName = name }
-                if let access = listed.lastAccessAt, Timestamp.milliseconds(access) != key.serverLastAccessAt.map(Timestamp.milliseconds) {
-                    key.serverLastAccessAt = access
-                }
-                if key != before {
-                    try writer.update(key)
-                    outcome.writes += 1
-                }
-            }
-            var wipeCredentials = false
-            for kid in changes.revokedByServer {
-                guard var key = try writer.key(kid: kid), key.userId == changes.userId,
-                      key.status == .active || key.status == .locked else { continue }
-                destroy(&key, status: .revoked, reason: "removed from the server", at: at)
-                key.serverState = .deleted
-                try writer.update(try stamped(key))
-                try writer.deleteAppPIN(kid: kid)
-                try writer.appendAudit(auditEvent("key.revokedByServer", userId: key.userId, kid: kid, details: [
-                    "reason": .string(Self.removedOnServerReason),
-                ]))
-                outcome.revoked.append(kid)
-                outcome.writes += 2
-                wipeCredentials = true
-            }
-            for kid in changes.deletedOnServer {
-                guard var key = try writer.key(kid: kid), key.userId == changes.userId, key.serverState != .deleted else { continue }
-                key.serverState = .deleted
-                try writer.update(key)
-                try writer.appendAudit(auditEvent("key.deletedOnServer", userId: key.userId, kid: kid))
-                outcome.serverDeleted.append(kid)
-                outcome.writes += 2
-            }
-            for kid in changes.prunedOrphans {
-                try writer.appendAudit(auditEvent("orphan.deletedOnServer", userId: changes.userId, kid: kid))
-                outcome.writes += 1
-            }
-            if wipeCredentials {
-                // The server revoked the binding: the tokens, DPoP keys and client registrations of this device
-                // that rode on it go too (the sync service has already asked the server to delete the client).
-                let tokens = try writer.deleteTokenSets(userId: changes.userId)
-                let registrations = try writer.deleteRegistrations(userId: changes.userId)
-                if tokens + registrations > 0 {
-                    try writer.appendAudit(auditEvent("credentials.wiped", userId: changes.userId, details: [
-                        "tokenSets": .int(Int64(tokens)), "registrations": .int(Int64(registrations)),
-                        "reason": .string(Self.removedOnServerReason),
-                    ]))
-                    outcome.writes += tokens + registrations + 1
-                }
-            }
-            return outcome
+        let outcomes = try write { writer in
+            try batch.map { try applying($0, writer, at: at) }
         }
         // Keys the server revoked: their sealed blobs must not linger in -wal.
-        if !outcome.revoked.isEmpty { store.checkpointDestroyedData() }
+        if outcomes.contains(where: { !$0.revoked.isEmpty }) { store.checkpointDestroyedData() }
+        return outcomes
+    }
+
+    /// One user's server changes, inside the caller's write transaction.
+    private func applying(_ changes: ServerChanges, _ writer: StoreWriter, at: Date) throws -> ServerChangesOutcome {
+        var outcome = ServerChangesOutcome()
+        for listed in changes.listed {
+            guard var key = try writer.key(kid: listed.kid), key.userId == changes.userId else { continue }
+            let before = key
+            if key.serverState == .unregistered && (key.status == .active || key.status == .locked) {
+                key.serverState = .registered
+                outcome.registered.append(key.kid)
+                try writer.appendAudit(auditEvent("key.registered", userId: key.userId, kid: key.kid))
+                outcome.writes += 1
+            }
+            if let name = listed.deviceName { key.deviceName = name }
+            if let access = listed.lastAccessAt, Timestamp.milliseconds(access) != key.serverLastAccessAt.map(Timestamp.milliseconds) {
+                key.serverLastAccessAt = access
+            }
+            if key != before {
+                try writer.update(key)
+                outcome.writes += 1
+            }
+        }
+        var wipeCredentials = false
+        for kid in changes.revokedByServer {
+            guard var key = try writer.key(kid: kid), key.userId == changes.userId,
+                  key.status == .active || key.status == .locked else { continue }
+            destroy(&key, status: .revoked, reason: "removed from the server", at: at)
+            key.serverState = .deleted
+            try writer.update(try stamped(key))
+            try writer.deleteAppPIN(kid: kid)
+            try writer.appendAudit(auditEvent("key.revokedByServer", userId: key.userId, kid: kid, details: [
+                "reason": .string(Self.removedOnServerReason),
+            ]))
+            outcome.revoked.append(kid)
+            outcome.writes += 2
+            wipeCredentials = true
+        }
+        for kid in changes.deletedOnServer {
+            guard var key = try writer.key(kid: kid), key.userId == changes.userId, key.serverState != .deleted else { continue }
+            key.serverState = .deleted
+            try writer.update(key)
+            try writer.appendAudit(auditEvent("key.deletedOnServer", userId: key.userId, kid: kid))
+            outcome.serverDeleted.append(kid)
+            outcome.writes += 2
+        }
+        for kid in changes.prunedOrphans {
+            try writer.appendAudit(auditEvent("orphan.deletedOnServer", userId: changes.userId, kid: kid))
+            outcome.writes += 1
+        }
+        if wipeCredentials {
+            // The server revoked the binding: the tokens, DPoP keys and client registrations of this device
+            // that rode on it go too (the sync service has already asked the server to delete the client).
+            let tokens = try writer.deleteTokenSets(userId: changes.userId)
+            let registrations = try writer.deleteRegistrations(userId: changes.userId)
+            if tokens + registrations > 0 {
+                try writer.appendAudit(auditEvent("credentials.wiped", userId: changes.userId, details: [
+                    "tokenSets": .int(Int64(tokens)), "registrations": .int(Int64(registrations)),
+                    "reason": .string(Self.removedOnServerReason),
+                ]))
+                outcome.writes += tokens + registrations + 1
+            }
+        }
         return outcome
     }
 }

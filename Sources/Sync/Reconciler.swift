@@ -29,10 +29,12 @@ public struct UserSyncPlan: Sendable, Equatable {
 public enum Reconciler {
     /// Users worth asking the server about: anyone holding a usable key, or a key the server may still hold.
     public static func usersToReconcile(_ keys: [UserKey]) -> [String] {
-        let interesting = keys.filter {
-            KeyStatus.usable.contains($0.status) || $0.serverState == .registered || $0.serverState == .pendingDeletion
-        }
-        return Array(Set(interesting.map(\.userId))).sorted()
+        Array(Set(keys.filter(isWorthReconciling).map(\.userId))).sorted()
+    }
+
+    /// Whether `key` makes its user worth asking the server about: it is usable, or the server may still hold it.
+    public static func isWorthReconciling(_ key: UserKey) -> Bool {
+        KeyStatus.usable.contains(key.status) || key.serverState == .registered || key.serverState == .pendingDeletion
     }
 
     /// Plans one user's reconciliation.
@@ -79,8 +81,10 @@ public enum Reconciler {
                 plan.changes.deletedOnServer.append(key.kid)
             }
         }
-        // Rule 4: records of this device that this store never held.
-        plan.orphans = devices.filter { $0.deviceId == deviceId && !knownKids.contains($0.kid) }
+        // Rule 4: records of this device that this store never held (the user's own keys count as held even when
+        // they were bound after `knownKids` was read).
+        let localKids = Set(localKeys.map(\.kid))
+        plan.orphans = devices.filter { $0.deviceId == deviceId && !localKids.contains($0.kid) && !knownKids.contains($0.kid) }
         return plan
     }
 

@@ -14,6 +14,8 @@ public struct SyncOptions: Sendable {
     public var force = false
     /// Users listed at once.
     public var concurrency = 8
+    /// Users whose local changes commit in one transaction (one sync of the WAL for the lot).
+    public var batchSize = 256
 
     public init() {}
 }
@@ -57,6 +59,12 @@ public struct SyncReport: Sendable, Equatable {
     }
 }
 
+/// One user's plan, with the kids it would mark registered (what a dry run reports).
+private struct PlannedUser: Sendable {
+    var plan: UserSyncPlan
+    var wouldRegister: [String]
+}
+
 /// Reconciles the local keys with the server's registered devices (docs/sync.md, rules 1–4 and 6–10).
 public struct SyncService: Sendable {
     public let manager: KeyManager
@@ -84,24 +92,35 @@ public struct SyncService: Sendable {
         }
         let startedAt = Date()
         let identity = try manager.deviceIdentity()
-        let localKeys = try manager.allKeys()
-        let knownKids = Set(localKeys.map(\.kid))
-        let keysByUser = Dictionary(grouping: localKeys, by: \.userId)
-        let userIds = Reconciler.usersToReconcile(localKeys)
+        // One streaming pass over the keys, holding none of them: the users worth asking about, every kid this store
+        // ever held (rule 4) and the active keys (rule 7). Each user's keys are read again when its listing is asked
+        // for, so memory does not grow with the keys of users not being reconciled at that moment.
+        var users = Set<String>()
+        var kids = Set<String>()
+        var activeKeys = 0
+        try manager.forEachKey(userId: nil, statuses: Set(KeyStatus.allCases)) { key in
+            kids.insert(key.kid)
+            if key.status == .active { activeKeys += 1 }
+            if Reconciler.isWorthReconciling(key) { users.insert(key.userId) }
+        }
+        let userIds = users.sorted()
+        users = []
+        let knownKids = kids
         logger.debug("reconciling users with the server", metadata: [
             "users": .stringConvertible(userIds.count), "server": .string(connection.settings.baseURL.absoluteString),
         ])
 
-        // Listings, a bounded number at a time; one user's failure is that user's alone (rule 6).
-        var plans: [UserSyncPlan] = []
-        plans.reserveCapacity(userIds.count)
-        try await withThrowingTaskGroup(of: UserSyncPlan.self) { group in
+        // Listings, a bounded number at a time; one user's failure is that user's alone (rule 6). Only plans that
+        // change something (or failed) are kept until rule 7 has seen them all; in-sync users leave only a count.
+        var plans: [PlannedUser] = []
+        var inSync = 0
+        try await withThrowingTaskGroup(of: PlannedUser.self) { group in
             var next = 0
             func schedule() {
                 guard next < userIds.count else { return }
                 let userId = userIds[next]
                 next += 1
-                let keys = keysByUser[userId] ?? []
+                let manager = self.manager
                 group.addTask {
                     let listing: Result<[ServerDevice], TransportError>
                     do {
@@ -111,72 +130,82 @@ public struct SyncService: Sendable {
                     } catch {
                         listing = .failure(TransportError(.unavailable, "\(error)"))
                     }
-                    return Reconciler.plan(userId: userId, localKeys: keys, listing: listing,
-                                           deviceId: identity.deviceId, knownKids: knownKids)
+                    // The user's keys as they are after the listing arrived (any status).
+                    let keys = try manager.keys(userId: userId, statuses: Set(KeyStatus.allCases))
+                    let plan = Reconciler.plan(userId: userId, localKeys: keys, listing: listing,
+                                               deviceId: identity.deviceId, knownKids: knownKids)
+                    let unregistered = Set(keys.filter { $0.serverState == .unregistered }.map(\.kid))
+                    return PlannedUser(plan: plan, wouldRegister: plan.changes.listed.map(\.kid).filter(unregistered.contains))
                 }
             }
             for _ in 0..<max(1, options.concurrency) { schedule() }
-            while let plan = try await group.next() {
-                plans.append(plan)
-                progress(plans.count, userIds.count)
+            var done = 0
+            while let planned = try await group.next() {
+                done += 1
+                inSync += planned.plan.inSync
+                if planned.plan.error != nil || !planned.plan.isEmpty { plans.append(planned) }
+                progress(done, userIds.count)
                 schedule()
             }
         }
-        plans.sort { $0.userId < $1.userId }
+        plans.sort { $0.plan.userId < $1.plan.userId }
 
         var report = SyncReport(dryRun: options.dryRun)
         report.users = userIds.count
-        for plan in plans {
-            report.inSync += plan.inSync
-            report.orphans += plan.orphans.map(\.kid)
-            if let error = plan.error {
-                report.errors.append(.init(userId: plan.userId, code: error.code.rawValue, message: error.message))
+        report.inSync = inSync
+        for planned in plans {
+            report.orphans += planned.plan.orphans.map(\.kid)
+            if let error = planned.plan.error {
+                report.errors.append(.init(userId: planned.plan.userId, code: error.code.rawValue, message: error.message))
             }
         }
 
         // Rule 7: too many revocations at once looks like a server fault, not a wave of stolen devices.
-        let activeKeys = localKeys.filter { $0.status == .active }.count
-        let planned = plans.reduce(0) { $0 + $1.changes.revokedByServer.count }
+        let planned = plans.reduce(0) { $0 + $1.plan.changes.revokedByServer.count }
         report.plannedRevocations = planned
         report.revocationLimit = Reconciler.revocationLimit(activeKeys: activeKeys, percent: options.maxRevokePercent)
         if planned > report.revocationLimit && !options.force {
             // Nothing is applied; the report lists what the valve held back.
             report.safetyValveTripped = true
-            report.revoked = plans.flatMap(\.changes.revokedByServer)
+            report.revoked = plans.flatMap(\.plan.changes.revokedByServer)
             return report
         }
 
         if options.dryRun {
-            for plan in plans where plan.error == nil {
-                let known = Dictionary(uniqueKeysWithValues: (keysByUser[plan.userId] ?? []).map { ($0.kid, $0) })
-                report.registered += plan.changes.listed.filter { known[$0.kid]?.serverState == .unregistered }.map(\.kid)
-                report.revoked += plan.changes.revokedByServer
-                report.serverDeleted += plan.changes.deletedOnServer + plan.deleteOnServer.map(\.kid)
+            for planned in plans where planned.plan.error == nil {
+                report.registered += planned.wouldRegister
+                report.revoked += planned.plan.changes.revokedByServer
+                report.serverDeleted += planned.plan.changes.deletedOnServer + planned.plan.deleteOnServer.map(\.kid)
             }
             return report
         }
 
-        for plan in plans where plan.error == nil && !plan.isEmpty {
-            do {
-                let outcome = try await execute(plan, devices: devices, options: options)
-                report.registered += outcome.registered
-                report.revoked += outcome.revoked
-                report.serverDeleted += outcome.serverDeleted
-                report.writes += outcome.writes
-            } catch let failure as TransportError {
-                report.errors.append(.init(userId: plan.userId, code: failure.code.rawValue, message: failure.message))
-            } catch let error as KeyManagerError where error.code != .busy {
-                report.errors.append(.init(userId: plan.userId, code: error.code.rawValue, message: error.message))
+        // A batch of users at a time: each user's server deletions, then the batch's local changes in one
+        // transaction. A user whose deletion failed gets no local change (rule 6); the next run retries it.
+        let applicable = plans.map(\.plan).filter { $0.error == nil && !$0.isEmpty }
+        plans = []
+        var start = 0
+        while start < applicable.count {
+            let batch = applicable[start..<min(start + max(1, options.batchSize), applicable.count)]
+            start += batch.count
+            var ready: [ServerChanges] = []
+            for plan in batch {
+                do {
+                    ready.append(try await changeServer(plan, devices: devices, options: options))
+                } catch let failure as TransportError {
+                    report.errors.append(.init(userId: plan.userId, code: failure.code.rawValue, message: failure.message))
+                }
             }
+            try applyLocally(ready, to: &report)
         }
         try await checkRegistrations(&report, options)
         try record(report, serverName: connection.settings.name, startedAt: startedAt)
         return report
     }
 
-    /// Server deletions first, then the user's local changes in one transaction; a failed deletion changes
-    /// nothing locally for the user, and the next run retries it.
-    private func execute(_ plan: UserSyncPlan, devices: PingAMDeviceClient, options: SyncOptions) async throws -> ServerChangesOutcome {
+    /// A user's changes at the server (rule 3's deletions, rule 4's pruning, and for a revocation the client
+    /// registration); returns the local changes that follow, to be applied only if all of these succeeded.
+    private func changeServer(_ plan: UserSyncPlan, devices: PingAMDeviceClient, options: SyncOptions) async throws -> ServerChanges {
         var changes = plan.changes
         for device in plan.deleteOnServer {
             try await devices.deleteDevice(userId: plan.userId, uuid: device.uuid)
@@ -189,7 +218,34 @@ public struct SyncService: Sendable {
             }
         }
         if !changes.revokedByServer.isEmpty { await deleteClient(of: plan.userId) }
-        return try manager.apply(changes)
+        return changes
+    }
+
+    /// Applies a batch's local changes in one transaction. A batch the store refuses (a tampered row, say) is
+    /// applied again one user at a time, so that one user's failure stays that user's; `busy` ends the run.
+    private func applyLocally(_ batch: [ServerChanges], to report: inout SyncReport) throws {
+        func add(_ outcome: ServerChangesOutcome) {
+            report.registered += outcome.registered
+            report.revoked += outcome.revoked
+            report.serverDeleted += outcome.serverDeleted
+            report.writes += outcome.writes
+        }
+        do {
+            try manager.apply(batch).forEach(add)
+        } catch let error as KeyManagerError where error.code != .busy && batch.count > 1 {
+            logger.debug("a batch of local changes failed; applying it one user at a time", metadata: [
+                "users": .stringConvertible(batch.count), "error": .string(error.message),
+            ])
+            for changes in batch {
+                do {
+                    add(try manager.apply(changes))
+                } catch let error as KeyManagerError where error.code != .busy {
+                    report.errors.append(.init(userId: changes.userId, code: error.code.rawValue, message: error.message))
+                }
+            }
+        } catch let error as KeyManagerError where error.code != .busy {
+            report.errors.append(.init(userId: batch[0].userId, code: error.code.rawValue, message: error.message))
+        }
     }
 
     /// Rule 2's companion: the server revoked a binding of this device, and the user's client registration belongs to

@@ -49,6 +49,16 @@ final class ReconcilerTests: XCTestCase {
         XCTAssertEqual(result.orphans.map(\.kid), ["stray"])
     }
 
+    func testRule4TheUsersOwnKeyIsNoOrphanEvenWhenBoundAfterTheKnownKidsWereRead() {
+        // Sync reads every kid first and each user's keys later, when the listing arrives: a key bound in between
+        // (by a journey, so the server lists it) is the user's own, and pruning must never delete it.
+        let result = Reconciler.plan(userId: "u", localKeys: [key("k1"), key("fresh", .active, .unregistered)],
+                                     listing: .success([device("k1"), device("fresh")]), deviceId: deviceId,
+                                     knownKids: ["k1"])
+        XCTAssertEqual(result.orphans, [])
+        XCTAssertEqual(result.changes.listed.map(\.kid), ["fresh"])
+    }
+
     func testRule6AFailedListingChangesNothing() {
         let result = Reconciler.plan(userId: "u", localKeys: [key("k1")], listing: .failure(TransportError(.unavailable, "500")),
                                      deviceId: deviceId, knownKids: ["k1"])

@@ -72,6 +72,41 @@ final class SyncRulesTests: SyncTestCase {
         XCTAssertEqual(try auditCount(), auditBefore)
     }
 
+    /// Local changes commit a batch of users at a time: more users than one batch, none lost or applied twice, and
+    /// a second run (across the same batch boundaries) writes nothing.
+    func testBatchesOfUsersLoseAndDoubleNothing() async throws {
+        let names = ["ann", "ben", "cat", "dan", "eve"]
+        var kids: [String] = []
+        for name in names {
+            var request = BindRequest(userId: name)
+            request.challenge = "c"
+            let bound = try manager.bind(request, newPIN: { throw KeyManagerError(.abort, "") })
+            kids.append(bound.key.kid)
+            try await server.addDevice(BoundDevice(uuid: bound.key.kid, realmPath: "/realms/root", user: name,
+                                                   deviceId: try manager.deviceIdentity().deviceId, deviceName: "desk \(name)",
+                                                   createdDate: 1_795_000_000_000, lastAccessDate: 1_795_000_100_000,
+                                                   key: ["kid": bound.key.kid, "kty": "EC"]))
+        }
+        let first = try await sync { $0.batchSize = 2 }
+        XCTAssertTrue(first.errors.isEmpty, "\(first.errors)")
+        XCTAssertEqual(first.registered.sorted(), kids.sorted())
+        XCTAssertEqual(first.writes, 2 * names.count, "one audit entry and one row per user")
+        for (name, kid) in zip(names, kids) {
+            let key = try XCTUnwrap(try key(kid))
+            XCTAssertEqual(key.serverState, .registered)
+            XCTAssertEqual(key.deviceName, "desk \(name)")
+        }
+        let registered = try manager.auditEntries(AuditFilter(event: "key.registered")).compactMap(\.kid)
+        XCTAssertEqual(registered.sorted(), kids.sorted())
+        XCTAssertTrue(try manager.verifyAudit().isIntact)
+
+        let auditBefore = try auditCount()
+        let second = try await sync { $0.batchSize = 2 }
+        XCTAssertEqual(second.writes, 0)
+        XCTAssertEqual(second.inSync, names.count)
+        XCTAssertEqual(try auditCount(), auditBefore)
+    }
+
     func testRule2AKeyRemovedOnTheServerIsRevokedHere() async throws {
         let settled = try await registerSettled(["alice", "bob", "carol", "dave", "erin"])
         let keys = ["alice", "bob", "carol", "dave", "erin"].compactMap { settled[$0] }

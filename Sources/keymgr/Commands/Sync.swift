@@ -164,8 +164,13 @@ struct SyncCommand: KeymgrCommand {
 
     /// The user id of each kid the report names, for the people's table.
     private static func owners(of report: SyncReport, in manager: KeyManager) throws -> [String: String] {
-        guard !(report.registered.isEmpty && report.revoked.isEmpty && report.serverDeleted.isEmpty) else { return [:] }
-        return Dictionary(try manager.allKeys().map { ($0.kid, $0.userId) }, uniquingKeysWith: { first, _ in first })
+        let named = Set(report.registered + report.revoked + report.serverDeleted)
+        guard !named.isEmpty else { return [:] }
+        var owners: [String: String] = [:]
+        try manager.forEachKey(userId: nil, statuses: Set(KeyStatus.allCases)) { key in
+            if named.contains(key.kid) { owners[key.kid] = key.userId }
+        }
+        return owners
     }
 
     static func percent(_ value: Double) -> String {
