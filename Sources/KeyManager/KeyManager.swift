@@ -191,6 +191,21 @@ public final class KeyManager: Sendable {
         }
     }
 
+    /// Every key (any status) of each user in `userIds`, read in one snapshot: what a sync reconciles for a slice
+    /// of its users, without holding the keys of the others.
+    public func keys(of userIds: [String]) throws -> [String: [UserKey]] {
+        let statuses = Set(KeyStatus.allCases.map(\.record))
+        return try Self.mapped {
+            try store.read { reader in
+                var keys: [String: [UserKey]] = [:]
+                for userId in userIds {
+                    try reader.forEachListedKey(userId: userId, statuses: statuses) { keys[userId, default: []].append(UserKey($0)) }
+                }
+                return keys
+            }
+        }
+    }
+
     // MARK: Shared plumbing
 
     /// The store's settings row, its MAC checked.

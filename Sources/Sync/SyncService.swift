@@ -93,8 +93,8 @@ public struct SyncService: Sendable {
         let startedAt = Date()
         let identity = try manager.deviceIdentity()
         // One streaming pass over the keys, holding none of them: the users worth asking about, every kid this store
-        // ever held (rule 4) and the active keys (rule 7). Each user's keys are read again when its listing is asked
-        // for, so memory does not grow with the keys of users not being reconciled at that moment.
+        // ever held (rule 4) and the active keys (rule 7). The keys themselves are read again a slice of users at a
+        // time as their listings are asked for, so memory does not grow with the keys of the other users.
         var users = Set<String>()
         var kids = Set<String>()
         var activeKeys = 0
@@ -114,13 +114,19 @@ public struct SyncService: Sendable {
         // change something (or failed) are kept until rule 7 has seen them all; in-sync users leave only a count.
         var plans: [PlannedUser] = []
         var inSync = 0
+        // The keys of the next slice of users, read together when the previous slice has been handed out.
+        var slice: [String: [UserKey]] = [:]
+        let sliceSize = max(64, options.batchSize)
         try await withThrowingTaskGroup(of: PlannedUser.self) { group in
             var next = 0
-            func schedule() {
+            func schedule() throws {
                 guard next < userIds.count else { return }
+                if next % sliceSize == 0 {
+                    slice = try manager.keys(of: Array(userIds[next..<min(next + sliceSize, userIds.count)]))
+                }
                 let userId = userIds[next]
                 next += 1
-                let manager = self.manager
+                let keys = slice.removeValue(forKey: userId) ?? []
                 group.addTask {
                     let listing: Result<[ServerDevice], TransportError>
                     do {
@@ -130,22 +136,20 @@ public struct SyncService: Sendable {
                     } catch {
                         listing = .failure(TransportError(.unavailable, "\(error)"))
                     }
-                    // The user's keys as they are after the listing arrived (any status).
-                    let keys = try manager.keys(userId: userId, statuses: Set(KeyStatus.allCases))
                     let plan = Reconciler.plan(userId: userId, localKeys: keys, listing: listing,
                                                deviceId: identity.deviceId, knownKids: knownKids)
                     let unregistered = Set(keys.filter { $0.serverState == .unregistered }.map(\.kid))
                     return PlannedUser(plan: plan, wouldRegister: plan.changes.listed.map(\.kid).filter(unregistered.contains))
                 }
             }
-            for _ in 0..<max(1, options.concurrency) { schedule() }
+            for _ in 0..<max(1, options.concurrency) { try schedule() }
             var done = 0
             while let planned = try await group.next() {
                 done += 1
                 inSync += planned.plan.inSync
                 if planned.plan.error != nil || !planned.plan.isEmpty { plans.append(planned) }
                 progress(done, userIds.count)
-                schedule()
+                try schedule()
             }
         }
         plans.sort { $0.plan.userId < $1.plan.userId }
@@ -211,8 +215,10 @@ public struct SyncService: Sendable {
             try await devices.deleteDevice(userId: plan.userId, uuid: device.uuid)
             changes.deletedOnServer.append(device.kid)
         }
-        if options.pruneOrphans {
-            for orphan in plan.orphans {
+        if options.pruneOrphans && !plan.orphans.isEmpty {
+            // A key bound (and registered by its journey) since the plan read the user's keys is no orphan.
+            let held = Set(try manager.keys(userId: plan.userId, statuses: Set(KeyStatus.allCases)).map(\.kid))
+            for orphan in plan.orphans where !held.contains(orphan.kid) {
                 try await devices.deleteDevice(userId: plan.userId, uuid: orphan.uuid)
                 changes.prunedOrphans.append(orphan.kid)
             }
