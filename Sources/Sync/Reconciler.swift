@@ -27,11 +27,6 @@ public struct UserSyncPlan: Sendable, Equatable {
 
 /// The reconciler: a pure function from the local keys of a user and the server's listing to a plan.
 public enum Reconciler {
-    /// Users worth asking the server about: anyone holding a usable key, or a key the server may still hold.
-    public static func usersToReconcile(_ keys: [UserKey]) -> [String] {
-        Array(Set(keys.filter(isWorthReconciling).map(\.userId))).sorted()
-    }
-
     /// Whether `key` makes its user worth asking the server about: it is usable, or the server may still hold it.
     public static func isWorthReconciling(_ key: UserKey) -> Bool {
         KeyStatus.usable.contains(key.status) || key.serverState == .registered || key.serverState == .pendingDeletion

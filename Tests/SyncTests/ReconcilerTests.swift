@@ -75,6 +75,8 @@ final class ReconcilerTests: XCTestCase {
     func testUsersWorthAsking() {
         var other = key("k9", .revoked, .deleted)
         other.userId = "gone"
-        XCTAssertEqual(Reconciler.usersToReconcile([key("k1"), other]), ["u"])
+        XCTAssertTrue(Reconciler.isWorthReconciling(key("k1")))
+        XCTAssertTrue(Reconciler.isWorthReconciling(key("k2", .superseded, .pendingDeletion)), "the server may still hold it")
+        XCTAssertFalse(Reconciler.isWorthReconciling(other))
     }
 }
