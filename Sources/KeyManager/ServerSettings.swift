@@ -89,6 +89,11 @@ public struct SyncSummary: Sendable, Equatable {
             self.code = code
             self.message = message
         }
+
+        /// `failure`'s code and message, for `userId`.
+        public init(userId: String, _ failure: some KeymgrFailure) {
+            self.init(userId: userId, code: failure.code.rawValue, message: failure.message)
+        }
     }
 
     public var serverName: String

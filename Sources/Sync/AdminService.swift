@@ -168,7 +168,7 @@ public struct AdminService: Sendable {
                 case .success(let listed):
                     listing.bindings += listed.map { FleetBinding(userId: userId, device: $0, thisDeviceId: deviceId) }
                 case .failure(let failure):
-                    listing.errors.append(.init(userId: userId, code: failure.code.rawValue, message: failure.message))
+                    listing.errors.append(.init(userId: userId, failure))
                 }
                 done += 1
                 progress(done, userIds.count)

@@ -139,7 +139,7 @@ public struct RegistrationService: Sendable {
             do {
                 if try await check(userId: registration.userId) == .wiped { wiped.append(registration.userId) }
             } catch let failure as any KeymgrFailure {
-                errors.append(.init(userId: registration.userId, code: failure.code.rawValue, message: failure.message))
+                errors.append(.init(userId: registration.userId, failure))
             } catch {
                 errors.append(.init(userId: registration.userId, code: KeyManagerError.Code.failure.rawValue, message: "\(error)"))
             }

@@ -160,7 +160,7 @@ public struct SyncService: Sendable {
         for planned in plans {
             report.orphans += planned.plan.orphans.map(\.kid)
             if let error = planned.plan.error {
-                report.errors.append(.init(userId: planned.plan.userId, code: error.code.rawValue, message: error.message))
+                report.errors.append(.init(userId: planned.plan.userId, error))
             }
         }
 
@@ -197,7 +197,7 @@ public struct SyncService: Sendable {
                 do {
                     ready.append(try await changeServer(plan, devices: devices, options: options))
                 } catch let failure as TransportError {
-                    report.errors.append(.init(userId: plan.userId, code: failure.code.rawValue, message: failure.message))
+                    report.errors.append(.init(userId: plan.userId, failure))
                 }
             }
             try applyLocally(ready, to: &report)
@@ -246,11 +246,11 @@ public struct SyncService: Sendable {
                 do {
                     add(try manager.apply(changes))
                 } catch let error as KeyManagerError where error.code != .busy {
-                    report.errors.append(.init(userId: changes.userId, code: error.code.rawValue, message: error.message))
+                    report.errors.append(.init(userId: changes.userId, error))
                 }
             }
         } catch let error as KeyManagerError where error.code != .busy {
-            report.errors.append(.init(userId: batch[0].userId, code: error.code.rawValue, message: error.message))
+            report.errors.append(.init(userId: batch[0].userId, error))
         }
     }
 
