@@ -196,7 +196,8 @@ public struct SyncService: Sendable {
             for plan in batch {
                 do {
                     ready.append(try await changeServer(plan, devices: devices, options: options))
-                } catch let failure as TransportError {
+                } catch let failure as any KeymgrFailure where failure.code != .busy {
+                    // The server refused a deletion, or the store a re-read before pruning: this user's alone.
                     report.errors.append(.init(userId: plan.userId, failure))
                 }
             }
