@@ -100,6 +100,6 @@ let package = Package(
         .testTarget(name: "SyncTests", dependencies: ["Sync", "ServerClients", "KeyManager", "Storage", "RefServer"], swiftSettings: strict),
         .testTarget(name: "ServerClientsTests", dependencies: ["ServerClients", "KeyManager"], swiftSettings: strict),
         .testTarget(name: "RefServerTests", dependencies: ["RefServer", "KeyManager"], swiftSettings: strict),
-        .testTarget(name: "keymgrTests", dependencies: ["KeyManager", "Storage"], swiftSettings: strict),
+        .testTarget(name: "keymgrTests", dependencies: ["keymgr", "KeyManager", "Storage"], swiftSettings: strict),
     ]
 )

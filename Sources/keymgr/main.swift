@@ -23,7 +23,8 @@ if let bad = RawArguments.firstInvalidUTF8() {
 
 var command: ParsableCommand
 do {
-    command = try Keymgr.parseAsRoot(arguments)
+    // `status` and `sign` in their plain shapes skip the argument parser's reflection (HotPathParser).
+    command = try HotPathParser.command(for: arguments) ?? Keymgr.parseAsRoot(arguments)
     if !(command is KeymgrCommand) {
         // The argument parser's help command, or a command group run bare (which shows its help).
         try command.run()
