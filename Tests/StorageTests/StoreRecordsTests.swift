@@ -131,4 +131,44 @@ final class StoredTimestampTests: StorageTestCase {
         }
         XCTAssertThrowsError(try store.read { try $0.key(kid: "k1") }, "an unknown auth type must not read as some other one")
     }
+
+    /// Key rows are read by column name without `Decodable` (`UserKeyRecord.init(row:)`): a key with every field set
+    /// to a value of its own reads back whole through each query that returns keys.
+    func testAKeyWithEveryFieldSetReadsBackWholeThroughEachKeyQuery() throws {
+        let store = try openStore()
+        let at = { (seconds: Double) in Date(timeIntervalSince1970: 1_795_000_000 + seconds) }
+        var stored = UserKeyRecord(kid: "K-every", userId: "erin", issuer: "https://issuer.example", authType: .biometricAllowFallback,
+                                   publicJwk: #"{"kty":"EC"}"#, wrappedPrivateKey: Data([9, 8, 7]), status: .locked,
+                                   serverState: .pendingDeletion, deviceName: "kiosk 7", serverLastAccessAt: at(1.001),
+                                   createdAt: at(2.002), lastUsedAt: at(3.003), revokedAt: at(4.004), revokeReason: "lost")
+        stored.integrityMac = Data([0xAB, 0xCD])
+        try store.write { writer in
+            try writer.upsertUser(userId: "erin", username: "Erin", at: at(0))
+            try writer.insert(stored)
+        }
+        try store.read { reader in
+            XCTAssertEqual(try reader.key(kid: "K-every"), stored)
+            XCTAssertEqual(try reader.keys(userId: "erin", statuses: [.locked]), [stored])
+            XCTAssertEqual(try reader.keys(serverState: .pendingDeletion), [stored])
+            XCTAssertEqual(try reader.keys(kidPrefix: "k-ev", limit: 5), [stored])
+            XCTAssertEqual(try reader.keyListings(statuses: [.locked]), [KeyListing(key: stored, username: "Erin")])
+        }
+    }
+
+    /// A key row's time edited into text keymgr never writes is reported as tampering, not read as some time.
+    func testAKeyRowWithAnEditedTimeIsTampered() throws {
+        let store = try openStore()
+        try store.write { writer in
+            try writer.upsertUser(userId: "alice", username: nil, at: Date())
+            try writer.insert(UserKeyRecord(kid: "k1", userId: "alice", issuer: "keymgr", authType: .none, publicJwk: "{}",
+                                            wrappedPrivateKey: Data([1]), status: .active, serverState: .unregistered,
+                                            createdAt: Date()))
+        }
+        try rawConnection().writeWithoutTransaction { db in
+            try db.execute(sql: "UPDATE user_keys SET last_used_at = 'yesterday' WHERE kid = 'k1'")
+        }
+        XCTAssertThrowsError(try store.read { try $0.key(kid: "k1") }) { error in
+            XCTAssertEqual((error as? StorageError)?.code, .tampered, "\(error)")
+        }
+    }
 }

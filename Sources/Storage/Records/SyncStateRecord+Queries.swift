@@ -10,7 +10,8 @@ extension StoreReader {
 
     /// The most recent sync run over all servers.
     public func lastSync() throws -> SyncStateRecord? {
-        try SyncStateRecord.order(Column("started_at").desc).fetchOne(db)
+        // SQL text: `order()` first asks the schema whether the table exists (see `key(kid:)`).
+        try SyncStateRecord.fetchOne(db, sql: "SELECT * FROM sync_state ORDER BY started_at DESC LIMIT 1")
     }
 }
 

@@ -11,7 +11,11 @@ extension StoreReader {
             """, arguments: [prefix.count, prefix, limit])
     }
 
-    public func key(kid: String) throws -> UserKeyRecord? { try UserKeyRecord.fetchOne(db, key: kid) }
+    // Hot paths (sign, status) query with SQL text: the query interface's fetchOne(key:) and order() first ask the
+    // schema for primary keys and tables, which costs a short process more than the query itself.
+    public func key(kid: String) throws -> UserKeyRecord? {
+        try UserKeyRecord.fetchOne(db, sql: "SELECT * FROM user_keys WHERE kid = ?", arguments: [kid])
+    }
 
     /// The keys of one user (or of every user when `userId` is nil) whose status is in `statuses`, oldest first.
     public func keys(userId: String? = nil, statuses: Set<UserKeyRecord.Status>) throws -> [UserKeyRecord] {
@@ -78,7 +82,11 @@ extension StoreReader {
 
     /// The enum value named by the text in column `index` (read as text: cheaper per row than GRDB's generic decoding).
     private static func value<T>(_ row: Row, _ index: Int, _ make: (String) -> T?) throws -> T {
-        let text: String = try row.decode(atIndex: index)
+        try value(text: row.decode(atIndex: index), make)
+    }
+
+    /// The enum value `text` names.
+    static func value<T>(text: String, _ make: (String) -> T?) throws -> T {
         guard let value = make(text) else {
             throw StorageError(.tampered, "a key row holds a value keymgr never writes (\(text.debugDescription)), so the "
                 + "database was edited outside keymgr; restore it from a backup")
@@ -87,8 +95,11 @@ extension StoreReader {
     }
 
     /// The time in column `index` of `row`, in keymgr's format; nil for NULL.
-    static func date(_ row: Row, _ index: Int) throws -> Date? {
-        guard let text: String = try row.decode(atIndex: index) else { return nil }
+    static func date(_ row: Row, _ index: Int) throws -> Date? { try date(text: row.decode(atIndex: index)) }
+
+    /// The time `text` spells in keymgr's format; nil for NULL.
+    static func date(text: String?) throws -> Date? {
+        guard let text else { return nil }
         guard let date = Timestamp.date(from: text) else {
             throw StorageError(.tampered, "a row holds a time keymgr never writes (\(text.debugDescription)), so the "
                 + "database was edited outside keymgr; restore it from a backup")
@@ -97,8 +108,11 @@ extension StoreReader {
     }
 
     /// The time in column `index` of `row`, which must not be NULL.
-    static func requiredDate(_ row: Row, _ index: Int) throws -> Date {
-        guard let date = try date(row, index) else {
+    static func requiredDate(_ row: Row, _ index: Int) throws -> Date { try requiredDate(text: row.decode(atIndex: index)) }
+
+    /// The time `text` spells, which must not be NULL.
+    static func requiredDate(text: String?) throws -> Date {
+        guard let date = try date(text: text) else {
             throw StorageError(.tampered, "a row has no time where keymgr always writes one, so the database was edited outside keymgr; "
                 + "restore it from a backup")
         }
@@ -121,5 +135,30 @@ extension StoreWriter {
         do { try key.update(db) } catch is RecordError {
             throw StorageError(.notFound, "key \(key.kid) is not in the store")
         }
+    }
+}
+
+extension UserKeyRecord {
+    /// A key row read by column name, without `Decodable`: sign reads key rows at start-up and sync and list read
+    /// thousands, where the decoder's key conversion and generic look-ups cost more than the query.
+    ///
+    /// - Throws: `StorageError` `.tampered` for a value keymgr never writes; GRDB's error for a missing column.
+    public init(row: Row) throws {
+        kid = try row.decode(forColumn: "kid")
+        userId = try row.decode(forColumn: "user_id")
+        issuer = try row.decode(forColumn: "issuer")
+        authType = try StoreReader.value(text: row.decode(forColumn: "auth_type"), AuthType.init(rawValue:))
+        algorithm = try row.decode(forColumn: "algorithm")
+        publicJwk = try row.decode(forColumn: "public_jwk")
+        wrappedPrivateKey = try row.decode(forColumn: "wrapped_private_key")
+        status = try StoreReader.value(text: row.decode(forColumn: "status"), Status.init(rawValue:))
+        serverState = try StoreReader.value(text: row.decode(forColumn: "server_state"), ServerState.init(rawValue:))
+        deviceName = try row.decode(forColumn: "device_name")
+        serverLastAccessAt = try StoreReader.date(text: row.decode(forColumn: "server_last_access_at"))
+        createdAt = try StoreReader.requiredDate(text: row.decode(forColumn: "created_at"))
+        lastUsedAt = try StoreReader.date(text: row.decode(forColumn: "last_used_at"))
+        revokedAt = try StoreReader.date(text: row.decode(forColumn: "revoked_at"))
+        revokeReason = try row.decode(forColumn: "revoke_reason")
+        integrityMac = try row.decode(forColumn: "integrity_mac")
     }
 }

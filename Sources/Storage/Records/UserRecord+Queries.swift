@@ -4,7 +4,10 @@ import GRDB
 // The queries of `UserRecord`: reads for any snapshot, changes inside a write transaction.
 
 extension StoreReader {
-    public func user(id userId: String) throws -> UserRecord? { try UserRecord.fetchOne(db, key: userId) }
+    /// SQL text rather than `fetchOne(key:)`, which first asks the schema for the primary key (see `key(kid:)`).
+    public func user(id userId: String) throws -> UserRecord? {
+        try UserRecord.fetchOne(db, sql: "SELECT * FROM users WHERE user_id = ?", arguments: [userId])
+    }
 
     /// Every user, by user id.
     public func users() throws -> [UserRecord] {
