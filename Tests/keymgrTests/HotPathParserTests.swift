@@ -112,6 +112,21 @@ final class HotPathParserTests: XCTestCase {
                              "the hot path takes \(taken) of the \(parsedByTheArgumentParser) lines the argument parser takes")
     }
 
+    /// `--home` made of spaces and tabs alone is refused, exactly where Foundation's `.whitespaces` would trim it away
+    /// (`GlobalOptions.validate` checks it without Foundation, which costs every command at start-up).
+    func testABlankHomeIsRefusedExactlyWhereWhitespaceTrimmingEmptiesIt() {
+        // Every scalar .whitespaces holds is a tab, a space separator (Zs) or U+200B; the near misses are not.
+        for home in ["", " ", "\t", "  \t ", "\u{3000}", "\u{00A0}", "\u{2009}x", "\n", " \r ", "a", " /h ", "\u{200B}", "\u{200C}"] {
+            var globals = GlobalOptions()
+            globals.home = home
+            globals.json = false
+            globals.quiet = false
+            globals.verbose = false
+            let refused = (try? globals.validate()) == nil
+            XCTAssertEqual(refused, home.trimmingCharacters(in: .whitespaces).isEmpty, home.debugDescription)
+        }
+    }
+
     /// When the hot path takes `line`, the argument parser takes it too and the two commands hold the same values.
     @discardableResult
     private func assertSameValuesBothWays(_ line: [String], file: StaticString = #filePath, line number: UInt = #line)
