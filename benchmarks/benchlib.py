@@ -45,6 +45,14 @@ def which(name):
     return path
 
 
+def clang():
+    """The Swift toolchain's C compiler (the floor programs in floor/ are built with it)."""
+    path = os.path.join(os.environ.get("SWIFT_BIN", "/opt/swift/usr/bin"), "clang")
+    if not os.access(path, os.X_OK):
+        sys.exit(f"{path} is missing: set SWIFT_BIN to the Swift toolchain's bin directory")
+    return path
+
+
 def rounds(normal, quick):
     return quick if QUICK else normal
 

@@ -8,6 +8,7 @@ import Foundation
 
 // Before anything reads a master key, PIN or private key: no core file, no ptrace by other processes.
 ProcessHardening.disableCoreDumps()
+OpenSSLLibrary.initializeWithoutCleanupAtExit()
 
 let arguments = Array(CommandLine.arguments.dropFirst())
 // Known before parsing, so that even a usage error can be answered in JSON.
@@ -22,16 +23,20 @@ if let bad = RawArguments.firstInvalidUTF8() {
 }
 
 var command: ParsableCommand
-do {
-    // `status` and `sign` in their plain shapes skip the argument parser's reflection (HotPathParser).
-    command = try HotPathParser.command(for: arguments) ?? Keymgr.parseAsRoot(arguments)
-    if !(command is KeymgrCommand) {
-        // The argument parser's help command, or a command group run bare (which shows its help).
-        try command.run()
-        exit(0)
+if let plain = HotPathParser.command(for: arguments) {
+    // `status` and `sign` in their plain shapes skip the argument parser's reflection.
+    command = plain
+} else {
+    do {
+        command = try Keymgr.parseAsRoot(arguments)
+        if !(command is KeymgrCommand) {
+            // The argument parser's help command, or a command group run bare (which shows its help).
+            try command.run()
+            exit(0)
+        }
+    } catch {
+        exit(FailureReport.parsing(error, json: wantsJSON))
     }
-} catch {
-    exit(FailureReport.parsing(error, json: wantsJSON))
 }
 
 do {

@@ -1,4 +1,5 @@
 import ArgumentParser
+import Foundation
 import KeyManager
 import Logging
 
@@ -34,7 +35,7 @@ struct GlobalOptions: ParsableArguments {
     }
 
     /// The store home these options name.
-    var storeHome: StoreLocation { StoreLocation.resolve(explicit: home) }
+    var storeHome: StoreLocation { StoreLocation.resolve(explicit: home, environment: ProcessEnvironment.variables) }
 
     /// The console shaped by `--json`, `--quiet` and `--verbose`.
     var console: Console { Console(json: json, quiet: quiet, verbose: verbose) }
@@ -43,7 +44,7 @@ struct GlobalOptions: ParsableArguments {
     func openManager(readOnly: Bool = false) throws -> KeyManager {
         let home = storeHome
         console.detail("store \(home.url.path)")
-        return try KeyManager.open(home: home, readOnly: readOnly, logger: logger)
+        return try KeyManager.open(home: home, readOnly: readOnly, environment: ProcessEnvironment.variables, logger: logger)
     }
 
     /// The libraries' logs on stderr: warnings, or everything with --verbose. Libraries log no secret.
@@ -58,4 +59,10 @@ struct GlobalOptions: ParsableArguments {
 struct TableOptions: ParsableArguments {
     @Flag(help: "Show whole kids and ids in tables instead of fitting 80 columns.")
     var wide = false
+}
+
+/// The process's environment, read once: `ProcessInfo.environment` builds a new dictionary of every variable on each
+/// call, and a command asks for it several times at start-up.
+enum ProcessEnvironment {
+    static let variables = ProcessInfo.processInfo.environment
 }
