@@ -24,7 +24,9 @@ struct OpenSSLName: @unchecked Sendable {  // the pointee is written once in ini
 public enum OpenSSLLibrary {
     /// Initialises libcrypto as it would initialise itself on first use (the system's openssl.cnf included), but
     /// without its exit-time clean-up, which frees every table it built (about 0.8 M instructions) just before the
-    /// process's memory goes anyway; it clears no secret the process's end does not. Call before any other use of
+    /// process's memory goes anyway. Skipping it leaves nothing readable once the process has ended: what it would
+    /// have erased (the random generator's state) goes with the process's memory, core dumps are off
+    /// (`ProcessHardening`), and keymgr still erases its own keys when it drops them. Call before any other use of
     /// OpenSSL, in a process that exits when its work is done.
     public static func initializeWithoutCleanupAtExit() {
         _ = OPENSSL_init_crypto(UInt64(OPENSSL_INIT_LOAD_CONFIG | OPENSSL_INIT_NO_ATEXIT), nil)
