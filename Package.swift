@@ -88,6 +88,11 @@ let package = Package(
             name: "keymgr-benchdata",
             dependencies: ["KeyManager", .product(name: "ArgumentParser", package: "swift-argument-parser")],
             swiftSettings: strict),
+        // The floor of `keymgr status` on keymgr's stack (benchmarks/status): GRDB, Foundation and libcrypto, no logic.
+        .executableTarget(
+            name: "keymgr-status-floor",
+            dependencies: ["KeyManager", .product(name: "GRDB", package: "GRDB.swift")],
+            swiftSettings: strict),
         // libFuzzer targets for what keymgr parses from outside; built with fuzzing only by `make fuzz`
         // (proof/fuzz.sh), empty otherwise.
         .executableTarget(
