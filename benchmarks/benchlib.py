@@ -45,12 +45,15 @@ def which(name):
     return path
 
 
-def clang():
-    """The Swift toolchain's C compiler (the floor programs in floor/ are built with it)."""
-    path = os.path.join(os.environ.get("SWIFT_BIN", "/opt/swift/usr/bin"), "clang")
-    if not os.access(path, os.X_OK):
-        sys.exit(f"{path} is missing: set SWIFT_BIN to the Swift toolchain's bin directory")
-    return path
+def floor_program(source, directory, *libraries):
+    """Builds floor/<source>.c into `directory` with the Swift toolchain's clang, linked with `libraries`; its path."""
+    clang = os.path.join(os.environ.get("SWIFT_BIN", "/opt/swift/usr/bin"), "clang")
+    if not os.access(clang, os.X_OK):
+        sys.exit(f"{clang} is missing: set SWIFT_BIN to the Swift toolchain's bin directory")
+    program = os.path.join(directory, f"{source}-floor")
+    capture([clang, "-O2", os.path.join(os.path.dirname(os.path.abspath(__file__)), "floor", f"{source}.c"),
+             *[f"-l{library}" for library in libraries], "-o", program])
+    return program
 
 
 def rounds(normal, quick):
