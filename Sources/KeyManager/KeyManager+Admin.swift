@@ -112,6 +112,24 @@ extension KeyManager {
         return outcome
     }
 
+    /// Whether this store's audit log shows an earlier `admin revoke` of `userId` that deleted, on the server, a
+    /// binding `text` names: by its device id (`byDeviceId`) or its uuid, in whole or by a prefix of 8 or more
+    /// characters. Only then may a device the server no longer lists be called "already revoked".
+    public func revokedBefore(userId: String, text: String, byDeviceId: Bool) throws -> Bool {
+        let names = { (value: String) in value == text || (text.count >= Self.shortKidLength && value.hasPrefix(text)) }
+        let records = try read { try $0.auditEvents(AuditQuery(userId: userId, event: "admin.deviceRevoked")) }
+        return records.contains { record in
+            guard let details = try? JSONDecoder().decode(JSONValue.self, from: Data(record.details.utf8)),
+                  case .object(let members) = details,
+                  case .array(let deleted) = members["deletedOnServer"] ?? .array([]), !deleted.isEmpty else { return false }
+            if byDeviceId {
+                guard case .string(let deviceId) = members["deviceId"] ?? .null else { return false }
+                return names(deviceId)
+            }
+            return deleted.contains { if case .string(let uuid) = $0 { names(uuid) } else { false } }
+        }
+    }
+
     /// Audits an administrator's listing of server bindings: `admin devices` (or, with `staleDays`, `admin stale`).
     /// `userId` is the one user asked about, nil for every known user.
     public func recordDeviceListing(userId: String?, users: Int, bindings: Int, staleDays: Int? = nil) throws {

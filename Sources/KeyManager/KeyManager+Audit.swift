@@ -8,7 +8,7 @@ extension KeyManager {
         "key.registered", "key.revokedByServer", "key.deletedOnServer", "orphan.deletedOnServer", "credentials.wiped",
         "pin.changed", "pin.failed", "pin.parametersUpgraded", "master.rotated", "server.configured", "store.integrityStamped",
         "key.bindingRefused", "dcr.registered", "dcr.read", "dcr.deleted", "dcr.revokedByServer", "tokens.imported",
-        "tokens.login", "tokens.refreshed", "tokens.discarded",
+        "tokens.login", "tokens.refreshed", "tokens.discarded", "config.changed", "server.removed",
     ]).union(adminAuditEvents)
 
     /// Audit entries matching `filter`, oldest first. An event name keymgr does not know, and the log does not

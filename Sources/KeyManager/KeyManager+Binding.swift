@@ -127,24 +127,44 @@ extension KeyManager {
 
     /// Revokes keys: the one `kid`, or every usable key of `userId`. Destroys their key material, PINs, and the
     /// user's tokens and registrations; keeps tombstone rows for the audit log and for sync to delete on the server.
+    /// The keys `revoke(userId:kid:reason:)` would revoke, changing nothing: what a confirmation names.
+    /// - Throws: `clientNotRegistered` when there is no such key, or the user has no active or locked key.
+    public func revocationTargets(userId: String?, kid: String?) throws -> [UserKey] {
+        guard userId != nil || kid != nil else { throw KeyManagerError(.usage, "name the key to revoke with --user or --kid") }
+        return try read { reader in
+            try Self.revocationTargets(userId: userId, kid: kid, in: reader).map {
+                UserKey($0, username: try reader.user(id: $0.userId)?.username)
+            }
+        }
+    }
+
+    /// The active or locked keys `kid` (a kid or unique prefix) or else `userId` names.
+    static func revocationTargets(userId: String?, kid: String?, in reader: StoreReader) throws -> [UserKeyRecord] {
+        var targets: [UserKeyRecord]
+        if let kid {
+            guard let key = try Self.key(named: kid, in: reader), userId == nil || key.userId == userId else {
+                throw KeyManagerError(.clientNotRegistered, "no key \(kid)\(userId.map { " for user \($0)" } ?? "") on this device: see `keymgr list --status all`")
+            }
+            targets = [key]
+        } else {
+            targets = try reader.keys(userId: userId, statuses: [.active, .locked])
+            if targets.isEmpty, let userId, try reader.user(id: userId) == nil {
+                throw KeyManagerError(.clientNotRegistered, "no user \(userId) on this device: see `keymgr users`")
+            }
+        }
+        targets = targets.filter { $0.status == .active || $0.status == .locked }
+        guard !targets.isEmpty else {
+            throw KeyManagerError(.clientNotRegistered, "\(kid.map { "key \($0)" } ?? "user \(userId ?? "")") has no active or locked key on this device: nothing to revoke")
+        }
+        return targets
+    }
+
     public func revoke(userId: String?, kid: String?, reason: String?) throws -> [UserKey] {
         guard userId != nil || kid != nil else { throw KeyManagerError(.usage, "name the key to revoke with --user or --kid") }
         let at = now()
         let reason = reason ?? "revoked by \(actor)"
         let revokedKeys = try write { writer in
-            var targets: [UserKeyRecord]
-            if let kid {
-                guard let key = try Self.key(named: kid, in: writer), userId == nil || key.userId == userId else {
-                    throw KeyManagerError(.clientNotRegistered, "no key \(kid)\(userId.map { " for user \($0)" } ?? "") on this device: see `keymgr list --status all`")
-                }
-                targets = [key]
-            } else {
-                targets = try writer.keys(userId: userId, statuses: [.active, .locked])
-            }
-            targets = targets.filter { $0.status == .active || $0.status == .locked }
-            guard !targets.isEmpty else {
-                throw KeyManagerError(.clientNotRegistered, "\(kid.map { "key \($0)" } ?? "user \(userId ?? "")") has no active or locked key on this device: nothing to revoke")
-            }
+            let targets = try Self.revocationTargets(userId: userId, kid: kid, in: writer)
             var revoked: [UserKey] = []
             for var key in targets {
                 destroy(&key, status: .revoked, reason: reason, at: at)

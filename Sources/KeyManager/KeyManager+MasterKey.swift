@@ -27,7 +27,10 @@ extension KeyManager {
         switch masterKeySource {
         case .systemdCredential(let path):
             throw KeyManagerError(.config, "the master key comes from systemd's credential \(path), which keymgr cannot rewrite: "
-                + "rotate it with systemd-creds and a KEYMGR_MASTER_KEY_FILE step, or run rotate outside the service")
+                + "stop the services, decrypt the credential with `systemd-creds decrypt` to a private file, run "
+                + "`KEYMGR_MASTER_KEY_FILE=FILE keymgr master rotate` outside the service, then encrypt FILE back with "
+                + "`systemd-creds encrypt --name=keymgr.master` (the steps are in docs/operations.md, \"Rotating a master "
+                + "key held by systemd\")")
         case .environmentFile(let path), .home(let path):
             keyPath = path
         }

@@ -43,8 +43,46 @@ public struct ServerChangesOutcome: Sendable, Equatable {
     public var revoked: [String] = []
     /// Kids now recorded as deleted on the server.
     public var serverDeleted: [String] = []
-    /// Rows written (0 when everything was already in step).
-    public var writes: Int = 0
+    /// Rows written (0 when everything was already in step): the sum of `writesByKind`.
+    public var writes: Int { writesByKind.total }
+    /// Rows written, by what they record.
+    public var writesByKind = SyncWrites()
+}
+
+/// Rows a sync wrote (key rows and their audit entries), by what they record.
+public struct SyncWrites: Sendable, Equatable {
+    /// Keys newly marked registered, and their `key.registered` entries.
+    public var registered = 0
+    /// Keys whose server-side device name or last access changed, copied here (rule 1).
+    public var mirrored = 0
+    /// Keys revoked because the server no longer holds them, and their entries (rule 2).
+    public var revoked = 0
+    /// Retired keys recorded as deleted on the server, and their entries (rule 3).
+    public var serverDeleted = 0
+    /// Audit entries of orphans deleted on the server (rule 4).
+    public var orphansPruned = 0
+    /// Token sets and client registrations wiped after a revocation, and their entries.
+    public var credentialsWiped = 0
+    /// Client registrations the server no longer knows, wiped here (rule 5).
+    public var registrationsWiped = 0
+
+    public init() {}
+
+    public var total: Int {
+        registered + mirrored + revoked + serverDeleted + orphansPruned + credentialsWiped + registrationsWiped
+    }
+
+    public static func + (lhs: SyncWrites, rhs: SyncWrites) -> SyncWrites {
+        var sum = lhs
+        sum.registered += rhs.registered
+        sum.mirrored += rhs.mirrored
+        sum.revoked += rhs.revoked
+        sum.serverDeleted += rhs.serverDeleted
+        sum.orphansPruned += rhs.orphansPruned
+        sum.credentialsWiped += rhs.credentialsWiped
+        sum.registrationsWiped += rhs.registrationsWiped
+        return sum
+    }
 }
 
 extension KeyManager {
@@ -89,11 +127,12 @@ extension KeyManager {
         for listed in changes.listed {
             guard var key = try writer.key(kid: listed.kid), key.userId == changes.userId else { continue }
             let before = key
-            if key.serverState == .unregistered && (key.status == .active || key.status == .locked) {
+            let registering = key.serverState == .unregistered && (key.status == .active || key.status == .locked)
+            if registering {
                 key.serverState = .registered
                 outcome.registered.append(key.kid)
                 try writer.appendAudit(auditEvent("key.registered", userId: key.userId, kid: key.kid))
-                outcome.writes += 1
+                outcome.writesByKind.registered += 1
             }
             if let name = listed.deviceName { key.deviceName = name }
             if let access = listed.lastAccessAt, Timestamp.milliseconds(access) != key.serverLastAccessAt.map(Timestamp.milliseconds) {
@@ -101,7 +140,7 @@ extension KeyManager {
             }
             if key != before {
                 try writer.update(key)
-                outcome.writes += 1
+                if registering { outcome.writesByKind.registered += 1 } else { outcome.writesByKind.mirrored += 1 }
             }
         }
         var wipeCredentials = false
@@ -116,7 +155,7 @@ extension KeyManager {
                 "reason": .string(Self.removedOnServerReason),
             ]))
             outcome.revoked.append(kid)
-            outcome.writes += 2
+            outcome.writesByKind.revoked += 2
             wipeCredentials = true
         }
         for kid in changes.deletedOnServer {
@@ -125,11 +164,11 @@ extension KeyManager {
             try writer.update(key)
             try writer.appendAudit(auditEvent("key.deletedOnServer", userId: key.userId, kid: kid))
             outcome.serverDeleted.append(kid)
-            outcome.writes += 2
+            outcome.writesByKind.serverDeleted += 2
         }
         for kid in changes.prunedOrphans {
             try writer.appendAudit(auditEvent("orphan.deletedOnServer", userId: changes.userId, kid: kid))
-            outcome.writes += 1
+            outcome.writesByKind.orphansPruned += 1
         }
         if wipeCredentials {
             // The server revoked the binding: the tokens, DPoP keys and client registrations of this device
@@ -141,7 +180,7 @@ extension KeyManager {
                     "tokenSets": .int(Int64(tokens)), "registrations": .int(Int64(registrations)),
                     "reason": .string(Self.removedOnServerReason),
                 ]))
-                outcome.writes += tokens + registrations + 1
+                outcome.writesByKind.credentialsWiped += tokens + registrations + 1
             }
         }
         return outcome
@@ -173,6 +212,88 @@ extension KeyManager {
                 "name": .string(record.name), "dialect": .string(settings.dialect.rawValue), "baseUrl": .string(record.baseUrl),
                 "allowInsecureHttp": .bool(settings.allowInsecureHTTP),
             ]))
+        }
+    }
+
+    /// `server set`: changes only what `change` gives in the profile `name` (a new profile takes the defaults for
+    /// the rest), checks the result as `configureServer` does, and saves it, audited, in one transaction.
+    /// A store keeps its keys' registrations at one device registry: only one profile may have the `pingam` dialect.
+    /// - Returns: the saved profile.
+    @discardableResult
+    public func configureServer(name: String, _ change: ServerSettingsChange) throws -> ServerSettings {
+        try Self.checkProfileName(name)
+        let existing = try serverSettingsForChange(name: name)
+        let settings = try change.applied(to: existing, name: name, at: now())
+        try checkSafe(settings)
+        if settings.dialect.hasDeviceRegistry,
+           let other = try read({ try $0.servers() }).first(where: { $0.name != name && $0.dialect == .pingam }) {
+            throw KeyManagerError(.config, "the profile \(other.name) already has a device registry (pingam): a store's keys "
+                + "are registered at one PingAM server. Use `--profile \(other.name)`, or remove it first with "
+                + "`keymgr server remove --profile \(other.name)`")
+        }
+        try write { writer in
+            let record = try stamped(ServerRecord(settings, updatedAt: settings.updatedAt))
+            try writer.save(record)
+            try writer.appendAudit(auditEvent("server.configured", details: [
+                "name": .string(record.name), "dialect": .string(settings.dialect.rawValue), "baseUrl": .string(record.baseUrl),
+                "allowInsecureHttp": .bool(settings.allowInsecureHTTP), "created": .bool(existing == nil),
+            ]))
+        }
+        return try serverSettings(name: name) ?? settings
+    }
+
+    /// The profile to change: a stored one whose rules no longer hold (say, a credential file that moved into the
+    /// home) is still changed, so `server set` can repair it; a tampered one is not.
+    private func serverSettingsForChange(name: String) throws -> ServerSettings? {
+        guard let record = try read({ reader in try reader.server(name: name).map(verified) }) else { return nil }
+        return try ServerSettings(record)
+    }
+
+    /// Every server profile, by name.
+    public func serverProfiles() throws -> [ServerSettings] {
+        try read { reader in try reader.servers().map(verified) }.map(ServerSettings.init)
+    }
+
+    /// What removing the profile `name` would take with it; changes nothing.
+    /// - Throws: `clientNotRegistered` when there is no such profile.
+    public func serverRemoval(name: String) throws -> ServerRemoval {
+        try read { reader in
+            guard try reader.server(name: name) != nil else {
+                let names = try reader.servers().map(\.name)
+                throw KeyManagerError(.clientNotRegistered, "no server profile \(name)"
+                    + (names.isEmpty ? ": none is configured" : " (there are: \(names.joined(separator: ", ")))"))
+            }
+            let counts = try reader.credentialCounts(serverName: name)
+            return ServerRemoval(name: name, registrations: counts.registrations, tokenSets: counts.tokenSets)
+        }
+    }
+
+    /// `server remove`: deletes the profile and the client registrations, tokens and DPoP keys kept for it here
+    /// (nothing is sent to the server), audited as `server.removed`.
+    @discardableResult
+    public func removeServer(name: String) throws -> ServerRemoval {
+        let removal = try write { writer in
+            guard try writer.server(name: name) != nil else {
+                throw KeyManagerError(.clientNotRegistered, "no server profile \(name)")
+            }
+            let counts = try writer.deleteServer(name: name)
+            try writer.appendAudit(auditEvent("server.removed", details: [
+                "name": .string(name), "registrations": .int(Int64(counts.registrations)),
+                "tokenSets": .int(Int64(counts.tokenSets)),
+            ]))
+            return ServerRemoval(name: name, registrations: counts.registrations, tokenSets: counts.tokenSets)
+        }
+        store.checkpointDestroyedData()
+        return removal
+    }
+
+    /// A profile name: letters, digits, `-`, `_` and `.`, 1 to 64 characters.
+    static func checkProfileName(_ name: String) throws {
+        let allowed = name.unicodeScalars.allSatisfy {
+            $0.isASCII && (CharacterSet.alphanumerics.contains($0) || "-_.".unicodeScalars.contains($0))
+        }
+        guard (1...64).contains(name.count), allowed else {
+            throw KeyManagerError(.usage, "a profile name is 1 to 64 letters, digits, '-', '_' or '.', not '\(name)'")
         }
     }
 

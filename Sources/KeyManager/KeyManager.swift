@@ -282,7 +282,7 @@ public final class KeyManager: Sendable {
         }
     }
 
-    private static func validate(_ options: InitOptions) throws {
+    static func validate(_ options: InitOptions) throws {
         guard (1...10).contains(options.pinRetry) else {
             throw KeyManagerError(.usage, "--pin-retry must be between 1 and 10 (NIST SP 800-63B allows at most 10 failures)")
         }

@@ -32,6 +32,8 @@ public struct KeyManagerError: KeymgrFailure, Equatable, CustomStringConvertible
         case safetyValve
         case tampered
         case usage
+        /// A person answered no to a confirmation: nothing was done.
+        case declined
         case failure
     }
 

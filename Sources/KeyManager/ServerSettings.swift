@@ -121,3 +121,83 @@ public struct SyncSummary: Sendable, Equatable {
         self.errors = errors
     }
 }
+
+/// What one `keymgr server set` gives: every nil keeps what the profile has (a new profile takes the defaults).
+///
+/// `discovered` holds the endpoints an issuer's metadata named in this run: they replace the profile's endpoints,
+/// and the endpoints given explicitly in this run replace both.
+public struct ServerSettingsChange: Sendable, Equatable {
+    /// Endpoints found by discovery (RFC 8414 / OpenID).
+    public struct Endpoints: Sendable, Equatable {
+        public var token: URL?
+        public var registration: URL?
+        public var revocation: URL?
+        public var deviceAuthorization: URL?
+
+        public init(token: URL? = nil, registration: URL? = nil, revocation: URL? = nil, deviceAuthorization: URL? = nil) {
+            self.token = token
+            self.registration = registration
+            self.revocation = revocation
+            self.deviceAuthorization = deviceAuthorization
+        }
+    }
+
+    public var dialect: ServerDialect?
+    public var baseURL: URL?
+    /// The OAuth issuer given in this run (its endpoints are in `discovered`).
+    public var issuer: URL?
+    public var realmPath: String?
+    public var credentialFile: String?
+    public var credentialHeader: String?
+    public var tokenEndpoint: URL?
+    public var registrationEndpoint: URL?
+    public var revocationEndpoint: URL?
+    public var deviceAuthorizationEndpoint: URL?
+    public var tokenBinding: TokenBinding?
+    public var allowInsecureHTTP: Bool?
+    public var discovered: Endpoints?
+
+    public init() {}
+
+    /// The profile `name` after this change: `existing` with the given fields replaced, or a new profile.
+    /// A new profile needs a dialect, and a base URL or an issuer (the issuer then stands for the base URL).
+    /// - Throws: `usage` naming what a new profile lacks.
+    public func applied(to existing: ServerSettings?, name: String, at now: Date) throws -> ServerSettings {
+        guard let dialect = dialect ?? existing?.dialect else {
+            throw KeyManagerError(.usage, "the profile \(name) is new: give --dialect pingam or --dialect oauth")
+        }
+        guard let baseURL = baseURL ?? existing?.baseURL ?? issuer else {
+            throw KeyManagerError(.usage, "the profile \(name) is new: give --base-url URL (or --issuer URL)")
+        }
+        var settings = existing ?? ServerSettings(name: name, dialect: dialect, baseURL: baseURL)
+        settings.name = name
+        settings.dialect = dialect
+        settings.baseURL = baseURL
+        if let realmPath { settings.realmPath = realmPath }
+        if let credentialFile { settings.credentialFile = credentialFile }
+        if let credentialHeader { settings.credentialHeader = credentialHeader }
+        if let discovered {
+            settings.tokenEndpoint = discovered.token ?? settings.tokenEndpoint
+            settings.registrationEndpoint = discovered.registration ?? settings.registrationEndpoint
+            settings.revocationEndpoint = discovered.revocation ?? settings.revocationEndpoint
+            settings.deviceAuthorizationEndpoint = discovered.deviceAuthorization ?? settings.deviceAuthorizationEndpoint
+        }
+        if let tokenEndpoint { settings.tokenEndpoint = tokenEndpoint }
+        if let registrationEndpoint { settings.registrationEndpoint = registrationEndpoint }
+        if let revocationEndpoint { settings.revocationEndpoint = revocationEndpoint }
+        if let deviceAuthorizationEndpoint { settings.deviceAuthorizationEndpoint = deviceAuthorizationEndpoint }
+        if let tokenBinding { settings.tokenBinding = tokenBinding }
+        if let allowInsecureHTTP { settings.allowInsecureHTTP = allowInsecureHTTP }
+        settings.updatedAt = now
+        return settings
+    }
+}
+
+/// What removing a server profile takes with it: what `server remove` names before it asks.
+public struct ServerRemoval: Sendable, Equatable {
+    public var name: String
+    /// Client registrations (RFC 7591) kept for that server.
+    public var registrations: Int
+    /// Token sets (and their DPoP keys) kept for that server.
+    public var tokenSets: Int
+}

@@ -23,12 +23,12 @@ struct UserVerification: Sendable {
         case .biometricOnly:
             if biometric == nil {
                 throw KeyManagerError(.unsupported, "BIOMETRIC_ONLY needs a biometric verifier, and none is configured on this device: "
-                    + "initialise the store with `--biometric-verifier CMD`, or bind with another auth type")
+                    + "set one with `keymgr config set biometric-verifier CMD`, or bind with another auth type")
             }
         case .biometricAllowFallback:
             if biometric == nil && credential == nil {
                 throw KeyManagerError(.unsupported, "BIOMETRIC_ALLOW_FALLBACK needs a biometric or device-credential verifier, and none is configured: "
-                    + "initialise the store with `--biometric-verifier CMD` or `--credential-verifier CMD`")
+                    + "set one with `keymgr config set biometric-verifier CMD` or `keymgr config set credential-verifier CMD`")
             }
         }
     }

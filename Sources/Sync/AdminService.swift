@@ -215,7 +215,14 @@ public struct AdminService: Sendable {
         let localKeys = try manager.keys(userId: userId, statuses: Set(KeyStatus.allCases))
         var plan = DeviceRevocationPlan(userId: userId, selector: selector, reason: reason)
         switch selector {
-        case .deviceId(let id):
+        case .deviceId(let text):
+            // A whole device id or a unique prefix of one the server lists for the user (or of this device's).
+            let matches = Self.matching(text, in: listed.compactMap(\.deviceId) + [identity.deviceId])
+            guard matches.count <= 1 else {
+                throw KeyManagerError(.usage, "more than one device of \(userId) has an id starting with \(text): give more "
+                    + "of it, e.g. one of \(matches.joined(separator: ", "))")
+            }
+            let id = matches.first ?? text
             plan.deviceId = id
             plan.bindings = listed.filter { $0.deviceId == id }
             plan.thisDevice = id == identity.deviceId
@@ -246,6 +253,16 @@ public struct AdminService: Sendable {
             }
         }
         plan.deviceName = plan.bindings.first?.deviceName
+        if plan.bindings.isEmpty && !plan.thisDevice {
+            // Nothing the server lists, nothing here: "already revoked" only when this store revoked it before.
+            let (text, byDeviceId) = switch selector {
+            case .deviceId(let id): (id, true)
+            case .binding(let uuid): (uuid, false)
+            }
+            guard try manager.revokedBefore(userId: userId, text: text, byDeviceId: byDeviceId) else {
+                throw KeyManagerError(.clientNotRegistered, Self.notListed(selector, userId: userId, listed: listed))
+            }
+        }
         if plan.thisDevice {
             let listedKids = Set(listed.map(\.kid))
             plan.notOnServer = Set(plan.localKids.filter { !listedKids.contains($0) })
@@ -292,6 +309,29 @@ public struct AdminService: Sendable {
         revocation.goneFromServer = plan.notOnServer.union(plan.bindings.map(\.kid))
         report.local = try manager.recordDeviceRevocation(revocation)
         return report
+    }
+
+    /// Says that the server lists no binding `selector` names, and what it does list for the user.
+    static func notListed(_ selector: DeviceSelector, userId: String, listed: [FleetBinding]) -> String {
+        let what = switch selector {
+        case .deviceId(let id): "from a device \(id)"
+        case .binding(let uuid): "\(uuid)"
+        }
+        var text = "the server lists no binding of \(userId) \(what), and this store has no record of revoking one: "
+            + "nothing was changed. "
+        guard !listed.isEmpty else { return text + "The server lists no binding of \(userId) at all" }
+        switch selector {
+        case .deviceId:
+            var devices: [String] = []
+            for binding in listed {
+                let entry = (binding.deviceId ?? "unknown") + (binding.deviceName.map { " (\($0))" } ?? "")
+                if !devices.contains(entry) { devices.append(entry) }
+            }
+            text += "It lists the devices \(devices.joined(separator: ", "))"
+        case .binding:
+            text += "It lists the bindings \(listed.map(\.uuid).joined(separator: ", "))"
+        }
+        return text + " (`keymgr admin devices --user \(userId) --wide`)"
     }
 
     /// The entries of `candidates` that `text` names: itself, else those it is a prefix of (at least 8 characters).

@@ -41,6 +41,14 @@ public struct DiscoveryService: Sendable {
         self.http = http
     }
 
+    /// The endpoints the issuer's metadata names, for `KeyManager.configureServer(name:_:)` to merge.
+    public func endpoints(issuer: URL) async throws -> ServerSettingsChange.Endpoints {
+        let metadata = try await OAuthDiscoveryClient(http: http).discover(issuer: issuer)
+        return ServerSettingsChange.Endpoints(token: metadata.tokenEndpoint, registration: metadata.registrationEndpoint,
+                                              revocation: metadata.revocationEndpoint,
+                                              deviceAuthorization: metadata.deviceAuthorizationEndpoint)
+    }
+
     /// The endpoints the issuer's metadata names; explicit values in `settings` win over discovered ones.
     public func complete(_ settings: ServerSettings, issuer: URL) async throws -> ServerSettings {
         let metadata = try await OAuthDiscoveryClient(http: http).discover(issuer: issuer)

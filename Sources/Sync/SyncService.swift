@@ -40,7 +40,12 @@ public struct SyncReport: Sendable, Equatable {
     public var orphans: [String] = []
     public var errors: [UserError] = []
     /// Rows the reconciliation wrote to the store (the run's own bookkeeping row aside).
-    public var writes = 0
+    public var writes: Int { writesByKind.total }
+    /// Those rows by what they record.
+    public var writesByKind = SyncWrites()
+    /// Usable keys of this device the server does not hold after this run (bound here without a journey, so never
+    /// registered): the server cannot check their signatures.
+    public var unregistered: [String] = []
     /// Rule 7 stopped the run: nothing was applied.
     public var safetyValveTripped = false
     /// When the valve trips: how many revocations were planned and how many are allowed.
@@ -98,9 +103,11 @@ public struct SyncService: Sendable {
         var users = Set<String>()
         var kids = Set<String>()
         var activeKeys = 0
+        var unregistered: [String] = []
         try manager.forEachKey(userId: nil, statuses: Set(KeyStatus.allCases)) { key in
             kids.insert(key.kid)
             if key.status == .active { activeKeys += 1 }
+            if key.serverState == .unregistered && KeyStatus.usable.contains(key.status) { unregistered.append(key.kid) }
             if Reconciler.isWorthReconciling(key) { users.insert(key.userId) }
         }
         let userIds = users.sorted()
@@ -155,6 +162,11 @@ public struct SyncService: Sendable {
         plans.sort { $0.plan.userId < $1.plan.userId }
 
         var report = SyncReport(dryRun: options.dryRun)
+        // What is still unregistered once this run's registrations (or, dry, the planned ones) are counted.
+        func unregisteredAfter(_ report: SyncReport) -> [String] {
+            let registered = Set(report.registered)
+            return unregistered.filter { !registered.contains($0) }.sorted()
+        }
         report.users = userIds.count
         report.inSync = inSync
         for planned in plans {
@@ -172,6 +184,7 @@ public struct SyncService: Sendable {
             // Nothing is applied; the report lists what the valve held back.
             report.safetyValveTripped = true
             report.revoked = plans.flatMap(\.plan.changes.revokedByServer)
+            report.unregistered = unregisteredAfter(report)
             return report
         }
 
@@ -181,6 +194,7 @@ public struct SyncService: Sendable {
                 report.revoked += planned.plan.changes.revokedByServer
                 report.serverDeleted += planned.plan.changes.deletedOnServer + planned.plan.deleteOnServer.map(\.kid)
             }
+            report.unregistered = unregisteredAfter(report)
             return report
         }
 
@@ -204,6 +218,7 @@ public struct SyncService: Sendable {
             try applyLocally(ready, to: &report)
         }
         try await checkRegistrations(&report, options)
+        report.unregistered = unregisteredAfter(report)
         try record(report, serverName: connection.settings.name, startedAt: startedAt)
         return report
     }
@@ -235,7 +250,7 @@ public struct SyncService: Sendable {
             report.registered += outcome.registered
             report.revoked += outcome.revoked
             report.serverDeleted += outcome.serverDeleted
-            report.writes += outcome.writes
+            report.writesByKind = report.writesByKind + outcome.writesByKind
         }
         do {
             try manager.apply(batch).forEach(add)
@@ -278,7 +293,7 @@ public struct SyncService: Sendable {
         let outcome = await RegistrationService(manager: manager, connection: connection, home: home, logger: logger).checkAll()
         report.registrationsChecked = outcome.checked
         report.registrationsWiped = outcome.wiped
-        report.writes += outcome.wiped.count
+        report.writesByKind.registrationsWiped += outcome.wiped.count
         report.errors += outcome.errors
     }
 

@@ -3,8 +3,10 @@ import KeyManager
 import Logging
 import ServerClients
 
-/// One use of a user's client credentials at a time per user and server, across processes: an exclusive `flock`
-/// on a file in the home.
+/// One use of a user's client credentials at a time per user and server, across processes: an exclusive
+/// open-file-description lock (`F_OFD_SETLK`) on one byte of `oauth.lock` in the home, the byte chosen by a hash of
+/// the user and server. One file serves every user, so no lock file is left behind per user; two users whose hashes
+/// collide only wait for each other.
 ///
 /// Held by a refresh (so two processes never spend one refresh token), by each device-grant request and poll, by a
 /// token revocation, and by a registration read or delete: a Curity-like server rotates the client secret and the
@@ -35,21 +37,32 @@ final class TokenRefreshLock {
         return try await body()
     }
 
+    /// The one lock file of every user's OAuth credentials, in the home.
+    static let fileName = "oauth.lock"
+
+    /// The byte of `fileName` this lock holds.
+    private let offset: Int
+
     private init(home: StoreLocation, userId: String, serverName: String) throws {
         try home.checkUsable()
-        let name = "oauth-refresh-" + Self.fileSafe(serverName + "\u{0}" + userId) + ".lock"
-        let path = home.url.appendingPathComponent(name).path
+        let path = home.url.appendingPathComponent(Self.fileName).path
+        offset = Self.offset(serverName + "\u{0}" + userId)
         descriptor = open(path, O_CREAT | O_RDWR | O_CLOEXEC, 0o600)
         guard descriptor >= 0 else {
             throw KeyManagerError(.config, "cannot open the refresh lock \(path): \(String(cString: strerror(errno)))")
         }
     }
 
+    /// Linux's open-file-description locks (`fcntl.h`): owned by the open file, not the process, so two opens in one
+    /// process exclude each other as `flock` does, and closing the descriptor releases the lock.
+    private static let setLock: Int32 = 37  // F_OFD_SETLK
+
     /// Takes the lock if it is free.
     private func tryLock() throws -> Bool {
-        if flock(descriptor, LOCK_EX | LOCK_NB) == 0 { return true }
+        var region = Glibc.flock(l_type: Int16(F_WRLCK), l_whence: Int16(SEEK_SET), l_start: offset, l_len: 1, l_pid: 0)
+        if fcntl(descriptor, Self.setLock, &region) == 0 { return true }
         let reason = errno
-        guard reason == EWOULDBLOCK || reason == EINTR else {
+        guard reason == EAGAIN || reason == EACCES || reason == EINTR else {
             throw KeyManagerError(.failure, "cannot lock the refresh lock: \(String(cString: strerror(reason)))")
         }
         return false
@@ -57,21 +70,21 @@ final class TokenRefreshLock {
 
     func release() {
         guard descriptor >= 0 else { return }
-        flock(descriptor, LOCK_UN)
-        close(descriptor)
+        close(descriptor)  // releases the lock: it belongs to this open file description alone
         descriptor = -1
     }
 
     deinit { release() }
 
-    /// Hex of the UTF-8 of `text`, shortened: a file name no user id can break out of.
-    static func fileSafe(_ text: String) -> String {
-        var hash: UInt64 = 0xcbf2_9ce4_8422_2325  // FNV-1a: a stable name, not a security boundary
+    /// Where in the lock file the lock of `text` lies: a stable hash of its UTF-8 (FNV-1a, not a security
+    /// boundary), kept below 2^62 so it is a valid positive offset.
+    static func offset(_ text: String) -> Int {
+        var hash: UInt64 = 0xcbf2_9ce4_8422_2325
         for byte in text.utf8 {
             hash ^= UInt64(byte)
             hash = hash &* 0x100_0000_01b3
         }
-        return String(hash, radix: 16)
+        return Int(hash & 0x3FFF_FFFF_FFFF_FFFF)
     }
 }
 

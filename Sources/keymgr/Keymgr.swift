@@ -19,7 +19,7 @@ struct Keymgr: ParsableCommand {
                 --credential-file /etc/keymgr/admin.token
               keymgr sync
 
-            Exit status: 0 success, 1 failure, 2 sync finished but some users could not be reconciled, \
+            Exit status: 0 success, 1 failure (also a confirmation answered no: code declined), 2 sync finished but some users could not be reconciled, \
             3 sync safety valve (nothing applied), 64 usage, 65 bad input data, 66 no such user or key, \
             69 server or verifier unavailable, 75 busy or timed out (try again), 76 server rejected, \
             77 not authenticated (wrong PIN, locked, aborted), 78 configuration error.
@@ -28,7 +28,7 @@ struct Keymgr: ParsableCommand {
         subcommands: [
             Init.self, Status.self, Users.self, List.self, Bind.self, Sign.self, Rebind.self, Revoke.self,
             Pin.self, Audit.self, Server.self, SyncCommand.self, Admin.self, Master.self, Dcr.self, Token.self, Dpop.self,
-            Login.self,
+            Login.self, Config.self, Export.self,
         ])
 
     @OptionGroup var globals: GlobalOptions

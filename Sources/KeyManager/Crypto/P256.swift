@@ -1,3 +1,4 @@
+import Foundation
 import COpenSSL
 import Synchronization
 
@@ -204,6 +205,22 @@ package struct P256PublicKey: Sendable, Equatable {
         }
         ERR_clear_error()  // a bad signature leaves an entry on OpenSSL's error queue
         return status == 1
+    }
+
+    /// The SubjectPublicKeyInfo (RFC 5480: id-ecPublicKey, prime256v1, the uncompressed point) as PEM (RFC 7468),
+    /// as `openssl pkey -pubin` reads it.
+    package func pem() -> String {
+        // The DER header of a P-256 SubjectPublicKeyInfo is fixed; the 65-byte point follows it.
+        let header: [UInt8] = [0x30, 0x59, 0x30, 0x13, 0x06, 0x07, 0x2A, 0x86, 0x48, 0xCE, 0x3D, 0x02, 0x01, 0x06, 0x08,
+                               0x2A, 0x86, 0x48, 0xCE, 0x3D, 0x03, 0x01, 0x07, 0x03, 0x42, 0x00, 0x04]
+        let base64 = Data(header + x + y).base64EncodedString()
+        var lines: [Substring] = []
+        var rest = Substring(base64)
+        while !rest.isEmpty {
+            lines.append(rest.prefix(64))
+            rest = rest.dropFirst(64)
+        }
+        return "-----BEGIN PUBLIC KEY-----\n" + lines.joined(separator: "\n") + "\n-----END PUBLIC KEY-----\n"
     }
 
     /// The public JWK (RFC 7517 / 7518 §6.2): `kty` "EC", `crv` "P-256", `x`, `y`, and the given

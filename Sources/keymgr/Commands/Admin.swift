@@ -24,9 +24,9 @@ struct Admin: ParsableCommand {
     @OptionGroup var globals: GlobalOptions
 
     /// The store and the configured server, with the admin service over them.
-    static func service(_ globals: GlobalOptions, timeout: Double) throws -> AdminService {
+    static func service(_ globals: GlobalOptions, network: NetworkOptions) throws -> AdminService {
         let manager = try globals.openManager()
-        let connection = try ServerConnection.configured(in: manager, timeout: timeout)
+        let connection = try ServerConnection.configured(in: manager, profile: network.profile, timeout: network.timeout)
         globals.console.detail("server \(connection.settings.baseURL.absoluteString) (realm \(connection.settings.realmPath))")
         return AdminService(manager: manager, connection: connection, home: globals.storeHome, logger: globals.logger)
     }
@@ -99,7 +99,7 @@ struct Admin: ParsableCommand {
         }
 
         func run() throws {
-            let service = try Admin.service(globals, timeout: network.timeout)
+            let service = try Admin.service(globals, network: network)
             let userIds = try user.map { [try service.manager.resolveUser($0)] } ?? service.knownUsers()
             let single = user != nil
             let concurrency = fleet.concurrency
@@ -149,7 +149,7 @@ struct Admin: ParsableCommand {
         }
 
         func run() throws {
-            let service = try Admin.service(globals, timeout: network.timeout)
+            let service = try Admin.service(globals, network: network)
             let (days, concurrency) = (days, fleet.concurrency)
             let progress = ProgressLine(enabled: isatty(STDERR_FILENO) == 1 && !globals.quiet, label: "listing")
             let listing: FleetListing
@@ -194,7 +194,7 @@ struct Admin: ParsableCommand {
         @Option(help: ArgumentHelp("One binding, by its uuid (= kid; a unique prefix of 8 or more characters).", valueName: "uuid"))
         var device: String?
 
-        @Option(help: ArgumentHelp("Every binding of the user from this device id.", valueName: "id"))
+        @Option(help: ArgumentHelp("Every binding of the user from this device id (or a unique prefix of 8 or more characters).", valueName: "id"))
         var deviceId: String?
 
         @Option(help: ArgumentHelp("Why, for the audit log: stolen, lost, left or other.", valueName: "reason"))
@@ -217,7 +217,7 @@ struct Admin: ParsableCommand {
         }
 
         func run() throws {
-            let service = try Admin.service(globals, timeout: network.timeout)
+            let service = try Admin.service(globals, network: network)
             let userId = try service.manager.resolveUser(user)
             let selector: DeviceSelector = device.map(DeviceSelector.binding) ?? .deviceId(deviceId ?? "")
             let why = DeviceRevocationReason(rawValue: reason) ?? .other

@@ -9,10 +9,10 @@ struct OAuthContext {
     let connection: ServerConnection
     let globals: GlobalOptions
 
-    init(_ globals: GlobalOptions, timeout: TimeInterval = 15) throws {
+    init(_ globals: GlobalOptions, profile: String, timeout: TimeInterval = 15) throws {
         self.globals = globals
         manager = try globals.openManager()
-        connection = try ServerConnection.configured(in: manager, timeout: timeout)
+        connection = try ServerConnection.configured(in: manager, profile: profile, timeout: timeout)
     }
 
     var registrations: RegistrationService { RegistrationService(manager: manager, connection: connection, home: globals.storeHome, logger: globals.logger) }
@@ -109,7 +109,7 @@ struct Dcr: ParsableCommand {
                 }
                 initialAccessToken = text
             }
-            let context = try OAuthContext(globals, timeout: network.timeout)
+            let context = try OAuthContext(globals, profile: network.profile, timeout: network.timeout)
             let service = context.registrations
             let (user, softwareId, scope) = (user, softwareId, scope)
             let (document2, token) = (document, initialAccessToken)
@@ -144,6 +144,8 @@ struct Dcr: ParsableCommand {
 
         @OptionGroup var globals: GlobalOptions
 
+        @OptionGroup var server: ProfileOptions
+
         @Option(help: ArgumentHelp("The user.", valueName: "id"))
         var user: String
 
@@ -152,7 +154,7 @@ struct Dcr: ParsableCommand {
 
         func run() throws {
             let manager = try globals.openManager()
-            guard let settings = try manager.serverSettings(name: Server.profileName),
+            guard let settings = try manager.serverSettings(name: server.profile),
                   let registration = try manager.registration(userId: user, serverName: settings.name) else {
                 throw KeyManagerError(.clientNotRegistered, "\(user) has no client registration: run `keymgr dcr register --user \(user) …`")
             }
@@ -183,10 +185,11 @@ struct Dcr: ParsableCommand {
         static let configuration = CommandConfiguration(
             commandName: "delete",
             abstract: "Delete a user's client at the server (RFC 7592), and its tokens here.",
-            usage: "keymgr dcr delete [<options>] --user <id>",
+            usage: "keymgr dcr delete [<options>] --user <id> [--yes]",
             discussion: """
                 Deletes the client at the server (already gone is fine), then the registration, the tokens and \
-                the DPoP key here.
+                the DPoP key here. On a terminal keymgr asks first (--yes does not ask; no exits 1, code \
+                declined); without one it never asks. A user with no registration fails (66) before anything is asked.
 
                 Example:
                   keymgr dcr delete --user alice
@@ -199,8 +202,15 @@ struct Dcr: ParsableCommand {
         @Option(help: ArgumentHelp("The user.", valueName: "id"))
         var user: String
 
+        @OptionGroup var confirmation: ConfirmationOptions
+
         func run() throws {
-            let service = try OAuthContext(globals, timeout: network.timeout).registrations
+            let context = try OAuthContext(globals, profile: network.profile, timeout: network.timeout)
+            guard let registration = try context.manager.registration(userId: user, serverName: context.connection.serverName) else {
+                throw KeyManagerError(.clientNotRegistered, "\(user) has no client registration at the server profile \(network.profile)")
+            }
+            try confirmation.confirm("Delete the OAuth client \(registration.clientId) of \(user) at the server, and its tokens here?")
+            let service = context.registrations
             let user = user
             try AsyncBridge.wait { try await service.delete(userId: user) }
             globals.console.confirm("deleted the client registration of \(user)")

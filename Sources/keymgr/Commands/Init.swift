@@ -85,7 +85,5 @@ struct Init: KeymgrCommand {
     }
 
     /// A verifier command line as argv: split on spaces, empty pieces dropped.
-    static func argv(_ commandLine: String) -> [String] {
-        commandLine.split(separator: " ", omittingEmptySubsequences: true).map(String.init)
-    }
+    static func argv(_ commandLine: String) -> [String] { KeyManager.verifierArgv(commandLine) }
 }

@@ -9,7 +9,8 @@ struct Revoke: KeymgrCommand {
         usage: "keymgr revoke [<options>] (--user <id> | --kid <kid>)",
         discussion: """
             Marks the keys revoked and destroys their private keys; the server learns of it at the next sync. \
-            On a terminal keymgr asks first (--yes does not ask); without one it never asks. With --json: an \
+            On a terminal keymgr asks first (--yes does not ask; no exits 1, code declined); without one it \
+            never asks; a user or key that does not exist fails (66) before anything is asked. With --json: an \
             array of the revoked key objects.
 
             Example:
@@ -36,7 +37,11 @@ struct Revoke: KeymgrCommand {
     func run() throws {
         let manager = try globals.openManager()
         let userId = try manager.resolveUser(user)
-        try confirmation.confirm("Revoke \(kid.map { "key \($0)" } ?? "every key of \(userId ?? "")") and destroy its key material?")
+        // The target is found first: a missing user or key fails (66) before anything is asked.
+        let targets = try manager.revocationTargets(userId: userId, kid: kid)
+        let named = targets.count == 1 ? "key \(targets[0].kid) of \(targets[0].userId)"
+            : "the \(targets.count) keys of \(targets[0].userId)"
+        try confirmation.confirm("Revoke \(named) and destroy its key material?")
         let revoked = try manager.revoke(userId: userId, kid: kid, reason: reason)
         let console = globals.console
         if globals.json {

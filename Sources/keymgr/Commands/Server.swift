@@ -7,18 +7,25 @@ import Sync
 struct Server: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "server",
-        abstract: "Configure the identity server keymgr syncs with, or show it.",
+        abstract: "Configure the identity servers keymgr talks to (profiles), or show them.",
         discussion: """
+            A store keeps one profile per server, named with --profile (default: `default`); the commands \
+            that talk to a server take --profile too. At most one profile may be a PingAM server (the device \
+            registry the store's keys are registered at); the others are OAuth servers.
+
             Example:
               keymgr server set --dialect pingam --base-url https://am.example.com/am \\
                 --credential-file /etc/keymgr/admin.token
-              keymgr server show
+              keymgr server set --profile curity --dialect oauth --base-url https://idp.example.com \\
+                --issuer https://idp.example.com/oauth/v2/oauth-anonymous
+              keymgr server list
+              keymgr server show --profile curity
             """,
-        subcommands: [Configure.self, Show.self])
+        subcommands: [Configure.self, Show.self, ListProfiles.self, Remove.self])
 
     @OptionGroup var globals: GlobalOptions
 
-    /// The one profile the CLI manages.
+    /// The profile a command uses when no --profile is given.
     static let profileName = "default"
 
 
@@ -26,9 +33,12 @@ struct Server: ParsableCommand {
     struct Configure: KeymgrCommand {
         static let configuration = CommandConfiguration(
             commandName: "set",
-            abstract: "Save the identity server's settings (the `default` profile).",
+            abstract: "Create a server profile, or change the settings given in one.",
+            usage: "keymgr server set [--profile <name>] [--dialect <dialect>] [--base-url <url>] [<options>]",
             discussion: """
-                Replaces the whole profile: options left out take their defaults. Only settings are stored: the \
+                Changes only the options given: the rest of the profile stays as it was (a new profile needs \
+                --dialect and --base-url, or --issuer, and takes the defaults for the rest). With --issuer the \
+                endpoints are discovered again; endpoint options given in the same run win. Only settings are stored: the \
                 admin token stays in --credential-file (stored as an absolute path, never read here, never shown). \
                 Without --credential-file, sync reads $CREDENTIALS_DIRECTORY/keymgr.admin (systemd \
                 LoadCredentialEncrypted=). With --credential-header Authorization (the default) the token is sent \
@@ -44,20 +54,22 @@ struct Server: ParsableCommand {
 
         @OptionGroup var globals: GlobalOptions
 
+        @OptionGroup var server: ProfileOptions
+
         @Option(help: ArgumentHelp("The server's dialect: pingam (device REST and journeys) or oauth (any OAuth server; curity is another name for it).", valueName: "dialect"))
-        var dialect: String
+        var dialect: String?
 
         @Option(help: ArgumentHelp("The server's base URL (http or https), e.g. https://am.example.com/am.", valueName: "url"))
-        var baseUrl: String
+        var baseUrl: String?
 
-        @Option(help: ArgumentHelp("PingAM's realm path.", valueName: "path"))
-        var realmPath: String = "/realms/root"
+        @Option(help: ArgumentHelp("PingAM's realm path (a new profile: /realms/root).", valueName: "path"))
+        var realmPath: String?
 
         @Option(help: ArgumentHelp("The file holding the admin token (mode 0600).", valueName: "file"), completion: .file())
         var credentialFile: String?
 
-        @Option(help: ArgumentHelp("How the token is sent: Authorization (as a Bearer token) or a header name.", valueName: "name"))
-        var credentialHeader: String = "Authorization"
+        @Option(help: ArgumentHelp("How the token is sent: Authorization (as a Bearer token; a new profile's) or a header name.", valueName: "name"))
+        var credentialHeader: String?
 
         @Option(help: ArgumentHelp("The OAuth token endpoint.", valueName: "url"))
         var tokenEndpoint: String?
@@ -74,25 +86,25 @@ struct Server: ParsableCommand {
         @Option(help: ArgumentHelp("The OAuth issuer: its endpoints are discovered (RFC 8414, then OpenID discovery); endpoint options override them.", valueName: "url"))
         var issuer: String?
 
-        @Flag var tokenBinding: TokenBindingFlag = .bound
+        @Flag var tokenBinding: TokenBindingFlag?
 
-        @Flag(help: "Allow plain http:// to a host other than loopback (the admin token then crosses the network unencrypted).")
-        var allowInsecureHttp = false
+        @Flag(inversion: .prefixedNo,
+              help: "Allow plain http:// to a host other than loopback (the admin token then crosses the network unencrypted).")
+        var allowInsecureHttp: Bool?
 
         func validate() throws {
-            guard ServerDialect(name: dialect) != nil else {
+            if let dialect, ServerDialect(name: dialect) == nil {
                 throw ValidationError("--dialect must be pingam or oauth (or curity, another name for oauth), not '\(dialect)'")
             }
-            try Self.checkURL(baseUrl, option: "--base-url")
-            for (option, value) in [("--issuer", issuer), ("--token-endpoint", tokenEndpoint), ("--registration-endpoint", registrationEndpoint),
+            for (option, value) in [("--base-url", baseUrl), ("--issuer", issuer), ("--token-endpoint", tokenEndpoint), ("--registration-endpoint", registrationEndpoint),
                                     ("--revocation-endpoint", revocationEndpoint),
                                     ("--device-authorization-endpoint", deviceAuthorizationEndpoint)] {
                 if let value { try Self.checkURL(value, option: option) }
             }
-            guard realmPath.hasPrefix("/"), !realmPath.contains(where: { $0.isWhitespace || "?#%\\".contains($0) }) else {
+            if let realmPath, !realmPath.hasPrefix("/") || realmPath.contains(where: { $0.isWhitespace || "?#%\\".contains($0) }) {
                 throw ValidationError("--realm-path must be a path such as /realms/root or /realms/root/realms/alpha")
             }
-            guard !credentialHeader.isEmpty, credentialHeader.unicodeScalars.allSatisfy(Self.isHeaderNameCharacter) else {
+            if let credentialHeader, credentialHeader.isEmpty || !credentialHeader.unicodeScalars.allSatisfy(Self.isHeaderNameCharacter) {
                 throw ValidationError("--credential-header must be an HTTP header name such as Authorization or iPlanetDirectoryPro")
             }
             if let credentialFile, credentialFile.isEmpty {
@@ -105,28 +117,25 @@ struct Server: ParsableCommand {
             let credentialPath = credentialFile.map(Self.absolutePath)
             if let credentialPath { Self.checkCredentialFile(credentialPath, console: console) }
             let manager = try globals.openManager()
+            let url = { (text: String?) in text.flatMap(URL.init(string:)) }
+            var change = ServerSettingsChange()
+            change.dialect = dialect.flatMap(ServerDialect.init(name:))
             // `https://am.example.com/am/` and `…/am` are one server: keep the form without trailing slashes.
-            var base = baseUrl
-            while base.hasSuffix("/") { base.removeLast() }
-            guard let dialect = ServerDialect(name: dialect), let baseURL = URL(string: base) else {
-                throw KeyManagerError(.usage, "--dialect and --base-url must be given")  // validate() checked both
+            change.baseURL = url(baseUrl.map { text in String(text.reversed().drop { $0 == "/" }.reversed()) })
+            change.issuer = url(issuer)
+            change.realmPath = realmPath
+            change.credentialFile = credentialPath
+            change.credentialHeader = credentialHeader
+            change.tokenEndpoint = url(tokenEndpoint)
+            change.registrationEndpoint = url(registrationEndpoint)
+            change.revocationEndpoint = url(revocationEndpoint)
+            change.deviceAuthorizationEndpoint = url(deviceAuthorizationEndpoint)
+            change.tokenBinding = tokenBinding?.tokenBinding
+            change.allowInsecureHTTP = allowInsecureHttp
+            if let issuer = change.issuer {
+                change.discovered = try AsyncBridge.wait { try await DiscoveryService().endpoints(issuer: issuer) }
             }
-            var settings = ServerSettings(
-                name: Server.profileName, dialect: dialect, baseURL: baseURL, realmPath: realmPath,
-                credentialFile: credentialPath, credentialHeader: credentialHeader,
-                tokenEndpoint: tokenEndpoint.flatMap(URL.init(string:)),
-                registrationEndpoint: registrationEndpoint.flatMap(URL.init(string:)),
-                revocationEndpoint: revocationEndpoint.flatMap(URL.init(string:)),
-                deviceAuthorizationEndpoint: deviceAuthorizationEndpoint.flatMap(URL.init(string:)),
-                tokenBinding: tokenBinding.tokenBinding, allowInsecureHTTP: allowInsecureHttp)
-            if let issuer = issuer.flatMap(URL.init(string:)) {
-                let explicit = settings
-                settings = try AsyncBridge.wait { try await DiscoveryService().complete(explicit, issuer: issuer) }
-            }
-            try manager.configureServer(settings)
-            guard let saved = try manager.serverSettings(name: Server.profileName) else {
-                throw KeyManagerError(.failure, "the server profile was not saved")
-            }
+            let saved = try manager.configureServer(name: server.profile, change)
             if globals.json {
                 console.answer(json: ServerSettingsJSON(saved))
             } else {
@@ -180,7 +189,7 @@ struct Server: ParsableCommand {
         static let configuration = CommandConfiguration(
             commandName: "show",
             abstract: "Show the identity server's settings.",
-            usage: "keymgr server show [<options>]",
+            usage: "keymgr server show [--profile <name>] [<options>]",
             discussion: """
                 The admin token is never shown, only where it is read from. With --json: \
                 {"name", "dialect", "baseUrl", "realmPath", "credentialFile", "credentialHeader", "tokenEndpoint",\
@@ -192,10 +201,14 @@ struct Server: ParsableCommand {
 
         @OptionGroup var globals: GlobalOptions
 
+        @OptionGroup var server: ProfileOptions
+
         func run() throws {
             let manager = try globals.openManager(readOnly: true)
-            guard let settings = try manager.serverSettings(name: Server.profileName) else {
-                throw KeyManagerError(.config, "no server is configured: run `keymgr server set --dialect pingam --base-url URL --credential-file F`")
+            guard let settings = try manager.serverSettings(name: server.profile) else {
+                throw KeyManagerError(.config, server.profile == Server.profileName
+                    ? "no server is configured: run `keymgr server set --dialect pingam --base-url URL --credential-file F`"
+                    : "no server profile \(server.profile): see `keymgr server list`")
             }
             let console = globals.console
             if globals.json {
@@ -221,4 +234,77 @@ struct Server: ParsableCommand {
                 .joined(separator: "\n"))
         }
     }
+
+    /// `keymgr server list`: every profile.
+    struct ListProfiles: KeymgrCommand {
+        static let configuration = CommandConfiguration(
+            commandName: "list",
+            abstract: "List the server profiles.",
+            discussion: """
+                One line per profile: name, dialect, base URL. With --json: an array of `server show` objects.
+
+                Example:
+                  keymgr server list
+                """)
+
+        @OptionGroup var globals: GlobalOptions
+
+        func run() throws {
+            let profiles = try globals.openManager(readOnly: true).serverProfiles()
+            let console = globals.console
+            if globals.json {
+                console.answer(json: profiles.map(ServerSettingsJSON.init))
+                return
+            }
+            console.table(["PROFILE", "DIALECT", "BASE URL"],
+                          profiles.map { [$0.name, $0.dialect.rawValue, $0.baseURL.absoluteString] },
+                          empty: "no server is configured: run `keymgr server set`", wide: true)
+        }
+    }
+
+    /// `keymgr server remove`: deletes a profile and what is kept here for it.
+    struct Remove: KeymgrCommand {
+        static let configuration = CommandConfiguration(
+            commandName: "remove",
+            abstract: "Remove a server profile, with the client registrations and tokens kept for it here.",
+            usage: "keymgr server remove --profile <name> [--yes] [<options>]",
+            discussion: """
+                Nothing is sent to the server: delete clients there first with `keymgr dcr delete --profile NAME`. \
+                On a terminal keymgr asks first (--yes does not ask; no exits 1, code declined); without one it \
+                never asks. A profile that does not exist fails (66) before anything is asked. Audited as \
+                server.removed. With --json: {"name", "registrations", "tokenSets"}.
+
+                Example:
+                  keymgr server remove --profile curity
+                """)
+
+        @OptionGroup var globals: GlobalOptions
+
+        @Option(help: ArgumentHelp("The profile to remove.", valueName: "name"))
+        var profile: String
+
+        @OptionGroup var confirmation: ConfirmationOptions
+
+        func run() throws {
+            let manager = try globals.openManager()
+            let plan = try manager.serverRemoval(name: profile)
+            try confirmation.confirm("Remove the server profile \(plan.name) and wipe the \(plan.registrations) client "
+                + "registrations and \(plan.tokenSets) token sets kept for it here?")
+            let removal = try manager.removeServer(name: profile)
+            if globals.json {
+                globals.console.answer(json: ServerRemovalJSON(name: removal.name, registrations: removal.registrations,
+                                                               tokenSets: removal.tokenSets))
+            } else {
+                globals.console.confirm("removed the server profile \(removal.name) (\(removal.registrations) client "
+                    + "registrations and \(removal.tokenSets) token sets wiped here)")
+            }
+        }
+    }
+}
+
+/// `server remove --json`.
+struct ServerRemovalJSON: Encodable {
+    let name: String
+    let registrations: Int
+    let tokenSets: Int
 }

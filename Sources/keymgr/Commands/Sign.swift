@@ -10,7 +10,8 @@ struct Sign: KeymgrCommand {
         abstract: "Sign a challenge with a user's key and print the JWS.",
         discussion: """
             Picks the user's single active key (or the one --kid names), unlocks it as its auth type says, and \
-            prints the compact JWS on stdout (with --json: {"kid", "jws"}).
+            prints the compact JWS on stdout (with --json: {"kid", "jws"}). Without --challenge it signs a \
+            random challenge it makes up, and says so on stderr.
 
             --claim NAME=VALUE adds a custom claim (repeatable). VALUE is a string; write json:VALUE for any \
             other JSON value, e.g. --claim amount=json:42 or --claim ctx='json:{"a":1}'. The claims sub, exp, \
@@ -79,6 +80,9 @@ struct Sign: KeymgrCommand {
         }
         let result = try manager.sign(request, pin: pin.source().current(for: user ?? kid ?? "the key"))
         let console = globals.console
+        if request.challenge == nil {
+            console.warn("no --challenge given: signed a random challenge keymgr made up (a server checks its own challenge)")
+        }
         if globals.json {
             console.answer(json: SignatureJSON(result))
         } else {

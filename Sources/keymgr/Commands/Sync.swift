@@ -61,7 +61,7 @@ struct SyncCommand: KeymgrCommand {
         defer { lease.release() }
         let console = globals.console
         let manager = try globals.openManager()
-        let connection = try ServerConnection.configured(in: manager, timeout: network.timeout)
+        let connection = try ServerConnection.configured(in: manager, profile: network.profile, timeout: network.timeout)
         let service = SyncService(manager: manager, connection: connection, home: globals.storeHome, logger: globals.logger)
         let options = {
             var options = SyncOptions()
@@ -155,8 +155,14 @@ struct SyncCommand: KeymgrCommand {
         summary += "\(report.users) users checked: \(report.registered.count) newly registered, \(report.revoked.count) revoked, "
             + "\(report.serverDeleted.count) deleted on the server, \(report.orphans.count) orphans, "
             + "\(report.errors.count) users with errors; \(report.inSync) keys unchanged"
-        if !report.dryRun { summary += ", \(report.writes) writes" }
+        if !report.dryRun { summary += Self.writes(report.writesByKind) }
         console.answer(summary)
+        if !report.unregistered.isEmpty {
+            let kids = report.unregistered.prefix(5).map { HumanText.kid($0, wide: table.wide) }.joined(separator: ", ")
+            console.answer("\(report.unregistered.count) keys bound here are not registered at the server (bound without "
+                + "--journey, so it cannot check their signatures): \(kids)\(report.unregistered.count > 5 ? ", …" : ""); "
+                + "register them with `keymgr bind --journey NAME --user ID --replace`")
+        }
         if !report.orphans.isEmpty && !pruneOrphans {
             console.warn("orphans are bindings of this device the store never held: `keymgr sync --prune-orphans` deletes them on the server")
         }
@@ -171,6 +177,17 @@ struct SyncCommand: KeymgrCommand {
             if named.contains(key.kid) { owners[key.kid] = key.userId }
         }
         return owners
+    }
+
+    /// `, 63 writes (60 server names or last accesses mirrored, 3 registrations)`: the writes by kind, the empty kinds left out.
+    static func writes(_ writes: SyncWrites) -> String {
+        guard writes.total > 0 else { return ", 0 writes" }
+        let kinds = [(writes.registered, "for registrations"), (writes.mirrored, "server names or last accesses mirrored"),
+                     (writes.revoked, "for revocations"), (writes.serverDeleted, "for deletions on the server"),
+                     (writes.orphansPruned, "for pruned orphans"), (writes.credentialsWiped, "for wiped credentials"),
+                     (writes.registrationsWiped, "for wiped client registrations")]
+            .filter { $0.0 > 0 }.map { "\($0.0) \($0.1)" }
+        return ", \(writes.total) writes (\(kinds.joined(separator: ", ")))"
     }
 
     static func percent(_ value: Double) -> String {

@@ -35,11 +35,13 @@ struct Token: ParsableCommand {
 
         @OptionGroup var globals: GlobalOptions
 
+        @OptionGroup var server: ProfileOptions
+
         @Option(help: ArgumentHelp("The user.", valueName: "id"))
         var user: String
 
         func run() throws {
-            let context = try OAuthContext(globals)
+            let context = try OAuthContext(globals, profile: server.profile)
             let set = try context.tokens.importTokens(userId: user, json: OAuthContext.readStdin())
             if globals.json {
                 globals.console.answer(json: TokenSetJSON(set, secrets: nil))
@@ -66,6 +68,8 @@ struct Token: ParsableCommand {
 
         @OptionGroup var globals: GlobalOptions
 
+        @OptionGroup var server: ProfileOptions
+
         @Option(help: ArgumentHelp("The user.", valueName: "id"))
         var user: String
 
@@ -74,7 +78,7 @@ struct Token: ParsableCommand {
 
         func run() throws {
             let manager = try globals.openManager(readOnly: true)
-            guard let settings = try manager.serverSettings(name: Server.profileName),
+            guard let settings = try manager.serverSettings(name: server.profile),
                   let set = try manager.tokenSet(userId: user, serverName: settings.name) else {
                 throw KeyManagerError(.clientNotRegistered, "\(user) has no tokens: run `keymgr login --user \(user)`")
             }
@@ -119,7 +123,7 @@ struct Token: ParsableCommand {
         var user: String
 
         func run() throws {
-            let context = try OAuthContext(globals, timeout: network.timeout)
+            let context = try OAuthContext(globals, profile: network.profile, timeout: network.timeout)
             let service = context.tokens
             let user = user
             guard let seen = try context.manager.tokenSet(userId: user, serverName: context.connection.serverName) else {
@@ -138,9 +142,11 @@ struct Token: ParsableCommand {
         static let configuration = CommandConfiguration(
             commandName: "revoke",
             abstract: "Revoke a user's tokens at the server (RFC 7009) and here.",
-            usage: "keymgr token revoke [<options>] --user <id>",
+            usage: "keymgr token revoke [<options>] --user <id> [--yes]",
             discussion: """
-                Revokes the refresh and access tokens at the server, then discards them and the DPoP key here.
+                Revokes the refresh and access tokens at the server, then discards them and the DPoP key here. \
+                On a terminal keymgr asks first (--yes does not ask; no exits 1, code declined); without one it \
+                never asks. A user with no tokens fails (66) before anything is asked.
 
                 Example:
                   keymgr token revoke --user alice
@@ -153,8 +159,15 @@ struct Token: ParsableCommand {
         @Option(help: ArgumentHelp("The user.", valueName: "id"))
         var user: String
 
+        @OptionGroup var confirmation: ConfirmationOptions
+
         func run() throws {
-            let service = try OAuthContext(globals, timeout: network.timeout).tokens
+            let context = try OAuthContext(globals, profile: network.profile, timeout: network.timeout)
+            guard try context.manager.tokenSet(userId: user, serverName: context.connection.serverName) != nil else {
+                throw KeyManagerError(.clientNotRegistered, "\(user) has no tokens to revoke at the server profile \(network.profile)")
+            }
+            try confirmation.confirm("Revoke the tokens of \(user) at the server and discard them here?")
+            let service = context.tokens
             let user = user
             try AsyncBridge.wait { try await service.revoke(userId: user) }
             globals.console.confirm("revoked the tokens of \(user)")
@@ -188,7 +201,7 @@ struct Token: ParsableCommand {
         }
 
         func run() throws {
-            let service = try OAuthContext(globals, timeout: network.timeout).tokens
+            let service = try OAuthContext(globals, profile: network.profile, timeout: network.timeout).tokens
             let (user, minTtl) = (user, minTtl)
             let result = try AsyncBridge.wait { try await service.accessToken(userId: user, minTTL: minTtl) }
             if globals.json {

@@ -2,16 +2,22 @@ import ArgumentParser
 import Foundation
 import KeyManager
 
-/// `--yes`: do it without asking.
+/// `--yes`: do it without asking. The one place a destructive command asks before it acts.
+///
+/// Every destructive command (`revoke`, `master rotate`, `admin revoke`, `dcr delete`, `token revoke`,
+/// `server remove`) first finds its target (a missing one fails with 66 before anything is asked), then calls
+/// `confirm`, then acts. On a terminal it asks unless `--yes`; without a terminal it never asks. An answer other
+/// than yes exits 1 with the code `declined` (not 77: nobody failed to authenticate).
 struct ConfirmationOptions: ParsableArguments {
     @Flag(help: "Do not ask for confirmation on a terminal.")
     var yes = false
 
-    /// On a terminal, asks `question` (unless --yes) and aborts on anything but yes; without a terminal, never asks.
+    /// On a terminal, asks `question` (unless --yes) and fails with `declined` on anything but yes; without a
+    /// terminal, never asks.
     func confirm(_ question: String) throws {
         guard !yes, isatty(STDIN_FILENO) == 1 else { return }
         guard try Terminal.askYesNo(question) else {
-            throw KeyManagerError(.abort, "nothing was done")
+            throw KeyManagerError(.declined, "declined: nothing was done")
         }
     }
 }

@@ -195,6 +195,10 @@ struct SyncReportJSON: Encodable {
     let orphans: [String]
     let errors: [UserErrorJSON]
     let writes: Int
+    /// The writes by what they record.
+    let writesByKind: SyncWritesJSON
+    /// Usable keys of this device the server does not hold (bound here without a journey).
+    let unregistered: [String]
     /// Users whose client registration the server no longer knows (rule 5), wiped here.
     let registrationsWiped: [String]
 
@@ -209,7 +213,24 @@ struct SyncReportJSON: Encodable {
         orphans = report.orphans
         errors = report.errors.map { UserErrorJSON(userId: $0.userId, code: $0.code, message: $0.message) }
         writes = report.writes
+        writesByKind = SyncWritesJSON(report.writesByKind)
+        unregistered = report.unregistered
         registrationsWiped = report.registrationsWiped
+    }
+}
+
+/// `writesByKind` of `sync --json`.
+struct SyncWritesJSON: Encodable {
+    let registered, mirrored, revoked, serverDeleted, orphansPruned, credentialsWiped, registrationsWiped: Int
+
+    init(_ writes: SyncWrites) {
+        registered = writes.registered
+        mirrored = writes.mirrored
+        revoked = writes.revoked
+        serverDeleted = writes.serverDeleted
+        orphansPruned = writes.orphansPruned
+        credentialsWiped = writes.credentialsWiped
+        registrationsWiped = writes.registrationsWiped
     }
 }
 

@@ -1,9 +1,20 @@
 import ArgumentParser
 
-/// `--timeout` of the commands that talk to the server: `token`, `dcr`, `sync`, `admin`.
+/// `--profile`: which server profile a command talks to.
+struct ProfileOptions: ParsableArguments {
+    @Option(help: ArgumentHelp("The server profile to use (see `keymgr server list`).", valueName: "name"))
+    var profile: String = "default"
+}
+
+/// `--timeout` and `--profile` of the commands that talk to the server: `token`, `dcr`, `sync`, `admin`.
 struct NetworkOptions: ParsableArguments {
-    @Option(help: ArgumentHelp("Seconds to wait for each server request (default: 15).", valueName: "s"))
+    @Option(help: ArgumentHelp("Seconds to wait for each server request.", valueName: "s"))
     var timeout: Double = 15
+
+    @OptionGroup var server: ProfileOptions
+
+    /// The server profile these options name.
+    var profile: String { server.profile }
 
     func validate() throws {
         guard timeout > 0, timeout <= 3600 else { throw ValidationError("--timeout must be more than 0 and at most 3600 seconds") }

@@ -6,7 +6,7 @@ import KeyManager
 ///
 /// There is deliberately no way to pass a PIN in argv or the environment: both are visible to other processes.
 struct PINOptions: ParsableArguments {
-    @Flag(help: "Read the PIN from the first line of stdin.")
+    @Flag(help: "Read the PIN from the first line of stdin (typed on a terminal: asked without echo).")
     var pinStdin = false
 
     @Option(help: ArgumentHelp(
@@ -39,7 +39,9 @@ final class PINSource {
     init(kind: Kind) { self.kind = kind }
 
     /// `--pin-stdin`, else `--pin-fd N`, else a terminal prompt when stdin is a terminal, else none.
+    /// `--pin-stdin` typed on a terminal (stdin is one) is the no-echo prompt too: a PIN is never echoed.
     static func choose(stdin: Bool, fd: Int32?) -> PINSource {
+        if stdin, isatty(STDIN_FILENO) == 1 { return PINSource(kind: .terminal) }
         if stdin { return PINSource(kind: .lines(LineInput(descriptor: STDIN_FILENO, name: "stdin"))) }
         if let fd { return PINSource(kind: .lines(LineInput(descriptor: fd, name: "file descriptor \(fd)"))) }
         if isatty(STDIN_FILENO) == 1 { return PINSource(kind: .terminal) }
