@@ -19,7 +19,9 @@ struct SyncCommand: KeymgrCommand {
             untouched. One sync runs at a time per store: an overlapping run exits 75 at once.
 
             With --json: {"dryRun", "applied", "users", "inSync", "registered", "revoked", "serverDeleted", "orphans",\
-            "errors":[{"userId", "code", "message"}],"writes"}; the lists hold kids.
+            "errors":[{"userId", "code", "message"}], "writes", "writesByKind", "unregistered", \
+            "registrationsWiped"}; the lists hold kids. "writesByKind" says what the writes were; \
+            "unregistered" names the keys bound here (without --journey) that the server does not hold.
 
             Exit status: 0 all users reconciled, 2 some users could not be (the report is still printed), \
             3 the safety valve stopped the run (nothing applied), 75 another sync is running, 78 no server \
