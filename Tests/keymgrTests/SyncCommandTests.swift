@@ -72,14 +72,16 @@ final class ServerCommandTests: XCTestCase {
         XCTAssertTrue(audit.stdout.contains("server.configured"), audit.stdout)
         XCTAssertFalse(audit.stdout.contains(token))
 
-        // `set` replaces the whole profile: left-out options take their defaults.
+        // `set` changes only the options given: the rest of the profile, the credential above all, stays.
         try sandbox.succeed(["server", "set", "--dialect", "curity", "--base-url", "http://127.0.0.1:8443"])
-        let replaced = try sandbox.succeed(["server", "show", "--json"]).object()
-        XCTAssertEqual(replaced["dialect"] as? String, "oauth", "curity is another name for the oauth dialect")
-        XCTAssertEqual(replaced["realmPath"] as? String, "/realms/root")
-        assertNull(replaced["credentialFile"], "credentialFile")
-        XCTAssertEqual(replaced["credentialHeader"] as? String, "Authorization")
-        XCTAssertEqual(replaced["tokenBinding"] as? String, "bound")
+        let changed = try sandbox.succeed(["server", "show", "--json"]).object()
+        XCTAssertEqual(changed["dialect"] as? String, "oauth", "curity is another name for the oauth dialect")
+        XCTAssertEqual(changed["baseUrl"] as? String, "http://127.0.0.1:8443")
+        XCTAssertEqual(changed["realmPath"] as? String, "/realms/root/realms/alpha")
+        XCTAssertEqual(changed["credentialFile"] as? String, storedPath)
+        XCTAssertEqual(changed["credentialHeader"] as? String, "iPlanetDirectoryPro")
+        XCTAssertEqual(changed["tokenBinding"] as? String, "unbound")
+        XCTAssertEqual(changed["tokenEndpoint"] as? String, "https://am.example.com/am/oauth2/access_token")
     }
 
     func testServerSetWarnsAboutAMissingOrReadableCredentialFile() throws {
@@ -164,7 +166,7 @@ final class ServerCommandTests: XCTestCase {
 final class SyncCommandTests: ServerTestCase {
     static let reportFields: Set<String> = ["dryRun", "applied", "users", "inSync", "registered", "revoked",
                                             "serverDeleted", "orphans", "errors", "writes",
-                                            "registrationsWiped"]
+                                            "registrationsWiped", "writesByKind", "unregistered"]
 
     func testReportShapeAndEveryRuleThroughTheCLI() throws {
         try start(users: ["alice", "bob", "carol"])

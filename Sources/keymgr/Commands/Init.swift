@@ -9,7 +9,8 @@ struct Init: KeymgrCommand {
         discussion: """
             Creates the home directory (mode 0700), the database and the master key ($KEYMGR_HOME/master.key, \
             mode 0600, unless $CREDENTIALS_DIRECTORY/keymgr.master or KEYMGR_MASTER_KEY_FILE provides one). \
-            Fails with status 78 if the home already holds a store. With --json prints the `status` object.
+            Fails with status 78 if the home already holds a store: change its settings with `keymgr config \
+            set` instead. With --json prints the `status` object.
 
             Verifier commands are split on spaces into arguments; {osUser} and {userId} are replaced when \
             they run. Exit 0 means verified, 1 rejected, anything else unavailable.

@@ -28,6 +28,8 @@ struct Dpop: ParsableCommand {
 
         @OptionGroup var globals: GlobalOptions
 
+        @OptionGroup var server: ProfileOptions
+
         @Option(help: ArgumentHelp("The user.", valueName: "id"))
         var user: String
 
@@ -60,7 +62,7 @@ struct Dpop: ParsableCommand {
             }
             guard let url = URL(string: htu) else { throw KeyManagerError(.usage, "--htu must be a URL") }
             let manager = try globals.openManager()
-            let connection = try ServerConnection.configured(in: manager)
+            let connection = try ServerConnection.configured(in: manager, profile: server.profile)
             let service = TokenService(manager: manager, connection: connection, home: globals.storeHome, logger: globals.logger)
             let proof = try service.proof(userId: user, htm: htm, htu: url, nonce: nonce, accessToken: accessToken)
             if globals.json {

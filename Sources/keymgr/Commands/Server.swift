@@ -16,7 +16,8 @@ struct Server: ParsableCommand {
             Example:
               keymgr server set --dialect pingam --base-url https://am.example.com/am \\
                 --credential-file /etc/keymgr/admin.token
-              keymgr server set --profile curity --dialect oauth --base-url https://idp.example.com \\
+              keymgr server set --profile curity --dialect oauth \\
+                --base-url https://idp.example.com \\
                 --issuer https://idp.example.com/oauth/v2/oauth-anonymous
               keymgr server list
               keymgr server show --profile curity
@@ -34,7 +35,7 @@ struct Server: ParsableCommand {
         static let configuration = CommandConfiguration(
             commandName: "set",
             abstract: "Create a server profile, or change the settings given in one.",
-            usage: "keymgr server set [--profile <name>] [--dialect <dialect>] [--base-url <url>] [<options>]",
+            usage: "keymgr server set [--profile <name>] [--dialect <dialect>]\n       [--base-url <url>] [<options>]",
             discussion: """
                 Changes only the options given: the rest of the profile stays as it was (a new profile needs \
                 --dialect and --base-url, or --issuer, and takes the defaults for the rest). With --issuer the \
