@@ -20,6 +20,10 @@ public struct ServerConnection: Sendable {
     public static func configured(in manager: KeyManager, profile: String = "default", timeout: TimeInterval = 15,
                                   environment: [String: String] = ProcessInfo.processInfo.environment) throws -> ServerConnection {
         guard let settings = try manager.serverSettings(name: profile) else {
+            guard profile == "default" else {
+                throw KeyManagerError(.config, "there is no server profile \(profile): see `keymgr server list`, or make it "
+                    + "with `keymgr server set --profile \(profile) --dialect pingam|oauth --base-url URL`")
+            }
             throw KeyManagerError(.config, "no server is configured: run `keymgr server set --dialect pingam --base-url URL --credential-file F`")
         }
         return ServerConnection(settings: settings, http: CurlHTTPClient(timeout: timeout), environment: environment)

@@ -144,6 +144,12 @@ final class OperatorCommandTests: ServerTestCase {
         XCTAssertEqual(profiles.compactMap { $0["name"] as? String }, ["default", "idp"])
         XCTAssertEqual(try sandbox.succeed(["server", "show", "--profile", "idp", "--json"]).object()["dialect"] as? String, "oauth")
         XCTAssertEqual(try sandbox.keymgr(["server", "show", "--profile", "nope"]).status, 78)
+        for arguments in [["sync", "--profile", "nope"], ["admin", "devices", "--user", "alice", "--profile", "nope"],
+                          ["sign", "--journey", "SignIn", "--user", "alice", "--profile", "nope"]] {
+            let outcome = try sandbox.keymgr(arguments)
+            XCTAssertEqual(outcome.status, 78, outcome.summary)
+            XCTAssertTrue(outcome.stderr.contains("no server profile nope"), outcome.stderr)
+        }
         let oauthSync = try sandbox.keymgr(["sync", "--profile", "idp"])
         XCTAssertEqual(oauthSync.status, 0, oauthSync.summary)
         XCTAssertTrue(oauthSync.stderr.contains("no device registry"), oauthSync.stderr)

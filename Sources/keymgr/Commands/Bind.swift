@@ -101,7 +101,8 @@ struct Bind: KeymgrCommand {
     /// Binds through the journey `name`: the server's callback decides the user id, auth type and challenge.
     private func bind(through name: String) throws {
         let manager = try globals.openManager()
-        let journeys = try JourneyService(manager: manager, connection: try ServerConnection.configured(in: manager),
+        let connection = try ServerConnection.configured(in: manager, profile: journey.server.profile)
+        let journeys = try JourneyService(manager: manager, connection: connection,
                                           logger: globals.logger)
         let login = try username ?? manager.login(forUser: user)
         let password = journey.passwordSource(for: login)

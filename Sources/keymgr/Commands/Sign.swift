@@ -92,7 +92,8 @@ struct Sign: KeymgrCommand {
 
     /// Signs through the journey `name`: the server's callback decides the user, the challenge and the lifetime.
     private func sign(through name: String, userId: String?, claims: [String: JSONValue], manager: KeyManager) throws {
-        let journeys = try JourneyService(manager: manager, connection: try ServerConnection.configured(in: manager),
+        let connection = try ServerConnection.configured(in: manager, profile: journey.server.profile)
+        let journeys = try JourneyService(manager: manager, connection: connection,
                                           logger: globals.logger)
         // The server knows its users by login name: the one stored with the user's keys, else --user itself.
         let login = try manager.login(forUser: userId, kid: kid)

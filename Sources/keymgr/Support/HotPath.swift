@@ -36,6 +36,7 @@ enum HotPathParser {
             Spec(name: "expires-in", takesValue: true), Spec(name: "timeout", takesValue: true),
             Spec(name: "pin-stdin", takesValue: false), Spec(name: "pin-fd", takesValue: true),
             Spec(name: "journey", takesValue: true), Spec(name: "password-fd", takesValue: true),
+            Spec(name: "profile", takesValue: true),
         ],
     ]
 
@@ -121,6 +122,9 @@ enum HotPathParser {
         var journey = JourneyOptions()
         journey.journey = values["journey"]?.last
         journey.passwordFd = try converted(values["password-fd"])
+        var server = ProfileOptions()
+        server.profile = values["profile"]?.last ?? Server.profileName
+        journey.server = server
         try journey.validate()
 
         var sign = Sign()

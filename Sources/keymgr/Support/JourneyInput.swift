@@ -15,6 +15,9 @@ struct JourneyOptions: ParsableArguments {
         valueName: "n"))
     var passwordFd: Int32?
 
+    /// `--profile`: the server profile the journey runs on.
+    @OptionGroup var server: ProfileOptions
+
     func validate() throws {
         if let journey, journey.isEmpty { throw ValidationError("--journey needs the journey's name") }
         if passwordFd != nil && journey == nil { throw ValidationError("--password-fd is for --journey: add --journey NAME") }
