@@ -117,10 +117,11 @@ extension KeyManager {
         }
         switch key {
         case .deviceName:
-            let name = text.trimmingCharacters(in: .whitespaces)
-            guard !name.isEmpty else { throw KeyManagerError(.usage, "device-name must not be empty") }
-            config.deviceName = name
-        case .issuer: config.issuer = text
+            try validateIdentifier(text, what: "device name")
+            config.deviceName = text.trimmingCharacters(in: .whitespaces)
+        case .issuer:
+            try validateIdentifier(text, what: "issuer")
+            config.issuer = text
         case .pinRetry: config.pinRetry = try number()
         case .pinMinLength: config.pinMinLength = try number()
         case .argon2Memory: config.argon2.memoryKiB = try upward(try number(), current.argon2.memoryKiB)

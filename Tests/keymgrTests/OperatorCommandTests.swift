@@ -92,6 +92,8 @@ final class OperatorCommandTests: ServerTestCase {
             let outcome = try sandbox.keymgr(["config", "set", key, value])
             XCTAssertEqual(outcome.status, 64, outcome.summary)
         }
+        let control = try sandbox.keymgr(["config", "set", "device-name", "kiosk\u{1B}[2J"])
+        XCTAssertEqual(control.status, 65, "a name with a terminal escape is bad input: \(control.summary)")
         try sandbox.succeed(["config", "set", "argon2-memory", "128"])
         try sandbox.succeed(["config", "set", "device-name", "kiosk 9"])
         let after = try sandbox.succeed(["config", "show", "--json"]).object()
