@@ -45,7 +45,7 @@ public final class KeyManager: Sendable {
         let home = location.home
         let store = try mapped { try Store.open(home: home, create: true, digest: SHA256.hash) }
         if try mapped({ try store.read { try $0.device() } }) != nil {
-            throw KeyManagerError(.config, "\(home.url.path) already holds a keymgr store: use it, or choose another --home")
+            throw KeyManagerError(.config, "\(home.url.path) already holds a keymgr store: use it (change its settings with `keymgr config set`), or choose another --home")
         }
         let source = MasterKey.source(home: home, environment: environment)
         let masterKey: MasterKey
@@ -71,7 +71,7 @@ public final class KeyManager: Sendable {
             createdAt: created))
         try Self.mapped { try store.write(audit: manager.integrity.auditKeys) { writer in
             guard try writer.device() == nil else {
-                throw KeyManagerError(.config, "\(home.url.path) already holds a keymgr store: use it, or choose another --home")
+                throw KeyManagerError(.config, "\(home.url.path) already holds a keymgr store: use it (change its settings with `keymgr config set`), or choose another --home")
             }
             try writer.save(device)
             try writer.appendAudit(manager.auditEvent("store.initialized", details: [

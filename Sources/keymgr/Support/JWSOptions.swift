@@ -6,7 +6,7 @@ struct JWSOptions: ParsableArguments {
     @Option(help: ArgumentHelp("The server challenge to sign (bind: makes a binding JWS over it).", valueName: "c"))
     var challenge: String?
 
-    @Option(help: ArgumentHelp("The issuer (`iss`) of the JWS (default: the one given at init).", valueName: "iss"))
+    @Option(help: ArgumentHelp("The issuer (`iss`) of the JWS (default: the one given at init, or by `keymgr config set issuer`).", valueName: "iss"))
     var issuer: String?
 
     @Option(help: ArgumentHelp("Seconds until the JWS expires (default: 60).", valueName: "s"))
