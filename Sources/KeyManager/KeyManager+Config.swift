@@ -54,8 +54,9 @@ extension KeyManager {
     }
 
     /// Changes one setting `init` chose, under the same rules as `init`, audited as `config.changed` and MAC'd with
-    /// the device row in one transaction. Argon2 costs only go up (a lower cost would weaken new PINs; existing
-    /// PINs keep the parameters they were made with). A verifier is removed with the value `none`.
+    /// the device row in one transaction. Argon2 costs only go up (a lower cost would weaken new PINs; an existing
+    /// PIN is re-derived under a higher cost at its next unlock, never a lower one). A verifier is removed with the
+    /// value `none`.
     /// - Returns: the settings after the change.
     /// - Throws: `usage` for a value the rules refuse (nothing changes).
     @discardableResult

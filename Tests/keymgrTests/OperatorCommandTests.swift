@@ -98,6 +98,10 @@ final class OperatorCommandTests: ServerTestCase {
         try sandbox.succeed(["config", "set", "device-name", "kiosk 9"])
         let after = try sandbox.succeed(["config", "show", "--json"]).object()
         XCTAssertEqual(after["argon2Memory"] as? Int, 128)
+        // An existing PIN moves up to the new cost at its next unlock.
+        try sandbox.succeed(["sign", "--user", "bo", "--challenge", "c", "--pin-stdin"], stdin: "48291637\n")
+        let upgraded = try sandbox.succeed(["audit", "--event", "pin.parametersUpgraded", "--json"]).array()
+        XCTAssertEqual((upgraded.last?["details"] as? [String: Any])?["memoryKiB"] as? Int, 128, "\(upgraded)")
         XCTAssertEqual(after["pinRetry"] as? Int, 5)
         XCTAssertEqual(after["deviceName"] as? String, "kiosk 9")
         XCTAssertEqual(try sandbox.succeed(["status", "--json"]).object()["deviceName"] as? String, "kiosk 9")

@@ -47,8 +47,9 @@ struct Config: ParsableCommand {
                 KEY is init's option without the dashes: \(ConfigKey.allCases.map(\.rawValue).joined(separator: ", ")). \
                 The rules are init's (pin-retry 1 to 10, pin-min-length 4 to 64, a verifier an absolute path); \
                 Argon2 costs only go up. A verifier is removed with the value `none`. New keys and PINs use the \
-                new values; existing PINs keep the Argon2 costs and retry limit they were made with. The change \
-                is audited as config.changed. With --json prints the `config show` object.
+                new values; an existing PIN moves to a higher Argon2 cost at its next successful unlock and keeps \
+                its retry limit. The change is audited as config.changed. With --json prints the `config show` \
+                object.
 
                 Example:
                   keymgr config set pin-min-length 8
