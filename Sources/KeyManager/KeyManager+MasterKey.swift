@@ -22,8 +22,14 @@ extension KeyManager {
         return descriptor
     }
 
-    public func rotateMasterKey() throws -> MasterKeyRotation {
-        let keyPath: String
+    /// Fails, as `rotateMasterKey` would, when the master key cannot be rotated from here: what `master rotate`
+    /// checks before it asks for confirmation.
+    public func checkMasterKeyRotatable() throws {
+        _ = try rotatableKeyPath()
+    }
+
+    /// The master key file a rotation rewrites; `config` for a key systemd holds.
+    private func rotatableKeyPath() throws -> String {
         switch masterKeySource {
         case .systemdCredential(let path):
             throw KeyManagerError(.config, "the master key comes from systemd's credential \(path), which keymgr cannot rewrite: "
@@ -32,8 +38,13 @@ extension KeyManager {
                 + "`systemd-creds encrypt --name=keymgr.master` (the steps are in docs/operations.md, \"Rotating a master "
                 + "key held by systemd\")")
         case .environmentFile(let path), .home(let path):
-            keyPath = path
+            return path
         }
+    }
+
+    /// Rotates the master key as this extension's first comment says; `config` for a key systemd holds.
+    public func rotateMasterKey() throws -> MasterKeyRotation {
+        let keyPath = try rotatableKeyPath()
         // One rotation at a time: two would both write `.next`, and the one renamed last could be a key the store
         // was never sealed under. Held until the new key file is in place; the kernel drops it if keymgr dies.
         let lock = try Self.rotationLock(for: keyPath)

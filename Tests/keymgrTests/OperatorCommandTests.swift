@@ -341,6 +341,10 @@ final class OperatorCommandTests: ServerTestCase {
         XCTAssertEqual(rotate.status, 78, rotate.summary)
         let heading = "Rotating a master key held by systemd"
         XCTAssertTrue(rotate.stderr.contains("docs/operations.md") && rotate.stderr.contains(heading), rotate.stderr)
+        let asked = try sandbox.onTerminal(["master", "rotate"], answers: [],
+                                           extraEnvironment: ["CREDENTIALS_DIRECTORY": credentials.path])
+        XCTAssertEqual(asked.status, 78, asked.summary)
+        XCTAssertFalse(asked.stdout.contains("[y/N]"), "asked about a rotation that cannot happen: \(asked.stdout)")
         let docs = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
             .appendingPathComponent("docs/operations.md")
         let text = try String(contentsOf: docs, encoding: .utf8)

@@ -34,6 +34,7 @@ struct Master: ParsableCommand {
 
         func run() throws {
             let manager = try globals.openManager()
+            try manager.checkMasterKeyRotatable()  // a key systemd holds fails (78) before anything is asked
             try confirmation.confirm("Replace the master key and re-wrap every secret under a new one?")
             let rotation = try manager.rotateMasterKey()
             let console = globals.console
