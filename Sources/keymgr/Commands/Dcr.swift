@@ -70,7 +70,8 @@ struct Dcr: ParsableCommand {
 
         @OptionGroup var network: NetworkOptions
 
-        @Option(help: ArgumentHelp("The user the client is for.", valueName: "id"))
+        @Option(help: ArgumentHelp("The user the client is for.", valueName: "id"),
+                completion: .custom(StoreCompletion.users))
         var user: String
 
         @Option(help: ArgumentHelp("The template client to copy (Curity's software_id).", valueName: "template"))
@@ -144,7 +145,7 @@ struct Dcr: ParsableCommand {
 
         @OptionGroup var globals: GlobalOptions
 
-        @Option(help: ArgumentHelp("The user.", valueName: "id"))
+        @Option(help: ArgumentHelp("The user.", valueName: "id"), completion: .custom(StoreCompletion.users))
         var user: String
 
         @Flag(help: "Show the client secret and the registration access token.")
@@ -196,7 +197,7 @@ struct Dcr: ParsableCommand {
 
         @OptionGroup var network: NetworkOptions
 
-        @Option(help: ArgumentHelp("The user.", valueName: "id"))
+        @Option(help: ArgumentHelp("The user.", valueName: "id"), completion: .custom(StoreCompletion.users))
         var user: String
 
         func run() throws {

@@ -35,7 +35,7 @@ struct Token: ParsableCommand {
 
         @OptionGroup var globals: GlobalOptions
 
-        @Option(help: ArgumentHelp("The user.", valueName: "id"))
+        @Option(help: ArgumentHelp("The user.", valueName: "id"), completion: .custom(StoreCompletion.users))
         var user: String
 
         func run() throws {
@@ -66,7 +66,7 @@ struct Token: ParsableCommand {
 
         @OptionGroup var globals: GlobalOptions
 
-        @Option(help: ArgumentHelp("The user.", valueName: "id"))
+        @Option(help: ArgumentHelp("The user.", valueName: "id"), completion: .custom(StoreCompletion.users))
         var user: String
 
         @Flag(help: "Show the token strings.")
@@ -115,7 +115,7 @@ struct Token: ParsableCommand {
 
         @OptionGroup var network: NetworkOptions
 
-        @Option(help: ArgumentHelp("The user.", valueName: "id"))
+        @Option(help: ArgumentHelp("The user.", valueName: "id"), completion: .custom(StoreCompletion.users))
         var user: String
 
         func run() throws {
@@ -150,7 +150,7 @@ struct Token: ParsableCommand {
 
         @OptionGroup var network: NetworkOptions
 
-        @Option(help: ArgumentHelp("The user.", valueName: "id"))
+        @Option(help: ArgumentHelp("The user.", valueName: "id"), completion: .custom(StoreCompletion.users))
         var user: String
 
         func run() throws {
@@ -177,7 +177,7 @@ struct Token: ParsableCommand {
 
         @OptionGroup var network: NetworkOptions
 
-        @Option(help: ArgumentHelp("The user.", valueName: "id"))
+        @Option(help: ArgumentHelp("The user.", valueName: "id"), completion: .custom(StoreCompletion.users))
         var user: String
 
         @Option(help: ArgumentHelp("Refresh first when the token expires within this many seconds (default: 60).", valueName: "s"))
