@@ -30,7 +30,7 @@ struct Audit: ParsableCommand {
         static let configuration = CommandConfiguration(
             commandName: "list",
             abstract: "List audit entries, oldest first.",
-            usage: "keymgr audit [list] [<options>] [-n <n>] [--reverse] [--user <id>] [--event <name>]",
+            usage: "keymgr audit [list] [<options>] [-n <n>] [--reverse] [--event <name>]",
             discussion: """
                 --format json (or --json) prints [{"seq", "at", "event", "userId", "kid", "actor", "details", "hash", "prevHash"}]; \
                 csv prints the same fields under a header line. `actor` is the OS user who ran keymgr. The table \

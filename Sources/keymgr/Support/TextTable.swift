@@ -212,7 +212,7 @@ struct TextTable {
 /// columns under the width rule, later rows are cut to the same widths. Lines go into `out`, which is written
 /// out every 64 KiB.
 struct StreamedTable {
-    static let sampleSize = 1000
+    static let sampleSize = 256
 
     let columns: [TableColumn]
     let wide: Bool
