@@ -2,23 +2,31 @@ import ArgumentParser
 import Foundation
 import KeyManager
 
-/// `keymgr audit`: the hash-chained audit log. Without a subcommand it lists entries (`audit list`).
-struct Audit: ParsableCommand {
+/// `keymgr audit`: the hash-chained audit log. Without a subcommand it lists entries as `audit list` does; its
+/// options are declared here too (not through a default subcommand), so shell completion of `audit --event`
+/// completes event names rather than offering subcommands.
+struct Audit: KeymgrCommand {
     static let configuration = CommandConfiguration(
         commandName: "audit",
         abstract: "Show the audit log, or verify its hash chain.",
+        usage: "keymgr audit [list] [<options>] [-n <n>] [--reverse] | keymgr audit verify",
         discussion: """
-            `keymgr audit [options]` is `keymgr audit list [options]`.
+            `keymgr audit [options]` is `keymgr audit list [options]` (see `keymgr audit list --help`).
 
             Example:
               keymgr audit -n 20 --reverse
               keymgr audit --user alice --since 2026-11-01 --format csv
               keymgr audit verify
             """,
-        subcommands: [Show.self, Verify.self],
-        defaultSubcommand: Show.self)
+        subcommands: [Show.self, Verify.self])
 
     @OptionGroup var globals: GlobalOptions
+
+    @OptionGroup var listing: Listing
+
+    func validate() throws { try listing.check(json: globals.json) }
+
+    func run() throws { try listing.run(globals) }
 
     /// How `audit list` prints entries.
     enum Format: String, ExpressibleByArgument, CaseIterable {
@@ -44,6 +52,15 @@ struct Audit: ParsableCommand {
 
         @OptionGroup var globals: GlobalOptions
 
+        @OptionGroup var listing: Listing
+
+        func validate() throws { try listing.check(json: globals.json) }
+
+        func run() throws { try listing.run(globals) }
+    }
+
+    /// What `audit` and `audit list` take and do.
+    struct Listing: ParsableArguments {
         @OptionGroup var table: TableOptions
 
         @Option(name: [.customShort("n"), .customLong("newest")],
@@ -67,17 +84,17 @@ struct Audit: ParsableCommand {
         @Option(help: "How to print the entries.")
         var format: Format?
 
-        func validate() throws {
+        func check(json: Bool) throws {
             if let since, ISOTime.date(from: since) == nil {
                 throw ValidationError("--since needs an ISO 8601 UTC time such as 2026-11-23T10:00:00Z or a date such as 2026-11-23")
             }
             if let newest, newest < 1 { throw ValidationError("-n needs a positive number of entries") }
-            if globals.json, let format, format != .json {
+            if json, let format, format != .json {
                 throw ValidationError("--json prints JSON: drop it or drop --format \(format.rawValue)")
             }
         }
 
-        func run() throws {
+        func run(_ globals: GlobalOptions) throws {
             let manager = try globals.openManager(readOnly: true)
             let filter = AuditFilter(userId: try manager.resolveUser(user), since: since.flatMap(ISOTime.date(from:)),
                                      event: event, newest: newest, newestFirst: reverse)

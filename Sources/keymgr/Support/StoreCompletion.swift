@@ -5,8 +5,9 @@ import KeyManager
 /// keys, `audit --event` the events keymgr records. The generated bash, zsh and fish scripts call
 /// `keymgr ---completion <command path> -- <option> <words>`; these closures answer, read-only, in one small query.
 enum StoreCompletion {
+    /// Names with a blank are left out: the shells split candidates on blanks.
     static let users: @Sendable ([String], Int, String) -> [String] = { words, _, prefix in
-        KeyManager.completions(of: .users, prefix: prefix, home: home(in: words))
+        KeyManager.completions(of: .users, prefix: prefix, home: home(in: words)).filter { !$0.contains(where: \.isWhitespace) }
     }
 
     static let kids: @Sendable ([String], Int, String) -> [String] = { words, _, prefix in
@@ -23,7 +24,8 @@ enum StoreCompletion {
         var explicit: String?
         for (index, word) in words.enumerated() {
             if word == "--home", index + 1 < words.count {
-                explicit = words[index + 1]
+                // bash splits `--home=DIR` into `--home`, `=`, `DIR`.
+                explicit = words[index + 1] == "=" && index + 2 < words.count ? words[index + 2] : words[index + 1]
             } else if word.hasPrefix("--home=") {
                 explicit = String(word.dropFirst("--home=".count))
             }
