@@ -16,6 +16,32 @@ def roff(text):
     return "\n".join(lines)
 
 
+def prose(text):
+    """A command's discussion as man(7) text: sentences filled, indented lines (examples) kept as written."""
+    out = []
+    for block in (text or "").strip().split("\n\n"):
+        lines = block.split("\n")
+        filled = []
+        index = 0
+        while index < len(lines):
+            if lines[index].startswith("  "):
+                literal = []
+                while index < len(lines) and lines[index].startswith("  "):
+                    literal.append(lines[index])
+                    index += 1
+                if filled:
+                    out += [roff(" ".join(filled))]
+                    filled = []
+                out += [".nf", ".RS 4"] + [roff(line[2:]) for line in literal] + [".RE", ".fi"]
+            else:
+                filled.append(lines[index].strip())
+                index += 1
+        if filled:
+            out.append(roff(" ".join(filled)))
+        out.append(".PP")
+    return out
+
+
 def option_synopsis(argument):
     names = argument.get("names") or []
     spelled = []
@@ -75,10 +101,7 @@ def section_for(command, path, out):
         out.append(roff(command["abstract"]))
         out.append(".PP")
     if command.get("discussion"):
-        out.append(".nf")
-        out.append(roff(command["discussion"]))
-        out.append(".fi")
-        out.append(".PP")
+        out += prose(command["discussion"])
     for argument in visible_arguments(command):
         if is_global(argument):
             continue
@@ -108,7 +131,7 @@ def main():
         ".SH DESCRIPTION",
     ]
     if root.get("discussion"):
-        out += [".nf", roff(root["discussion"]), ".fi"]
+        out += prose(root["discussion"])
     out.append(".SH GLOBAL OPTIONS")
     out.append("Every command takes these, before or after its name.")
     for argument in visible_arguments(root):
@@ -124,10 +147,6 @@ def main():
         ".TP", "\\fBKEYMGR_HOME\\fR", "The store's directory when \\fB\\-\\-home\\fR is not given.",
         ".TP", "\\fBKEYMGR_MASTER_KEY_FILE\\fR", "The master key file, instead of the one in the store's directory.",
         ".TP", "\\fBCOLUMNS\\fR", "The width tables fit (else the terminal's width, or 80 when stdout is not a terminal).",
-        ".SH EXIT STATUS",
-        "0 success; 1 failure; 2 sync finished with some users not reconciled; 3 sync safety valve; 64 usage error; "
-        "65 bad input; 66 no such user or key; 69 server unreachable; 75 try again later; 76 server rejected the request; "
-        "77 not authenticated; 78 configuration error.",
         ".SH FILES",
         ".TP", "\\fI${XDG_DATA_HOME:\\-~/.local/share}/keymgr/\\fR", "The default store: \\fIkeymgr.db\\fR and its master key.",
     ]
