@@ -14,6 +14,8 @@ make --no-print-directory install PREFIX=/usr DESTDIR="$(realpath "$root")" \
   RELEASE_BIN="$binary" MANPAGE="$manpage" >/dev/null
 strip --strip-unneeded --remove-section=.comment --remove-section=.note "$root/usr/bin/keymgr"
 gzip -9n "$root/usr/share/man/man1/keymgr.1"
+# bash-completion sources the script: no interpreter line.
+sed -i '1{/^#!/d}' "$root/usr/share/bash-completion/completions/keymgr"
 
 # What the agent's deployment adds to contrib/, when it is there.
 for conf in contrib/sysusers.d/*.conf; do [ -f "$conf" ] && install -D -m 0644 "$conf" "$root/usr/lib/sysusers.d/$(basename "$conf")"; done
@@ -28,7 +30,7 @@ Upstream-Name: keymgr
 Source: https://example.com/keymgr
 
 Files: *
-Copyright: keymgr authors
+Copyright: 2026 The keymgr authors
 License: proprietary
  Distributed with the keymgr sources; no licence to redistribute is granted beyond them.
 COPYRIGHT

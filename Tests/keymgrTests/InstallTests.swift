@@ -156,7 +156,7 @@ final class InstallTests: XCTestCase {
             XCTAssertTrue(files.contains(path), "\(path) is not in the package: \(files)")
         }
 
-        let lintian = try tool("lintian", ["--no-tag-display-limit", deb.path])
+        let lintian = try tool("lintian", ["--tag-display-limit", "0", deb.path])
         let errors = lintian.stdout.split(separator: "\n").filter { $0.hasPrefix("E: ") }
         XCTAssertEqual(errors, [], lintian.stdout)
         XCTAssertNotEqual(lintian.status, 2, lintian.summary)
