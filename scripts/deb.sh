@@ -76,5 +76,5 @@ Description: device-bound signing keys for shared devices
  shell completions and the systemd units of the periodic sync.
 CONTROL
 chmod 0644 "$root/DEBIAN/control" "$root/DEBIAN/md5sums"
-dpkg-deb --root-owner-group -Zxz --build "$root" "$output" >/dev/null
+dpkg-deb --root-owner-group -Zgzip --build "$root" "$output" >/dev/null
 echo "$output"
