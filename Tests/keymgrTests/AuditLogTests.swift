@@ -63,4 +63,49 @@ final class AuditLogTests: XCTestCase {
         let verify = try sandbox.succeed(["audit", "verify"])
         XCTAssertEqual(verify.stdout, "audit log intact: \(total) entries checked\n")
     }
+
+    /// What `audit --json` streams is the log as stored (checked against `sqlite3 -json` on the same file, awkward
+    /// user ids included), and the CSV export lets anyone re-check the SHA-256 chain offline, as docs/security.md says.
+    func testJSONIsTheStoredLogAndTheCSVChainChecksOffline() throws {
+        let sandbox = try Sandbox()
+        try sandbox.initialise()
+        for user in ["q\"uote \\ back/slash", "comma, and \"quotes\"", "Ünïcødé ✓ 😀"] {
+            try sandbox.bind(user)
+        }
+        try sandbox.succeed(["sign", "--user", "Ünïcødé ✓ 😀", "--challenge", "c", "--claim", "amount=12"])
+        let ours = try sandbox.succeed(["audit", "--json"]).array()
+        let rows = try sandbox.run(URL(fileURLWithPath: "/usr/bin/sqlite3"), ["-json", sandbox.database.path,
+            "SELECT seq, at, event, user_id AS userId, kid, actor, details, hash, prev_hash AS prevHash FROM audit_events ORDER BY seq"])
+        XCTAssertEqual(rows.status, 0, rows.summary)
+        let stored = try XCTUnwrap(try JSONSerialization.jsonObject(with: Data(rows.stdout.utf8)) as? [[String: Any]])
+        XCTAssertEqual(ours.count, stored.count)
+        for (entry, row) in zip(ours, stored) {
+            for field in ["seq", "at", "event", "actor", "hash", "prevHash"] {
+                XCTAssertEqual("\(entry[field] ?? "nil")", "\(row[field] ?? "nil")", field)
+            }
+            XCTAssertEqual(entry["userId"] as? String, row["userId"] as? String)
+            XCTAssertEqual(entry["kid"] as? String, row["kid"] as? String)
+            let details = try JSONSerialization.jsonObject(with: Data(try XCTUnwrap(row["details"] as? String).utf8))
+            XCTAssertEqual(entry["details"] as? NSDictionary, details as? NSDictionary)
+        }
+
+        let csv = sandbox.root.appendingPathComponent("audit.csv")
+        try sandbox.succeed(["audit", "--format", "csv"]).stdout.write(to: csv, atomically: true, encoding: .utf8)
+        let check = try sandbox.run(URL(fileURLWithPath: "/usr/bin/env"), ["python3", "-c", """
+            import csv, hashlib, sys
+            prev = "0" * 64
+            rows = list(csv.DictReader(open(sys.argv[1], newline="", encoding="utf-8")))
+            for row in rows:
+                out = b"keymgr-audit-v1"
+                for name in ("seq", "at", "event", "userId", "kid", "actor", "details"):
+                    value = row[name]
+                    out += b"|-" if value == "" and name in ("userId", "kid") else b"|%d:" % len(value.encode()) + value.encode()
+                assert row["prevHash"] == prev, row["seq"]
+                assert hashlib.sha256(bytes.fromhex(prev) + out).hexdigest() == row["hash"], row["seq"]
+                prev = row["hash"]
+            print(len(rows))
+            """, csv.path])
+        XCTAssertEqual(check.status, 0, check.summary)
+        XCTAssertEqual(check.stdout, "\(ours.count)\n")
+    }
 }
