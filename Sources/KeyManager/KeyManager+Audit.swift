@@ -32,7 +32,8 @@ extension KeyManager {
         let decoder = JSONDecoder()
         try read { reader in
             try reader.forEachAuditEvent(query) { record in
-                let details = (try? decoder.decode(JSONValue.self, from: Data(record.details.utf8))) ?? .object([:])
+                let details = JSONValue.parseCommon(record.details)
+                    ?? (try? decoder.decode(JSONValue.self, from: Data(record.details.utf8))) ?? .object([:])
                 try body(AuditEntry(seq: record.seq, at: record.at, event: record.event, userId: record.userId,
                                     kid: record.kid, actor: record.actor, details: details,
                                     hash: record.hash, prevHash: record.prevHash))

@@ -180,3 +180,22 @@ extension StoreWriter {
                        arguments: [seq, Data(try keys.anchorMAC(seq: seq, mac: mac))])
     }
 }
+
+extension AuditEventRecord {
+    /// An audit row read by column name, without `Decodable`: `audit` and `audit verify` read every entry of a log
+    /// that may hold millions, where the decoder's snake-case key conversion cost more than the query.
+    ///
+    /// - Throws: GRDB's error for a missing column or a NULL where the schema has none.
+    public init(row: Row) throws {
+        seq = try row.decode(forColumn: "seq")
+        at = try row.decode(forColumn: "at")
+        event = try row.decode(forColumn: "event")
+        userId = try row.decode(forColumn: "user_id")
+        kid = try row.decode(forColumn: "kid")
+        actor = try row.decode(forColumn: "actor")
+        details = try row.decode(forColumn: "details")
+        prevHash = try row.decode(forColumn: "prev_hash")
+        hash = try row.decode(forColumn: "hash")
+        mac = try row.decode(forColumn: "mac")
+    }
+}
