@@ -1,5 +1,6 @@
 # keymgr: `make demo` walks through keymgr on a fresh machine; `make test` runs the whole suite;
-# `make install [PREFIX=/usr/local] [DESTDIR=]` installs a release build, `make uninstall` removes it;
+# `make install [PREFIX=/usr/local] [DESTDIR=]` installs a release build with its man page, `make uninstall` removes it;
+# `make deb` builds the Debian package of the same build (docs/output-and-packaging.md);
 # `make bench` measures keymgr against its baselines (not part of `make test`).
 # They install the Debian packages and Python modules they need when missing.
 
