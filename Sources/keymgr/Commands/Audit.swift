@@ -9,7 +9,7 @@ struct Audit: KeymgrCommand {
     static let configuration = CommandConfiguration(
         commandName: "audit",
         abstract: "Show the audit log, or verify its hash chain.",
-        usage: "keymgr audit [list] [<options>] [-n <n>] [--reverse] | keymgr audit verify",
+        usage: "keymgr audit [list] [<options>] [-n <n>] | keymgr audit verify",
         discussion: """
             `keymgr audit [options]` is `keymgr audit list [options]` (see `keymgr audit list --help`).
 
