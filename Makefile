@@ -1,5 +1,6 @@
 # keymgr: `make demo` walks through keymgr on a fresh machine; `make test` runs the whole suite;
-# `make install [PREFIX=/usr/local] [DESTDIR=]` installs a release build, `make uninstall` removes it;
+# `make install [PREFIX=/usr/local] [DESTDIR=]` installs a release build with its man page, `make uninstall` removes it;
+# `make deb` builds the Debian package of the same build (docs/output-and-packaging.md);
 # `make bench` measures keymgr against its baselines (not part of `make test`).
 # They install the Debian packages and Python modules they need when missing.
 
@@ -10,9 +11,10 @@ export PATH := $(SWIFT_BIN):$(PATH)
 # (libcurl itself is loaded on first network use), argon2 is the tests' reference CLI, systemd brings systemd-analyze and
 # systemd-creds (the unit and shared-device tests), make and bsdutils (`script`) are called by tests and demo,
 # sudo brings visudo (the shared-device test checks the README's sudoers rule); time, valgrind, strace and
-# eatmydata are the benchmarks'.
+# eatmydata are the benchmarks'; man-db renders the man page in its test, dpkg-dev and lintian build and check
+# `make deb`.
 APT_PACKAGES := libsqlite3-dev libssl-dev libargon2-dev libcurl4-openssl-dev pkg-config sqlite3 openssl \
-	python3 python3-pip curl argon2 systemd make bsdutils sudo time valgrind strace eatmydata
+	python3 python3-pip curl argon2 systemd make bsdutils sudo time valgrind strace eatmydata man-db dpkg-dev lintian
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 PREFIX ?= /usr/local
@@ -22,16 +24,21 @@ SYSTEMD_UNIT_DIR ?= $(PREFIX)/lib/systemd/system
 BASH_COMPLETION_DIR := $(PREFIX)/share/bash-completion/completions
 ZSH_COMPLETION_DIR := $(PREFIX)/share/zsh/site-functions
 FISH_COMPLETION_DIR := $(PREFIX)/share/fish/vendor_completions.d
+MAN_DIR := $(PREFIX)/share/man/man1
 # The release build has its own scratch path, so it never disturbs the debug build of `make test`.
 RELEASE_SCRATCH ?= .build-release
 RELEASE_BIN = $(RELEASE_SCRATCH)/release/keymgr
+# keymgr(1), written from the release binary's own help (scripts/manpage.py).
+MANPAGE = $(RELEASE_SCRATCH)/keymgr.1
+VERSION := $(shell sed -n 's/.*static let current = "\(.*\)".*/\1/p' Sources/keymgr/Version.swift)
+DEB = $(RELEASE_SCRATCH)/keymgr_$(VERSION)_amd64.deb
 
 # Exactly what `make install` writes and `make uninstall` removes.
 INSTALLED := $(BINDIR)/keymgr \
-	$(BASH_COMPLETION_DIR)/keymgr $(ZSH_COMPLETION_DIR)/_keymgr $(FISH_COMPLETION_DIR)/keymgr.fish \
+	$(BASH_COMPLETION_DIR)/keymgr $(ZSH_COMPLETION_DIR)/_keymgr $(FISH_COMPLETION_DIR)/keymgr.fish $(MAN_DIR)/keymgr.1 \
 	$(SYSTEMD_UNIT_DIR)/keymgr-sync.service $(SYSTEMD_UNIT_DIR)/keymgr-sync.timer
 
-.PHONY: all deps build test demo bench clean release install uninstall stress fuzz
+.PHONY: all deps build test demo bench clean release install uninstall stress fuzz man deb
 
 all: build
 
@@ -81,10 +88,17 @@ $(RELEASE_BIN): $(RELEASE_SOURCES)
 	swift build -c release --static-swift-stdlib --scratch-path $(RELEASE_SCRATCH) --product keymgr
 	@touch $@
 
-install: release
+man: $(MANPAGE)
+
+$(MANPAGE): $(RELEASE_BIN) scripts/manpage.py
+	python3 scripts/manpage.py $(RELEASE_BIN) > $@.tmp
+	mv $@.tmp $@
+
+install: release $(MANPAGE)
 	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(BASH_COMPLETION_DIR) $(DESTDIR)$(ZSH_COMPLETION_DIR) \
-	  $(DESTDIR)$(FISH_COMPLETION_DIR) $(DESTDIR)$(SYSTEMD_UNIT_DIR)
+	  $(DESTDIR)$(FISH_COMPLETION_DIR) $(DESTDIR)$(SYSTEMD_UNIT_DIR) $(DESTDIR)$(MAN_DIR)
 	install -m 0755 $(RELEASE_BIN) $(DESTDIR)$(BINDIR)/keymgr
+	install -m 0644 $(MANPAGE) $(DESTDIR)$(MAN_DIR)/keymgr.1
 	$(RELEASE_BIN) --generate-completion-script bash > $(DESTDIR)$(BASH_COMPLETION_DIR)/keymgr
 	$(RELEASE_BIN) --generate-completion-script zsh > $(DESTDIR)$(ZSH_COMPLETION_DIR)/_keymgr
 	$(RELEASE_BIN) --generate-completion-script fish > $(DESTDIR)$(FISH_COMPLETION_DIR)/keymgr.fish
@@ -97,6 +111,11 @@ install: release
 
 uninstall:
 	rm -f $(addprefix $(DESTDIR),$(INSTALLED))
+
+# The Debian package of the release binary, its man page, completions and systemd units (scripts/deb.sh), in
+# $(DEB). Dependencies are the packages that own the libraries the binary links and loads, found with ldd and dpkg -S.
+deb: release $(MANPAGE)
+	./scripts/deb.sh $(RELEASE_BIN) $(MANPAGE) $(VERSION) $(DEB)
 
 # Static release build in .build-bench-release (make install keeps .build-release), every benchmark side by side
 # with its baseline, one table (benchmarks/README.md).

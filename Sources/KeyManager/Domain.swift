@@ -266,11 +266,18 @@ public struct AuditFilter: Sendable, Equatable {
     public var userId: String?
     public var since: Date?
     public var event: String?
+    /// Only the newest `newest` matching entries.
+    public var newest: Int?
+    /// Newest first instead of oldest first.
+    public var newestFirst: Bool
 
-    public init(userId: String? = nil, since: Date? = nil, event: String? = nil) {
+    public init(userId: String? = nil, since: Date? = nil, event: String? = nil, newest: Int? = nil,
+                newestFirst: Bool = false) {
         self.userId = userId
         self.since = since
         self.event = event
+        self.newest = newest
+        self.newestFirst = newestFirst
     }
 }
 

@@ -1,6 +1,6 @@
 import ArgumentParser
 import Foundation
-import KeyManager
+@_spi(Benchmarks) import KeyManager
 
 /// `keymgr-benchdata`: what benchmarks/ needs from inside the library: a store of many users made in one process,
 /// and the in-process signature rate.
@@ -8,7 +8,7 @@ struct BenchData: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "keymgr-benchdata",
         abstract: "Benchmark fixtures and in-process measurements made through the KeyManager library.",
-        subcommands: [CreateStore.self, SignRate.self],
+        subcommands: [CreateStore.self, SignRate.self, AuditLog.self],
         defaultSubcommand: CreateStore.self)
 }
 
@@ -71,6 +71,44 @@ struct CreateStore: ParsableCommand {
             "users": users, "keys": users * keysPerUser, "deviceId": identity.deviceId,
             "seconds": (Date().timeIntervalSince(started) * 1000).rounded() / 1000,
         ]
+        let json = try JSONSerialization.data(withJSONObject: report, options: [.sortedKeys])
+        FileHandle.standardOutput.write(json + Data("\n".utf8))
+    }
+}
+
+/// Makes a store whose audit log holds `--entries` entries through the KeyManager library: init, one user bound
+/// (NONE), then `key.signed` entries as signatures record them, appended in transactions of 10,000. Prints one JSON
+/// line: `{"entries","seconds"}`.
+struct AuditLog: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "audit-log",
+        abstract: "Create a keymgr store with a long audit log, for benchmarks.",
+        discussion: """
+            Example:
+              eatmydata keymgr-benchdata audit-log --home /tmp/bench-audit-1m --entries 1000000
+            """)
+
+    @Option(help: ArgumentHelp("The new store's directory.", valueName: "dir"))
+    var home: String
+
+    @Option(help: "How many audit entries the log holds in the end (at least 3).")
+    var entries: Int = 1_000_000
+
+    func validate() throws {
+        guard entries >= 3 else { throw ValidationError("--entries must be 3 or more") }
+    }
+
+    func run() throws {
+        let started = Date()
+        var options = InitOptions()
+        options.deviceName = "bench device"
+        let manager = try KeyManager.initialize(home: StoreLocation(url: URL(fileURLWithPath: home)), options: options)
+        var request = BindRequest(userId: "alice")
+        request.username = "alice@example.com"
+        let key = try manager.bind(request, newPIN: { throw KeyManagerError(.usage, "NONE keys take no PIN") }).key
+        let written = try manager.auditEntries(AuditFilter(newest: 1)).first?.seq ?? 0
+        try manager.appendSignedEntriesForBenchmark(userId: key.userId, kid: key.kid, count: entries - Int(written))
+        let report: [String: Any] = ["entries": entries, "seconds": (Date().timeIntervalSince(started) * 1000).rounded() / 1000]
         let json = try JSONSerialization.data(withJSONObject: report, options: [.sortedKeys])
         FileHandle.standardOutput.write(json + Data("\n".utf8))
     }

@@ -66,7 +66,7 @@ final class InstallTests: XCTestCase {
         let expected = [
             "bin/keymgr", "share/bash-completion/completions/keymgr", "share/zsh/site-functions/_keymgr",
             "share/fish/vendor_completions.d/keymgr.fish", "lib/systemd/system/keymgr-sync.service",
-            "lib/systemd/system/keymgr-sync.timer",
+            "lib/systemd/system/keymgr-sync.timer", "share/man/man1/keymgr.1",
         ]
         XCTAssertEqual(Set(regularFiles(under: prefix)), Set(expected.map { prefix.appendingPathComponent($0).path }))
         XCTAssertTrue(FileManager.default.isExecutableFile(atPath: binary.path))
@@ -78,6 +78,8 @@ final class InstallTests: XCTestCase {
         XCTAssertTrue(bash.contains("complete") && bash.contains("keymgr"), bash)
         XCTAssertTrue(zsh.hasPrefix("#compdef keymgr"), String(zsh.prefix(200)))
         XCTAssertTrue(fish.contains("complete -c 'keymgr'"), String(fish.prefix(200)))
+        let manual = try String(contentsOf: prefix.appendingPathComponent(expected[6]), encoding: .utf8)
+        XCTAssertTrue(manual.hasPrefix(".TH KEYMGR 1 ") && manual.contains("keymgr audit verify"), String(manual.prefix(200)))
 
         // The unit runs the installed binary.
         let service = try String(contentsOf: prefix.appendingPathComponent(expected[4]), encoding: .utf8)
@@ -117,10 +119,73 @@ final class InstallTests: XCTestCase {
         let service = try String(contentsOf: stage.appendingPathComponent("etc/systemd/system/keymgr-sync.service"),
                                  encoding: .utf8)
         XCTAssertTrue(service.contains("ExecStart=/usr/bin/keymgr sync --json"), service)
-        XCTAssertEqual(regularFiles(under: stage).count, 6, "\(regularFiles(under: stage))")
+        XCTAssertEqual(regularFiles(under: stage).count, 7, "\(regularFiles(under: stage))")
         let uninstall = try make(["uninstall", "PREFIX=/usr", "DESTDIR=\(stage.path)", "SYSTEMD_UNIT_DIR=\(unitDirectory)"])
         XCTAssertEqual(uninstall.status, 0, uninstall.summary)
         XCTAssertEqual(regularFiles(under: stage), [])
+    }
+
+    /// `make deb`, installed with dpkg on this machine (the tests run as root), run, removed and purged; lintian
+    /// finds no error in it.
+    func testTheDebianPackageInstallsRunsAndRemovesCleanly() throws {
+        let built = try make(["deb"])
+        XCTAssertEqual(built.status, 0, built.summary)
+        let version = try declaredVersion()
+        let deb = packageRoot.appendingPathComponent(".build-release/keymgr_\(version)_amd64.deb")
+        XCTAssertTrue(FileManager.default.fileExists(atPath: deb.path), built.summary)
+        let tool = { (name: String, arguments: [String]) in
+            try self.sandbox.run(URL(fileURLWithPath: "/usr/bin/env"), [name] + arguments, timeout: 600)
+        }
+
+        let fields = try tool("dpkg-deb", ["--field", deb.path])
+        XCTAssertEqual(fields.status, 0, fields.summary)
+        XCTAssertTrue(fields.stdout.contains("Package: keymgr\n") && fields.stdout.contains("Version: \(version)\n"), fields.stdout)
+        let depends = try XCTUnwrap(fields.stdout.split(separator: "\n").first { $0.hasPrefix("Depends: ") })
+        for package in ["libc6", "libsqlite3-0", "libssl3", "libargon2-1", "libcurl4"] {
+            XCTAssertTrue(depends.split(separator: " ").contains { $0.trimmingCharacters(in: [","]) == package }, "\(package) missing: \(depends)")
+        }
+        let contents = try tool("dpkg-deb", ["--contents", deb.path])
+        let files = contents.stdout.split(separator: "\n").compactMap { line -> String? in
+            guard !line.hasPrefix("d"), let path = line.split(separator: " ").last else { return nil }
+            return String(path.dropFirst())  // "./usr/bin/keymgr" -> "/usr/bin/keymgr"
+        }
+        for path in ["/usr/bin/keymgr", "/usr/share/man/man1/keymgr.1.gz", "/usr/share/bash-completion/completions/keymgr",
+                     "/usr/share/zsh/vendor-completions/_keymgr", "/usr/share/fish/vendor_completions.d/keymgr.fish",
+                     "/usr/lib/systemd/system/keymgr-sync.service", "/usr/lib/systemd/system/keymgr-sync.timer",
+                     "/usr/share/doc/keymgr/copyright"] {
+            XCTAssertTrue(files.contains(path), "\(path) is not in the package: \(files)")
+        }
+
+        let lintian = try tool("lintian", ["--tag-display-limit", "0", deb.path])
+        let errors = lintian.stdout.split(separator: "\n").filter { $0.hasPrefix("E: ") }
+        XCTAssertEqual(errors, [], lintian.stdout)
+        XCTAssertNotEqual(lintian.status, 2, lintian.summary)
+
+        let installed = try tool("dpkg", ["-i", deb.path])
+        XCTAssertEqual(installed.status, 0, installed.summary)
+        defer { _ = try? tool("dpkg", ["--purge", "keymgr"]) }
+        let runVersion = try runClean(URL(fileURLWithPath: "/usr/bin/keymgr"), ["--version"])
+        XCTAssertEqual(runVersion.stdout, version + "\n", runVersion.summary)
+        let store = sandbox.root.appendingPathComponent("deb-store")
+        XCTAssertEqual(try runClean(URL(fileURLWithPath: "/usr/bin/keymgr"), ["init"] + Sandbox.fastInit,
+                                    environment: ["KEYMGR_HOME": store.path]).status, 0)
+        let status = try runClean(URL(fileURLWithPath: "/usr/bin/keymgr"), ["status", "--json"], environment: ["KEYMGR_HOME": store.path])
+        XCTAssertEqual(status.status, 0, status.summary)
+        XCTAssertNotNil(try status.object()["deviceId"] as? String)
+        let manual = try sandbox.run(URL(fileURLWithPath: "/usr/bin/man"), ["-w", "keymgr"])
+        XCTAssertEqual(manual.stdout, "/usr/share/man/man1/keymgr.1.gz\n", manual.summary)
+
+        let removed = try tool("dpkg", ["-r", "keymgr"])
+        XCTAssertEqual(removed.status, 0, removed.summary)
+        let purged = try tool("dpkg", ["--purge", "keymgr"])
+        XCTAssertEqual(purged.status, 0, purged.summary)
+        for path in files {
+            XCTAssertFalse(FileManager.default.fileExists(atPath: path), "\(path) is left after dpkg --purge")
+        }
+        XCTAssertFalse(FileManager.default.fileExists(atPath: "/usr/share/doc/keymgr"), "its doc directory is left")
+        XCTAssertNotEqual(try tool("dpkg-query", ["-W", "-f", "${Status}", "keymgr"]).stdout, "install ok installed")
+        // The data a user made with it is theirs: removing the package keeps the store.
+        XCTAssertTrue(FileManager.default.fileExists(atPath: store.appendingPathComponent("keymgr.db").path))
     }
 
     /// The shipped units, pointed at the built binary, pass `systemd-analyze verify` with no warning.

@@ -69,10 +69,11 @@ final class Sandbox {
         return Bundle.main.bundleURL.appendingPathComponent("keymgr")
     }()
 
-    /// The environment every run gets: nothing that could point keymgr at another store or master key.
+    /// The environment every run gets: nothing that could point keymgr at another store or master key, and no
+    /// `COLUMNS` from the shell that runs the tests (tables fit 80 columns unless a test says otherwise).
     var environment: [String: String] {
         var environment = ProcessInfo.processInfo.environment.filter { name, _ in
-            !name.hasPrefix("KEYMGR_") && name != "CREDENTIALS_DIRECTORY" && name != "XDG_DATA_HOME"
+            !name.hasPrefix("KEYMGR_") && name != "CREDENTIALS_DIRECTORY" && name != "XDG_DATA_HOME" && name != "COLUMNS"
         }
         environment["HOME"] = root.appendingPathComponent("user-home").path
         return environment

@@ -187,3 +187,110 @@ extension JSONValue: ExpressibleByStringLiteral, ExpressibleByIntegerLiteral, Ex
         self = .object(Dictionary(elements, uniquingKeysWith: { _, last in last }))
     }
 }
+
+extension JSONValue {
+    /// Parses the JSON keymgr writes in audit details (objects, arrays, strings without escapes, integers, booleans,
+    /// null) without `JSONDecoder`, which costs more than reading the row when `audit` prints a million entries.
+    /// Returns nil for anything else (an escape, a fraction or exponent, invalid text): the caller then decodes the
+    /// text with `JSONDecoder`, so both paths give the same value.
+    static func parseCommon(_ text: String) -> JSONValue? {
+        var parser = CommonJSONParser(bytes: Array(text.utf8))
+        guard let value = parser.value(depth: 0) else { return nil }
+        parser.skipBlanks()
+        return parser.index == parser.bytes.count ? value : nil
+    }
+}
+
+/// The parser of `JSONValue.parseCommon`.
+private struct CommonJSONParser {
+    let bytes: [UInt8]
+    var index = 0
+
+    mutating func skipBlanks() {
+        while index < bytes.count, bytes[index] == 0x20 || bytes[index] == 0x09 || bytes[index] == 0x0A || bytes[index] == 0x0D {
+            index += 1
+        }
+    }
+
+    private mutating func take(_ byte: UInt8) -> Bool {
+        skipBlanks()
+        guard index < bytes.count, bytes[index] == byte else { return false }
+        index += 1
+        return true
+    }
+
+    mutating func value(depth: Int) -> JSONValue? {
+        skipBlanks()
+        guard depth < 32, index < bytes.count else { return nil }
+        switch bytes[index] {
+        case UInt8(ascii: "{"):
+            index += 1
+            var members: [String: JSONValue] = [:]
+            if take(UInt8(ascii: "}")) { return .object(members) }
+            repeat {
+                skipBlanks()
+                guard let name = string(), take(UInt8(ascii: ":")), let member = value(depth: depth + 1),
+                      members[name] == nil else { return nil }
+                members[name] = member
+            } while take(UInt8(ascii: ","))
+            return take(UInt8(ascii: "}")) ? .object(members) : nil
+        case UInt8(ascii: "["):
+            index += 1
+            var elements: [JSONValue] = []
+            if take(UInt8(ascii: "]")) { return .array(elements) }
+            repeat {
+                guard let element = value(depth: depth + 1) else { return nil }
+                elements.append(element)
+            } while take(UInt8(ascii: ","))
+            return take(UInt8(ascii: "]")) ? .array(elements) : nil
+        case UInt8(ascii: "\""):
+            return string().map(JSONValue.string)
+        case UInt8(ascii: "t"):
+            return literal("true") ? .bool(true) : nil
+        case UInt8(ascii: "f"):
+            return literal("false") ? .bool(false) : nil
+        case UInt8(ascii: "n"):
+            return literal("null") ? .null : nil
+        case UInt8(ascii: "-"), UInt8(ascii: "0")...UInt8(ascii: "9"):
+            return integer()
+        default:
+            return nil
+        }
+    }
+
+    /// A string with no escape and no control character.
+    private mutating func string() -> String? {
+        guard index < bytes.count, bytes[index] == UInt8(ascii: "\"") else { return nil }
+        let start = index + 1
+        var end = start
+        while end < bytes.count, bytes[end] != UInt8(ascii: "\"") {
+            if bytes[end] == UInt8(ascii: "\\") || bytes[end] < 0x20 { return nil }
+            end += 1
+        }
+        guard end < bytes.count else { return nil }
+        index = end + 1
+        return String(decoding: bytes[start..<end], as: UTF8.self)
+    }
+
+    private mutating func literal(_ word: String) -> Bool {
+        let expected = Array(word.utf8)
+        guard index + expected.count <= bytes.count, bytes[index..<(index + expected.count)].elementsEqual(expected) else {
+            return false
+        }
+        index += expected.count
+        return true
+    }
+
+    /// An integer that fits 64 bits, with no leading zero; nil for a fraction or an exponent.
+    private mutating func integer() -> JSONValue? {
+        let start = index
+        if bytes[index] == UInt8(ascii: "-") { index += 1 }
+        let digits = index
+        while index < bytes.count, (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(bytes[index]) { index += 1 }
+        guard index > digits, !(bytes[digits] == UInt8(ascii: "0") && index - digits > 1) else { return nil }
+        if index < bytes.count, bytes[index] == UInt8(ascii: ".") || bytes[index] == UInt8(ascii: "e") || bytes[index] == UInt8(ascii: "E") {
+            return nil
+        }
+        return Int64(String(decoding: bytes[start..<index], as: UTF8.self)).map(JSONValue.int)
+    }
+}

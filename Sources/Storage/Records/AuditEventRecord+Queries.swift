@@ -4,18 +4,44 @@ import GRDB
 // The queries of `AuditEventRecord`: reads for any snapshot, changes inside a write transaction.
 
 extension StoreReader {
-    /// The event names the log holds.
+    /// The event names the log holds (a scan of the whole log: for a name keymgr does not know).
     public func auditEventNames() throws -> Set<String> {
         Set(try String.fetchAll(db, sql: "SELECT DISTINCT event FROM audit_events"))
     }
 
-    /// Audit entries matching `query`, oldest first.
+    /// Whether the log holds an entry of `event` (stops at the first).
+    public func auditHasEvent(_ event: String) throws -> Bool {
+        try Bool.fetchOne(db, sql: "SELECT EXISTS (SELECT 1 FROM audit_events WHERE event = ?)", arguments: [event]) ?? false
+    }
+
+    /// Audit entries matching `query`, in its order.
     public func auditEvents(_ query: AuditQuery = AuditQuery()) throws -> [AuditEventRecord] {
-        var request = AuditEventRecord.all()
-        if let userId = query.userId { request = request.filter(Column("user_id") == userId) }
-        if let since = query.since { request = request.filter(Column("at") >= Timestamp.string(from: since)) }
-        if let event = query.event { request = request.filter(Column("event") == event) }
-        return try request.order(Column("seq")).fetchAll(db)
+        var entries: [AuditEventRecord] = []
+        try forEachAuditEvent(query) { entries.append($0) }
+        return entries
+    }
+
+    /// Calls `body` with each audit entry matching `query` as SQLite steps through them: memory stays flat however
+    /// long the log. With `query.newest`, the log is read from its end (`ORDER BY seq DESC LIMIT`, on the primary
+    /// key), so the cost does not grow with the log's length.
+    public func forEachAuditEvent(_ query: AuditQuery, _ body: (AuditEventRecord) throws -> Void) throws {
+        var conditions: [String] = []
+        var arguments = StatementArguments()
+        if let userId = query.userId { conditions.append("user_id = ?"); arguments += [userId] }
+        if let since = query.since { conditions.append("at >= ?"); arguments += [Timestamp.string(from: since)] }
+        if let event = query.event { conditions.append("event = ?"); arguments += [event] }
+        var sql = "SELECT * FROM audit_events"
+        if !conditions.isEmpty { sql += " WHERE " + conditions.joined(separator: " AND ") }
+        if let newest = query.newest {
+            sql += " ORDER BY seq DESC LIMIT ?"
+            arguments += [max(0, newest)]
+            // The newest N, then oldest first among them: SQLite sorts only those N.
+            if !query.newestFirst { sql = "SELECT * FROM (\(sql)) ORDER BY seq" }
+        } else {
+            sql += query.newestFirst ? " ORDER BY seq DESC" : " ORDER BY seq"
+        }
+        let cursor = try AuditEventRecord.fetchCursor(db, sql: sql, arguments: arguments)
+        while let entry = try cursor.next() { try body(entry) }
     }
 
     /// Recomputes the audit chain from the first entry and reports the first entry that does not hold.
@@ -152,5 +178,24 @@ extension StoreWriter {
     private func setAuditAnchor(seq: Int64, mac: String, keys: AuditKeys) throws {
         try db.execute(sql: "UPDATE device SET audit_anchor_seq = ?, audit_anchor_mac = ? WHERE id = 1",
                        arguments: [seq, Data(try keys.anchorMAC(seq: seq, mac: mac))])
+    }
+}
+
+extension AuditEventRecord {
+    /// An audit row read by column name, without `Decodable`: `audit` and `audit verify` read every entry of a log
+    /// that may hold millions, where the decoder's snake-case key conversion cost more than the query.
+    ///
+    /// - Throws: GRDB's error for a missing column or a NULL where the schema has none.
+    public init(row: Row) throws {
+        seq = try row.decode(forColumn: "seq")
+        at = try row.decode(forColumn: "at")
+        event = try row.decode(forColumn: "event")
+        userId = try row.decode(forColumn: "user_id")
+        kid = try row.decode(forColumn: "kid")
+        actor = try row.decode(forColumn: "actor")
+        details = try row.decode(forColumn: "details")
+        prevHash = try row.decode(forColumn: "prev_hash")
+        hash = try row.decode(forColumn: "hash")
+        mac = try row.decode(forColumn: "mac")
     }
 }

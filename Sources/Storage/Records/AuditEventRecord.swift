@@ -45,16 +45,23 @@ public struct NewAuditEvent: Sendable, Equatable {
     }
 }
 
-/// Filters for reading the audit log.
+/// Filters for reading the audit log, and which end of it to read.
 public struct AuditQuery: Sendable, Equatable {
     public var userId: String?
     public var since: Date?
     public var event: String?
+    /// Only the newest `newest` matching entries (read from the end of the log, whatever its length).
+    public var newest: Int?
+    /// Newest first instead of oldest first.
+    public var newestFirst: Bool
 
-    public init(userId: String? = nil, since: Date? = nil, event: String? = nil) {
+    public init(userId: String? = nil, since: Date? = nil, event: String? = nil, newest: Int? = nil,
+                newestFirst: Bool = false) {
         self.userId = userId
         self.since = since
         self.event = event
+        self.newest = newest
+        self.newestFirst = newestFirst
     }
 }
 

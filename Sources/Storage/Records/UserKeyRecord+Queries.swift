@@ -162,3 +162,13 @@ extension UserKeyRecord {
         integrityMac = try row.decode(forColumn: "integrity_mac")
     }
 }
+
+extension StoreReader {
+    /// The kids of usable (active or locked) keys that start with `prefix`, for shell completion: at most `limit`.
+    public func usableKids(startingWith prefix: String, limit: Int) throws -> [String] {
+        try String.fetchAll(db, sql: """
+            SELECT kid FROM user_keys WHERE kid >= ? AND substr(kid, 1, length(?)) = ? AND status IN ('active', 'locked')
+            ORDER BY kid LIMIT ?
+            """, arguments: [prefix, prefix, prefix, limit])
+    }
+}

@@ -34,3 +34,18 @@ extension StoreWriter {
         }
     }
 }
+
+extension StoreReader {
+    /// User ids, then usernames, that start with `prefix`, for shell completion: at most `limit`, from the primary
+    /// key's range for ids.
+    public func userNames(startingWith prefix: String, limit: Int) throws -> [String] {
+        let ids = try String.fetchAll(db, sql: """
+            SELECT user_id FROM users WHERE user_id >= ? AND substr(user_id, 1, length(?)) = ? ORDER BY user_id LIMIT ?
+            """, arguments: [prefix, prefix, prefix, limit])
+        let names = try String.fetchAll(db, sql: """
+            SELECT DISTINCT username FROM users WHERE username IS NOT NULL AND substr(username, 1, length(?)) = ?
+            ORDER BY username LIMIT ?
+            """, arguments: [prefix, prefix, limit])
+        return Array((ids + names.filter { !ids.contains($0) }).prefix(limit))
+    }
+}

@@ -43,15 +43,16 @@ struct Admin: ParsableCommand {
         if globals.json {
             console.answer(json: listing.bindings.map(FleetBindingJSON.init))
         } else {
-            // 80 columns: dates without the time (--wide and --json have it); one user's listing has no user column.
-            let date = { (value: Date?) in wide ? HumanText.time(value) : String(HumanText.time(value).prefix(10)) }
+            // One user's listing has no user column.
             let skip = oneUser ? 1 : 0
-            let headers = ["USER ID", "DEVICE NAME", "DEVICE ID", "KID", "CREATED", "LAST ACCESS", "HERE"].dropFirst(skip)
+            let columns: [TableColumn] = [TableColumn("USER ID", .cut(min: 8)), TableColumn("DEVICE NAME"),
+                                          TableColumn("DEVICE ID", .cut(min: 8)), .whole("KID"), .time("CREATED"),
+                                          .time("LAST ACCESS"), .whole("HERE")]
             let rows = listing.bindings.map {
                 [$0.userId, HumanText.text($0.deviceName), HumanText.text($0.deviceId), HumanText.kid($0.kid, wide: wide),
-                 date($0.createdAt), date($0.lastAccessAt), $0.thisDevice ? "yes" : "-"].dropFirst(skip).map { $0 }
+                 HumanText.time($0.createdAt), HumanText.time($0.lastAccessAt), $0.thisDevice ? "yes" : "-"].dropFirst(skip).map { $0 }
             }
-            console.table(Array(headers), rows, empty: empty, wide: wide, keepWhole: Set([3, 4, 5, 6].map { $0 - skip }))
+            console.table(Array(columns.dropFirst(skip)), rows, empty: empty, wide: wide)
         }
         guard let first = listing.errors.first else { return }
         for error in listing.errors {
@@ -84,7 +85,8 @@ struct Admin: ParsableCommand {
 
         @OptionGroup var table: TableOptions
 
-        @Option(help: ArgumentHelp("The user whose bindings to list.", valueName: "id"))
+        @Option(help: ArgumentHelp("The user whose bindings to list.", valueName: "id"),
+                completion: .custom(StoreCompletion.users))
         var user: String?
 
         @Flag(help: "List the bindings of every user this store knows.")
@@ -188,7 +190,8 @@ struct Admin: ParsableCommand {
 
         @OptionGroup var globals: GlobalOptions
 
-        @Option(help: ArgumentHelp("The user whose device to revoke.", valueName: "id"))
+        @Option(help: ArgumentHelp("The user whose device to revoke.", valueName: "id"),
+                completion: .custom(StoreCompletion.users))
         var user: String
 
         @Option(help: ArgumentHelp("One binding, by its uuid (= kid; a unique prefix of 8 or more characters).", valueName: "uuid"))

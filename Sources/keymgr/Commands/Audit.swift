@@ -2,92 +2,139 @@ import ArgumentParser
 import Foundation
 import KeyManager
 
-/// `keymgr audit`: the hash-chained audit log. Without a subcommand it lists entries (`audit list`).
-struct Audit: ParsableCommand {
+/// `keymgr audit`: the hash-chained audit log. Without a subcommand it lists entries as `audit list` does; its
+/// options are declared here too (not through a default subcommand), so shell completion of `audit --event`
+/// completes event names rather than offering subcommands.
+struct Audit: KeymgrCommand {
     static let configuration = CommandConfiguration(
         commandName: "audit",
         abstract: "Show the audit log, or verify its hash chain.",
+        usage: "keymgr audit [list] [<options>] [-n <n>] | keymgr audit verify",
         discussion: """
-            `keymgr audit [options]` is `keymgr audit list [options]`.
+            `keymgr audit [options]` is `keymgr audit list [options]` (see `keymgr audit list --help`).
 
             Example:
+              keymgr audit -n 20 --reverse
               keymgr audit --user alice --since 2026-11-01 --format csv
               keymgr audit verify
             """,
-        subcommands: [Show.self, Verify.self],
-        defaultSubcommand: Show.self)
+        subcommands: [Show.self, Verify.self])
 
     @OptionGroup var globals: GlobalOptions
+
+    @OptionGroup var listing: Listing
+
+    func validate() throws { try listing.check(json: globals.json) }
+
+    func run() throws { try listing.run(globals) }
 
     /// How `audit list` prints entries.
     enum Format: String, ExpressibleByArgument, CaseIterable {
         case table, json, csv
     }
 
-    /// `keymgr audit list`: entries oldest first, filtered.
+    /// `keymgr audit list`: entries oldest first (or the newest N, or newest first), filtered, printed as they are read.
     struct Show: KeymgrCommand {
         static let configuration = CommandConfiguration(
             commandName: "list",
             abstract: "List audit entries, oldest first.",
-            usage: "keymgr audit [list] [<options>] [--user <id>] [--event <name>]",
+            usage: "keymgr audit [list] [<options>] [-n <n>] [--reverse] [--event <name>]",
             discussion: """
                 --format json (or --json) prints [{"seq", "at", "event", "userId", "kid", "actor", "details", "hash", "prevHash"}]; \
-                csv prints the same fields under a header line. `actor` is the OS user who ran keymgr.
+                csv prints the same fields under a header line. `actor` is the OS user who ran keymgr. The table \
+                shows details as name=value pairs. Entries are printed as they are read, so a log of any length \
+                takes the same memory; -n reads only the newest entries, however long the log.
 
                 Example:
+                  keymgr audit -n 20
                   keymgr audit --user alice --event key.revoked --since 2026-11-01T00:00:00Z
                 """)
 
         @OptionGroup var globals: GlobalOptions
 
+        @OptionGroup var listing: Listing
+
+        func validate() throws { try listing.check(json: globals.json) }
+
+        func run() throws { try listing.run(globals) }
+    }
+
+    /// What `audit` and `audit list` take and do.
+    struct Listing: ParsableArguments {
         @OptionGroup var table: TableOptions
 
-        @Option(help: ArgumentHelp("Only entries about this user.", valueName: "id"))
+        @Option(name: [.customShort("n"), .customLong("newest")],
+                help: ArgumentHelp("Only the newest N matching entries.", valueName: "n"))
+        var newest: Int?
+
+        @Flag(help: "Newest first.")
+        var reverse = false
+
+        @Option(help: ArgumentHelp("Only entries about this user.", valueName: "id"),
+                completion: .custom(StoreCompletion.users))
         var user: String?
 
         @Option(help: ArgumentHelp("Only entries at or after this time (ISO 8601 UTC, or a date).", valueName: "iso8601"))
         var since: String?
 
-        @Option(help: ArgumentHelp("Only entries of this event, e.g. key.bound.", valueName: "name"))
+        @Option(help: ArgumentHelp("Only entries of this event, e.g. key.bound.", valueName: "name"),
+                completion: .custom(StoreCompletion.auditEvents))
         var event: String?
 
         @Option(help: "How to print the entries.")
         var format: Format?
 
-        func validate() throws {
+        func check(json: Bool) throws {
             if let since, ISOTime.date(from: since) == nil {
                 throw ValidationError("--since needs an ISO 8601 UTC time such as 2026-11-23T10:00:00Z or a date such as 2026-11-23")
             }
-            if globals.json, let format, format != .json {
+            if let newest, newest < 1 { throw ValidationError("-n needs a positive number of entries") }
+            if json, let format, format != .json {
                 throw ValidationError("--json prints JSON: drop it or drop --format \(format.rawValue)")
             }
         }
 
-        func run() throws {
+        func run(_ globals: GlobalOptions) throws {
             let manager = try globals.openManager(readOnly: true)
-            let query = AuditFilter(userId: try manager.resolveUser(user), since: since.flatMap(ISOTime.date(from:)), event: event)
-            let entries = try manager.auditEntries(query)
-            let console = globals.console
+            let filter = AuditFilter(userId: try manager.resolveUser(user), since: since.flatMap(ISOTime.date(from:)),
+                                     event: event, newest: newest, newestFirst: reverse)
+            // Entries go out as they are read, through a buffer written every 64 KiB: no array of the whole log.
+            var out = JSONBytes(capacity: 1 << 17)
             switch globals.json ? .json : (format ?? .table) {
             case .json:
-                console.answer(json: entries.map(AuditEntryJSON.init))
-            case .csv:
-                var text = "seq,at,event,userId,kid,actor,details,hash,prevHash\n"
-                for entry in entries {
-                    text += [String(entry.seq), entry.at, entry.event, entry.userId ?? "", entry.kid ?? "", entry.actor,
-                             entry.details.canonicalJSON(), entry.hash, entry.prevHash].map(Self.csvField).joined(separator: ",")
-                    text += "\n"
+                out.raw("[")
+                var first = true
+                try manager.forEachAuditEntry(filter) { entry in
+                    if !first { out.raw(",") }
+                    first = false
+                    out.auditEntry(entry)
+                    out.flush()
                 }
-                console.answer(text)
+                out.raw("]\n")
+            case .csv:
+                out.text("seq,at,event,userId,kid,actor,details,hash,prevHash\n")
+                try manager.forEachAuditEntry(filter) { entry in
+                    out.text([String(entry.seq), entry.at, entry.event, entry.userId ?? "", entry.kid ?? "", entry.actor,
+                              entry.details.canonicalJSON(), entry.hash, entry.prevHash].map(Self.csvField).joined(separator: ","))
+                    out.text("\n")
+                    out.flush()
+                }
             case .table:
-                // Details are cut in the table; --json and --format csv show them whole.
-                let wide = table.wide
-                console.table(["SEQ", "AT", "EVENT", "USER ID", "KID", "ACTOR", "DETAILS"],
-                              entries.map { [String($0.seq), HumanText.time(ISOTime.date(from: $0.at)), $0.event,
-                                             HumanText.text($0.userId), HumanText.kid($0.kid, wide: wide), $0.actor,
-                                             $0.details.canonicalJSON()] },
-                              empty: "no matching audit entries", wide: wide, keepWhole: [0, 1, 4])
+                var table = StreamedTable(
+                    columns: [.whole("SEQ"), .time("AT"), .whole("EVENT"), TableColumn("USER ID", .cut(min: 8)), .whole("KID"),
+                              TableColumn("ACTOR", .cut(min: 6)), TableColumn("DETAILS", .cut(min: 12))],
+                    wide: self.table.wide)
+                let wide = self.table.wide
+                try manager.forEachAuditEntry(filter) { entry in
+                    table.add([String(entry.seq), HumanText.time(ISOTime.date(from: entry.at)), entry.event, HumanText.text(entry.userId),
+                               HumanText.kid(entry.kid, wide: wide), entry.actor, HumanText.details(entry.details)], into: &out)
+                }
+                guard table.finish(into: &out) else {
+                    if !globals.quiet { StandardStream.error.write("no matching audit entries\n") }
+                    return
+                }
             }
+            out.flush(over: 0)
         }
 
         /// RFC 4180: quoted when it holds a comma, quote or line break; quotes doubled.

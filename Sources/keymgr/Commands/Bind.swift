@@ -31,7 +31,8 @@ struct Bind: KeymgrCommand {
 
     @OptionGroup var globals: GlobalOptions
 
-    @Option(help: ArgumentHelp("The user's id at the identity server (subject or universalId).", valueName: "id"))
+    @Option(help: ArgumentHelp("The user's id at the identity server (subject or universalId).", valueName: "id"),
+            completion: .custom(StoreCompletion.users))
     var user: String
 
     @Option(help: ArgumentHelp("The user's login name, for people reading lists.", valueName: "name"))

@@ -70,7 +70,8 @@ struct Dcr: ParsableCommand {
 
         @OptionGroup var network: NetworkOptions
 
-        @Option(help: ArgumentHelp("The user the client is for.", valueName: "id"))
+        @Option(help: ArgumentHelp("The user the client is for.", valueName: "id"),
+                completion: .custom(StoreCompletion.users))
         var user: String
 
         @Option(help: ArgumentHelp("The template client to copy (Curity's software_id).", valueName: "template"))
@@ -146,7 +147,7 @@ struct Dcr: ParsableCommand {
 
         @OptionGroup var server: ProfileOptions
 
-        @Option(help: ArgumentHelp("The user.", valueName: "id"))
+        @Option(help: ArgumentHelp("The user.", valueName: "id"), completion: .custom(StoreCompletion.users))
         var user: String
 
         @Flag(help: "Show the client secret and the registration access token.")
@@ -199,7 +200,7 @@ struct Dcr: ParsableCommand {
 
         @OptionGroup var network: NetworkOptions
 
-        @Option(help: ArgumentHelp("The user.", valueName: "id"))
+        @Option(help: ArgumentHelp("The user.", valueName: "id"), completion: .custom(StoreCompletion.users))
         var user: String
 
         @OptionGroup var confirmation: ConfirmationOptions

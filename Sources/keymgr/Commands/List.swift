@@ -34,7 +34,8 @@ struct List: KeymgrCommand {
 
     @OptionGroup var table: TableOptions
 
-    @Option(help: ArgumentHelp("Only this user's keys (user id, the id= of a universalId, or username).", valueName: "name"))
+    @Option(help: ArgumentHelp("Only this user's keys (user id, the id= of a universalId, or username).", valueName: "name"),
+            completion: .custom(StoreCompletion.users))
     var user: String?
 
     @Option(help: ArgumentHelp("Which keys to show; repeat for several (default: active and locked).", valueName: "status"))
@@ -62,18 +63,13 @@ struct List: KeymgrCommand {
         }
         let keys = try manager.keys(userId: userId, statuses: statuses)
         let empty = user.map { "no matching keys for user \($0)" } ?? "no matching keys"
-        if table.wide {
-            console.table(["KID", "USER ID", "USERNAME", "AUTH TYPE", "STATUS", "SERVER", "CREATED", "LAST USED"],
-                          keys.map { [$0.kid, $0.userId, HumanText.text($0.username), $0.authType.rawValue, $0.status.rawValue,
-                                      $0.serverState.rawValue, HumanText.time($0.createdAt), HumanText.time($0.lastUsedAt)] },
-                          empty: empty, wide: true)
-            return
-        }
-        // 80 columns: short kids, no creation time (--wide and --json have it), ids cut with … when long.
-        console.table(["KID", "USER ID", "USERNAME", "AUTH TYPE", "STATUS", "SERVER", "LAST USED"],
-                      keys.map { [HumanText.kid($0.kid, wide: false), $0.userId, HumanText.text($0.username),
+        // Short kids unless --wide; CREATED only when there is room; ids and names cut before anything else.
+        let wide = table.wide
+        console.table([.whole("KID"), TableColumn("USER ID", .cut(min: 8)), TableColumn("USERNAME"), .whole("AUTH TYPE"),
+                       .whole("STATUS"), .whole("SERVER"), TableColumn("CREATED", .optional), .time("LAST USED")],
+                      keys.map { [HumanText.kid($0.kid, wide: wide), $0.userId, HumanText.text($0.username),
                                   $0.authType.rawValue, $0.status.rawValue, $0.serverState.rawValue,
-                                  HumanText.time($0.lastUsedAt)] },
-                      empty: empty, keepWhole: [0, 4, 6])
+                                  HumanText.time($0.createdAt), HumanText.time($0.lastUsedAt)] },
+                      empty: empty, wide: wide)
     }
 }

@@ -30,7 +30,7 @@ struct Dpop: ParsableCommand {
 
         @OptionGroup var server: ProfileOptions
 
-        @Option(help: ArgumentHelp("The user.", valueName: "id"))
+        @Option(help: ArgumentHelp("The user.", valueName: "id"), completion: .custom(StoreCompletion.users))
         var user: String
 
         @Option(help: ArgumentHelp("The request's HTTP method.", valueName: "method"))
@@ -94,7 +94,7 @@ struct Login: KeymgrCommand {
 
     @OptionGroup var globals: GlobalOptions
 
-    @Option(help: ArgumentHelp("The user.", valueName: "id"))
+    @Option(help: ArgumentHelp("The user.", valueName: "id"), completion: .custom(StoreCompletion.users))
     var user: String
 
     @Option(help: ArgumentHelp("The scope to ask for (default: the registration's).", valueName: "scope"))

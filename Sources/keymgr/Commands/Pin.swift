@@ -30,10 +30,12 @@ struct Pin: ParsableCommand {
 
         @OptionGroup var globals: GlobalOptions
 
-        @Option(help: ArgumentHelp("The user whose PIN changes.", valueName: "id"))
+        @Option(help: ArgumentHelp("The user whose PIN changes.", valueName: "id"),
+                completion: .custom(StoreCompletion.users))
         var user: String
 
-        @Option(help: ArgumentHelp("The key, when the user has several.", valueName: "kid"))
+        @Option(help: ArgumentHelp("The key, when the user has several.", valueName: "kid"),
+                completion: .custom(StoreCompletion.kids))
         var kid: String?
 
         @OptionGroup(title: "PIN") var pin: PINOptions

@@ -17,10 +17,12 @@ struct Rebind: KeymgrCommand {
 
     @OptionGroup var globals: GlobalOptions
 
-    @Option(help: ArgumentHelp("The user whose key is replaced.", valueName: "id"))
+    @Option(help: ArgumentHelp("The user whose key is replaced.", valueName: "id"),
+            completion: .custom(StoreCompletion.users))
     var user: String
 
-    @Option(help: ArgumentHelp("The key to replace, when the user has several.", valueName: "kid"))
+    @Option(help: ArgumentHelp("The key to replace, when the user has several.", valueName: "kid"),
+            completion: .custom(StoreCompletion.kids))
     var kid: String?
 
     @Option(help: ArgumentHelp("How the new key is unlocked.", valueName: "type"))

@@ -19,10 +19,10 @@ struct Revoke: KeymgrCommand {
 
     @OptionGroup var globals: GlobalOptions
 
-    @Option(help: ArgumentHelp("Revoke this user's keys.", valueName: "id"))
+    @Option(help: ArgumentHelp("Revoke this user's keys.", valueName: "id"), completion: .custom(StoreCompletion.users))
     var user: String?
 
-    @Option(help: ArgumentHelp("Revoke this key.", valueName: "kid"))
+    @Option(help: ArgumentHelp("Revoke this key.", valueName: "kid"), completion: .custom(StoreCompletion.kids))
     var kid: String?
 
     @Option(help: ArgumentHelp("Why, for the audit log.", valueName: "reason"))

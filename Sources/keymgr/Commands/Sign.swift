@@ -34,10 +34,11 @@ struct Sign: KeymgrCommand {
 
     @OptionGroup var globals: GlobalOptions
 
-    @Option(help: ArgumentHelp("Sign with this user's active key.", valueName: "id"))
+    @Option(help: ArgumentHelp("Sign with this user's active key.", valueName: "id"),
+            completion: .custom(StoreCompletion.users))
     var user: String?
 
-    @Option(help: ArgumentHelp("Sign with this key.", valueName: "kid"))
+    @Option(help: ArgumentHelp("Sign with this key.", valueName: "kid"), completion: .custom(StoreCompletion.kids))
     var kid: String?
 
     @Option(name: .customLong("claim"), help: ArgumentHelp("A custom claim; repeatable.", valueName: "name=value"))

@@ -146,8 +146,8 @@ struct SyncCommand: KeymgrCommand {
         rows += report.orphans.map { [orphanChange, "-", $0] }
         if !rows.isEmpty {
             let heading = report.safetyValveTripped ? "HELD BACK" : report.dryRun ? "PLANNED" : "CHANGE"
-            console.table([heading, "USER ID", "KID"], rows.map { [$0[0], $0[1], HumanText.kid($0[2], wide: table.wide)] },
-                          empty: "", wide: table.wide, keepWhole: [0, 2])
+            console.table([.whole(heading), TableColumn("USER ID"), .whole("KID")],
+                          rows.map { [$0[0], $0[1], HumanText.kid($0[2], wide: table.wide)] }, empty: "", wide: table.wide)
         }
         if report.safetyValveTripped {
             console.answer("safety valve: nothing applied; \(report.revoked.count) revocations held back")

@@ -37,7 +37,7 @@ struct Token: ParsableCommand {
 
         @OptionGroup var server: ProfileOptions
 
-        @Option(help: ArgumentHelp("The user.", valueName: "id"))
+        @Option(help: ArgumentHelp("The user.", valueName: "id"), completion: .custom(StoreCompletion.users))
         var user: String
 
         func run() throws {
@@ -70,7 +70,7 @@ struct Token: ParsableCommand {
 
         @OptionGroup var server: ProfileOptions
 
-        @Option(help: ArgumentHelp("The user.", valueName: "id"))
+        @Option(help: ArgumentHelp("The user.", valueName: "id"), completion: .custom(StoreCompletion.users))
         var user: String
 
         @Flag(help: "Show the token strings.")
@@ -119,7 +119,7 @@ struct Token: ParsableCommand {
 
         @OptionGroup var network: NetworkOptions
 
-        @Option(help: ArgumentHelp("The user.", valueName: "id"))
+        @Option(help: ArgumentHelp("The user.", valueName: "id"), completion: .custom(StoreCompletion.users))
         var user: String
 
         func run() throws {
@@ -156,7 +156,7 @@ struct Token: ParsableCommand {
 
         @OptionGroup var network: NetworkOptions
 
-        @Option(help: ArgumentHelp("The user.", valueName: "id"))
+        @Option(help: ArgumentHelp("The user.", valueName: "id"), completion: .custom(StoreCompletion.users))
         var user: String
 
         @OptionGroup var confirmation: ConfirmationOptions
@@ -190,7 +190,7 @@ struct Token: ParsableCommand {
 
         @OptionGroup var network: NetworkOptions
 
-        @Option(help: ArgumentHelp("The user.", valueName: "id"))
+        @Option(help: ArgumentHelp("The user.", valueName: "id"), completion: .custom(StoreCompletion.users))
         var user: String
 
         @Option(help: ArgumentHelp("Refresh first when the token expires within this many seconds (default: 60).", valueName: "s"))

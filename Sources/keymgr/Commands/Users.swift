@@ -24,8 +24,8 @@ struct Users: KeymgrCommand {
             console.answer(json: users.map(UserJSON.init))
             return
         }
-        console.table(["USER ID", "USERNAME", "KEYS", "CREATED"],
+        console.table([TableColumn("USER ID", .cut(min: 8)), TableColumn("USERNAME"), .whole("KEYS"), .time("CREATED")],
                       users.map { [$0.userId, HumanText.text($0.username), String($0.activeKeys), HumanText.time($0.createdAt)] },
-                      empty: "no users on this device", wide: table.wide, keepWhole: [2, 3])
+                      empty: "no users on this device", wide: table.wide)
     }
 }

@@ -55,9 +55,9 @@ struct GlobalOptions: ParsableArguments {
     }
 }
 
-/// `--wide`: tables show whole kids and ids instead of fitting 80 columns.
+/// `--wide`: tables show whole kids, ids and timestamps instead of fitting the terminal (or 80 columns).
 struct TableOptions: ParsableArguments {
-    @Flag(help: "Show whole kids and ids in tables instead of fitting 80 columns.")
+    @Flag(help: "Show whole kids, ids and timestamps instead of fitting the terminal's width.")
     var wide = false
 }
 

@@ -66,6 +66,19 @@ struct JSONBytes {
         bytes.append(UInt8(ascii: "\""))
     }
 
+    /// Text appended as its UTF-8 bytes, unescaped (a table line, a CSV record).
+    mutating func text(_ value: String) {
+        bytes.append(contentsOf: value.utf8)
+    }
+
+    /// Writes what is built so far to stdout once it holds `threshold` bytes or more, and starts again empty: a long
+    /// document streams out in flat memory (`audit` over a million entries).
+    mutating func flush(over threshold: Int = 1 << 16) {
+        guard bytes.count >= threshold, !bytes.isEmpty else { return }
+        StandardStream.output.write(bytes: bytes)
+        bytes.removeAll(keepingCapacity: true)
+    }
+
     /// A timestamp as keymgr writes them (`ISOTime`), or `null`.
     mutating func time(_ date: Date?) {
         string(date.map { ISOTime.string(from: $0) })
@@ -107,6 +120,51 @@ extension JSONBytes {
         member("status"); string(key.status.rawValue); raw(",")
         member("userId"); string(key.userId); raw(",")
         member("username"); string(key.username)
+        raw("}")
+    }
+}
+
+extension JSONBytes {
+    /// Any JSON value as `Console.encoded` writes it: object members sorted, numbers as the encoder writes them.
+    mutating func value(_ value: JSONValue) {
+        switch value {
+        case .string(let text): string(text)
+        case .int(let number): text(String(number))
+        case .double: text(Console.encoded(value))
+        case .bool(let flag): text(flag ? "true" : "false")
+        case .null: raw("null")
+        case .array(let values):
+            raw("[")
+            for (index, element) in values.enumerated() {
+                if index > 0 { raw(",") }
+                self.value(element)
+            }
+            raw("]")
+        case .object(let members):
+            raw("{")
+            for (index, name) in members.keys.sorted().enumerated() {
+                if index > 0 { raw(",") }
+                string(name)
+                raw(":")
+                if let member = members[name] { self.value(member) }
+            }
+            raw("}")
+        }
+    }
+
+    /// One audit entry as `AuditEntryJSON` encodes it:
+    /// `{"actor","at","details","event","hash","kid","prevHash","seq","userId"}`.
+    mutating func auditEntry(_ entry: AuditEntry) {
+        raw("{")
+        member("actor"); string(entry.actor); raw(",")
+        member("at"); string(entry.at); raw(",")
+        member("details"); value(entry.details); raw(",")
+        member("event"); string(entry.event); raw(",")
+        member("hash"); string(entry.hash); raw(",")
+        member("kid"); string(entry.kid); raw(",")
+        member("prevHash"); string(entry.prevHash); raw(",")
+        member("seq"); text(String(entry.seq)); raw(",")
+        member("userId"); string(entry.userId)
         raw("}")
     }
 }

@@ -297,6 +297,20 @@ enum HumanText {
         return String(ISOTime.string(from: date).prefix(19)) + "Z"
     }
 
+    /// Audit details as people read them: `name=value` pairs in name order, strings without quotes (quoted when
+    /// they hold a blank or are empty), other values as JSON.
+    static func details(_ value: JSONValue) -> String {
+        guard case .object(let members) = value else { return value.canonicalJSON() }
+        guard !members.isEmpty else { return "-" }
+        return members.keys.sorted().map { name in
+            guard let member = members[name] else { return name }
+            if case .string(let text) = member {
+                return name + "=" + (text.isEmpty || text.contains(where: \.isWhitespace) ? member.canonicalJSON() : text)
+            }
+            return name + "=" + member.canonicalJSON()
+        }.joined(separator: " ")
+    }
+
     static func text(_ value: String?) -> String {
         guard let value, !value.isEmpty else { return "-" }
         return value

@@ -1,0 +1,32 @@
+import Foundation
+import Storage
+
+/// What a shell completion asks the store for.
+public enum CompletionSubject: Sendable {
+    /// User ids and usernames (what `--user` accepts).
+    case users
+    /// Kids of usable keys (what `--kid` accepts).
+    case kids
+}
+
+extension KeyManager {
+    /// How many candidates a completion offers at most.
+    public static let completionLimit = 200
+
+    /// Names the store holds that start with `prefix`, for the shell's completion of `--user` and `--kid`.
+    ///
+    /// Reads the database read-only without the master key (ids and kids are not secret, and a completion is a hint:
+    /// the command itself checks the store when it runs) and writes nothing, not even a store that was never
+    /// initialised. Any failure is no candidate: a completion must never print an error into the shell's line.
+    public static func completions(of subject: CompletionSubject, prefix: String, home location: StoreLocation) -> [String] {
+        guard location.home.hasDatabase,
+              let store = try? Store.open(home: location.home, create: false, access: .readOnly, digest: SHA256.hash)
+        else { return [] }
+        return (try? store.read { reader in
+            switch subject {
+            case .users: try reader.userNames(startingWith: prefix, limit: completionLimit)
+            case .kids: try reader.usableKids(startingWith: prefix, limit: completionLimit)
+            }
+        }) ?? []
+    }
+}

@@ -1,0 +1,48 @@
+import Foundation
+import XCTest
+
+/// keymgr(1): written by scripts/manpage.py from the binary's own help, rendered by man(1), naming every command.
+/// (`make install` installing it is InstallTests'.)
+final class ManPageTests: XCTestCase {
+    func testTheManPageRendersAndNamesEveryCommand() throws {
+        let sandbox = try Sandbox()
+        let page = sandbox.root.appendingPathComponent("keymgr.1")
+        let written = try sandbox.run(URL(fileURLWithPath: "/usr/bin/env"),
+                                      ["python3", packageRoot.appendingPathComponent("scripts/manpage.py").path,
+                                       Sandbox.binary.path])
+        XCTAssertEqual(written.status, 0, written.summary)
+        try written.stdout.write(to: page, atomically: true, encoding: .utf8)
+        XCTAssertTrue(written.stdout.hasPrefix(".TH KEYMGR 1 "), String(written.stdout.prefix(200)))
+
+        let rendered = try sandbox.run(URL(fileURLWithPath: "/usr/bin/man"), ["-l", page.path],
+                                       extraEnvironment: ["MANWIDTH": "80", "MAN_KEEP_FORMATTING": "0", "PAGER": "cat"])
+        XCTAssertEqual(rendered.status, 0, rendered.summary)
+        XCTAssertEqual(rendered.stderr, "", "groff warned: \(rendered.stderr)")
+        let text = rendered.stdout.replacingOccurrences(of: "\u{8}.", with: "", options: .regularExpression)
+        XCTAssertTrue(text.contains("NAME") && text.contains("SYNOPSIS") && text.contains("GLOBAL OPTIONS"), String(text.prefix(500)))
+        XCTAssertTrue(text.contains(try sandbox.run(Sandbox.binary, ["--version"]).stdout.trimmingCharacters(in: .whitespacesAndNewlines)),
+                      "the page names the version it documents")
+
+        // Every command and subcommand the binary knows has its own section, with its options.
+        let dump = try sandbox.run(Sandbox.binary, ["--experimental-dump-help"])
+        let root = try XCTUnwrap((try JSONSerialization.jsonObject(with: Data(dump.stdout.utf8)) as? [String: Any])?["command"] as? [String: Any])
+        var paths: [[String]] = []
+        func walk(_ command: [String: Any], _ path: [String]) {
+            for sub in command["subcommands"] as? [[String: Any]] ?? [] {
+                guard let name = sub["commandName"] as? String, name != "help" else { continue }
+                paths.append(path + [name])
+                walk(sub, path + [name])
+            }
+        }
+        walk(root, [])
+        XCTAssertGreaterThan(paths.count, 30, "\(paths)")
+        let headings = Set(text.split(separator: "\n").filter { $0.hasPrefix("   keymgr ") }
+            .map { $0.trimmingCharacters(in: .whitespaces) })
+        for path in paths {
+            XCTAssertTrue(headings.contains("keymgr " + path.joined(separator: " ")), "no section for keymgr \(path.joined(separator: " "))")
+        }
+        for option in ["--newest", "--reverse", "--pin-stdin", "--dry-run", "--wide"] {
+            XCTAssertTrue(text.contains(option), "the page does not document \(option)")
+        }
+    }
+}
