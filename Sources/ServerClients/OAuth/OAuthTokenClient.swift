@@ -103,23 +103,25 @@ public struct OAuthTokenClient: Sendable {
         return try OAuthTokenResponse.parse(response.body)
     }
 
-    /// Starts the device authorization grant (RFC 8628 §3.1).
+    /// Starts the device authorization grant (RFC 8628 §3.1). `client_id` is always sent, with client
+    /// authentication or without.
     public func authorizeDevice(endpoint: URL, client: OAuthClientCredentials, scope: String?) async throws -> DeviceAuthorization {
         var form: [(String, String)] = []
         if let scope { form.append(("scope", scope)) }
         var headers = ["Content-Type": "application/x-www-form-urlencoded", "Accept": "application/json"]
-        client.apply(to: &form, headers: &headers)
+        client.apply(to: &form, headers: &headers, identifying: true)
         let response = try await OAuthWire.send(http, HTTPRequest(method: "POST", url: endpoint, headers: headers,
                                                                    body: OAuthWire.formBody(form)))
         guard response.status == 200 else { throw Self.tokenFailure(response, doing: "start a device login") }
         return try DeviceAuthorization.parse(response.body)
     }
 
-    /// Polls once for the device code grant's tokens (RFC 8628 §3.4). `expired_token` and `access_denied` throw.
+    /// Polls once for the device code grant's tokens (RFC 8628 §3.4), naming the client with `client_id` as the
+    /// device authorization request did. `expired_token` and `access_denied` throw.
     public func pollDeviceCode(tokenEndpoint: URL, deviceCode: String, client: OAuthClientCredentials,
                                dpop: DPoPProofMaker?) async throws -> DevicePollResult {
         let form = [("grant_type", "urn:ietf:params:oauth:grant-type:device_code"), ("device_code", deviceCode)]
-        let response = try await tokenRequest(tokenEndpoint, form: form, client: client, dpop: dpop)
+        let response = try await tokenRequest(tokenEndpoint, form: form, client: client, dpop: dpop, identifying: true)
         if response.status == 200 { return .tokens(try OAuthTokenResponse.parse(response.body)) }
         switch OAuthWire.errorAnswer(response).error {
         case "authorization_pending": return .pending
@@ -169,12 +171,12 @@ public struct OAuthTokenClient: Sendable {
     /// A form POST to the token endpoint with client authentication and, when bound, a DPoP proof carrying the
     /// latest server nonce; one retry when the server answers `use_dpop_nonce` with a fresh `DPoP-Nonce`.
     func tokenRequest(_ endpoint: URL, form: [(String, String)], client: OAuthClientCredentials,
-                      dpop: DPoPProofMaker?) async throws -> HTTPResponse {
+                      dpop: DPoPProofMaker?, identifying: Bool = false) async throws -> HTTPResponse {
         var attempt = 0
         while true {
             var form = form
             var headers = ["Content-Type": "application/x-www-form-urlencoded", "Accept": "application/json"]
-            client.apply(to: &form, headers: &headers)
+            client.apply(to: &form, headers: &headers, identifying: identifying)
             if let dpop { headers["DPoP"] = try dpop("POST", endpoint, nonces.nonce(for: endpoint), nil) }
             let response = try await OAuthWire.send(http, HTTPRequest(method: "POST", url: endpoint, headers: headers,
                                                                        body: OAuthWire.formBody(form)))

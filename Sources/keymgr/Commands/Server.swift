@@ -47,8 +47,8 @@ struct Server: ParsableCommand {
         @Option(help: ArgumentHelp("The server's dialect: pingam (device REST and journeys) or oauth (any OAuth server; curity is another name for it).", valueName: "dialect"))
         var dialect: String
 
-        @Option(help: ArgumentHelp("The server's base URL (http or https), e.g. https://am.example.com/am.", valueName: "url"))
-        var baseUrl: String
+        @Option(help: ArgumentHelp("The server's base URL (http or https), e.g. https://am.example.com/am; an oauth profile may give only --issuer.", valueName: "url"))
+        var baseUrl: String?
 
         @Option(help: ArgumentHelp("PingAM's realm path.", valueName: "path"))
         var realmPath: String = "/realms/root"
@@ -83,8 +83,7 @@ struct Server: ParsableCommand {
             guard ServerDialect(name: dialect) != nil else {
                 throw ValidationError("--dialect must be pingam or oauth (or curity, another name for oauth), not '\(dialect)'")
             }
-            try Self.checkURL(baseUrl, option: "--base-url")
-            for (option, value) in [("--issuer", issuer), ("--token-endpoint", tokenEndpoint), ("--registration-endpoint", registrationEndpoint),
+            for (option, value) in [("--base-url", baseUrl), ("--issuer", issuer), ("--token-endpoint", tokenEndpoint), ("--registration-endpoint", registrationEndpoint),
                                     ("--revocation-endpoint", revocationEndpoint),
                                     ("--device-authorization-endpoint", deviceAuthorizationEndpoint)] {
                 if let value { try Self.checkURL(value, option: option) }
@@ -105,12 +104,11 @@ struct Server: ParsableCommand {
             let credentialPath = credentialFile.map(Self.absolutePath)
             if let credentialPath { Self.checkCredentialFile(credentialPath, console: console) }
             let manager = try globals.openManager()
-            // `https://am.example.com/am/` and `…/am` are one server: keep the form without trailing slashes.
-            var base = baseUrl
-            while base.hasSuffix("/") { base.removeLast() }
-            guard let dialect = ServerDialect(name: dialect), let baseURL = URL(string: base) else {
-                throw KeyManagerError(.usage, "--dialect and --base-url must be given")  // validate() checked both
+            guard let dialect = ServerDialect(name: dialect) else {
+                throw KeyManagerError(.usage, "--dialect must be given")  // validate() checked it
             }
+            let baseURL = try ServerSettings.baseURL(given: baseUrl.flatMap(URL.init(string:)), dialect: dialect,
+                                                     issuer: issuer.flatMap(URL.init(string:)))
             var settings = ServerSettings(
                 name: Server.profileName, dialect: dialect, baseURL: baseURL, realmPath: realmPath,
                 credentialFile: credentialPath, credentialHeader: credentialHeader,
