@@ -121,6 +121,10 @@ final class OAuthClientTests: XCTestCase {
         let client401 = await refreshFailure(StubHTTPClient.json(401, #"{"error":"invalid_client"}"#))
         XCTAssertEqual(client401?.oauthError, "invalid_client")
         XCTAssertEqual(client401?.kind, .credentialRefused)
+        // oauthlib answers every 401 with a Bearer challenge, also to a client that used Basic: the body decides.
+        let bearerChallenge = await refreshFailure(StubHTTPClient.json(401, #"{"error":"invalid_client"}"#,
+                                                                       headers: ["www-authenticate": #"Bearer error="invalid_client""#]))
+        XCTAssertEqual(bearerChallenge?.oauthError, "invalid_client")
         let html = await refreshFailure(HTTPResponse(status: 200, headers: ["content-type": "text/html"], body: Data("<html>".utf8)))
         XCTAssertEqual(html?.kind, .malformed)
         let unknownType = await refreshFailure(StubHTTPClient.json(200, #"{"access_token":"a","token_type":"mac"}"#))
@@ -177,6 +181,7 @@ final class OAuthClientTests: XCTestCase {
                                                              client: client, scope: "openid read")
         XCTAssertEqual(authorization.interval, 5, "no interval in the answer (oauthlib's default): RFC 8628's 5 s")
         XCTAssertNil(authorization.verificationURIComplete)
+        XCTAssertEqual(authorization.expiresIn, 1800)
         let start = try XCTUnwrap(stub.requests.first)
         XCTAssertEqual(Self.form(start)["client_id"], "c 1", "client_id is sent with Basic authentication")
         XCTAssertEqual(Self.form(start)["scope"], "openid read")
@@ -204,6 +209,11 @@ final class OAuthClientTests: XCTestCase {
             XCTAssertEqual(Self.formNames(request).filter { $0 == "client_id" }.count, 1, other.authMethod)
             XCTAssertEqual(Self.form(request)["client_id"], other.clientId)
         }
+
+        // Numbers as strings, as in Azure AD's token responses, are read in the device authorization answer too.
+        let strings = try DeviceAuthorization.parse(Data(#"{"device_code":"d","user_code":"U","verification_url":"https://microsoft.com/devicelogin","expires_in":"900","interval":"7"}"#.utf8))
+        XCTAssertEqual(strings.expiresIn, 900)
+        XCTAssertEqual(strings.interval, 7)
 
         // The refresh keeps RFC 6749 §6's form: Basic authentication alone.
         let refresh = StubHTTPClient { _ in StubHTTPClient.json(200, #"{"access_token":"a","token_type":"Bearer"}"#) }

@@ -24,11 +24,7 @@ extension IssuedTokens {
         case let other:
             throw TransportError(.malformed, "the token response has token_type \(other ?? "(none)"); keymgr knows DPoP and Bearer")
         }
-        // A number too large for Int64 (1e300) is no expiry keymgr can use: unknown, as if it were left out.
-        let expiresIn = object["expires_in"]?.intValue
-            ?? object["expires_in"]?.doubleValue.flatMap { $0.isFinite ? Int64(exactly: $0.rounded(.down)) : nil }
-            ?? object["expires_in"]?.stringValue.flatMap { Int64($0) }
-        return OAuthTokenResponse(accessToken: access, tokenType: type, expiresIn: expiresIn,
+        return OAuthTokenResponse(accessToken: access, tokenType: type, expiresIn: OAuthWire.seconds(object["expires_in"]),
                                   refreshToken: object["refresh_token"]?.stringValue, idToken: object["id_token"]?.stringValue,
                                   scope: object["scope"]?.stringValue)
     }
@@ -48,7 +44,8 @@ public struct DeviceAuthorization: Sendable, Equatable {
     /// login) is polled hourly, and the wait stays far from overflowing a nanosecond count.
     public static let maximumInterval: Int64 = 3600
 
-    /// Parses a device authorization answer (RFC 8628 §3.2); `verification_url` (Google's older name) is accepted.
+    /// Parses a device authorization answer (RFC 8628 §3.2); `verification_url` (Google's older name) is accepted,
+    /// and `expires_in` and `interval` are read as the token response's `expires_in` is (a string of digits too).
     public static func parse(_ body: Data) throws -> DeviceAuthorization {
         guard let object = OAuthWire.object(body) else {
             throw TransportError(.malformed, "the device authorization answer is not a JSON object")
@@ -60,8 +57,8 @@ public struct DeviceAuthorization: Sendable, Equatable {
         }
         return DeviceAuthorization(deviceCode: deviceCode, userCode: userCode, verificationURI: uri,
                                    verificationURIComplete: object["verification_uri_complete"]?.stringValue,
-                                   expiresIn: object["expires_in"]?.intValue ?? 600,
-                                   interval: min(maximumInterval, max(1, object["interval"]?.intValue ?? 5)))
+                                   expiresIn: OAuthWire.seconds(object["expires_in"]) ?? 600,
+                                   interval: min(maximumInterval, max(1, OAuthWire.seconds(object["interval"]) ?? 5)))
     }
 }
 

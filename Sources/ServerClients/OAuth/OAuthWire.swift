@@ -132,6 +132,15 @@ enum OAuthWire {
         }
     }
 
+    /// A number of seconds: an integer, a fraction (rounded down) or a string of digits (Azure AD sends
+    /// `"expires_in": "3599"`). A number too large for Int64 (1e300) is no duration keymgr can use: nil, as if it
+    /// were left out.
+    static func seconds(_ value: JSONValue?) -> Int64? {
+        value?.intValue
+            ?? value?.doubleValue.flatMap { $0.isFinite ? Int64(exactly: $0.rounded(.down)) : nil }
+            ?? value?.stringValue.flatMap { Int64($0) }
+    }
+
     /// A string member, or the first element of an array of strings (real servers send both shapes).
     static func stringOrFirst(_ value: JSONValue?) -> String? {
         if let text = value?.stringValue { return text }
