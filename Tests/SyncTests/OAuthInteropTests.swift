@@ -7,36 +7,20 @@ import XCTest
 
 /// The OAuth services in-process against the reference server in `oauthlib` mode: a server without DPoP that wants
 /// `client_id` in the device authorization request and leaves the device endpoint out of discovery.
-final class OAuthInteropTests: XCTestCase {
-    var scratch: URL!
-    var server: ReferenceServer!
-    var manager: KeyManager!
-
-    override func setUp() async throws {
-        scratch = FileManager.default.temporaryDirectory.appendingPathComponent("keymgr-interop-\(UUID().uuidString)")
-        try FileManager.default.createDirectory(at: scratch, withIntermediateDirectories: true)
+final class OAuthInteropTests: SyncTestCase {
+    override var oauthConfiguration: OAuthServerConfiguration {
         var oauth = OAuthServerConfiguration(deviceCodeInterval: 1)
         oauth.adopt(.oauthlib)
-        server = try await ReferenceServer.start(configuration: ReferenceServerConfiguration(
-            databasePath: scratch.appendingPathComponent("refserver.db").path, adminToken: "admin", oauth: oauth))
-        var options = InitOptions()
-        options.argon2 = Argon2Parameters(memoryKiB: 64, iterations: 1, parallelism: 1)
-        options.deviceName = "test kiosk"
-        manager = try KeyManager.initialize(home: home, options: options, environment: [:])
+        return oauth
+    }
+
+    override func setUp() async throws {
+        try await super.setUp()
         try configure(.unbound)
         let connection = try ServerConnection.configured(in: manager, timeout: 5, environment: [:])
         _ = try await RegistrationService(manager: manager, connection: connection, home: home)
             .register(userId: "alice", softwareId: "keymgr-template", metadata: nil, scope: nil, initialAccessToken: nil)
     }
-
-    override func tearDown() async throws {
-        await server?.stop()
-        server = nil
-        manager = nil
-        if let scratch { try? FileManager.default.removeItem(at: scratch) }
-    }
-
-    var home: StoreLocation { StoreLocation(url: scratch.appendingPathComponent("home")) }
 
     func configure(_ binding: TokenBinding) throws {
         try manager.configureServer(ServerSettings(
