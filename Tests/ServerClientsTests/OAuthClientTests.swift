@@ -114,6 +114,9 @@ final class OAuthClientTests: XCTestCase {
         XCTAssertEqual(empty?.oauthError, "invalid_grant", "400 with an empty body is a dead refresh token")
         let grant = await refreshFailure(StubHTTPClient.json(400, #"{"error":"invalid_grant"}"#))
         XCTAssertEqual(grant?.oauthError, "invalid_grant")
+        // oauthlib before 3.0 answered invalid_grant with 401.
+        let grant401 = await refreshFailure(StubHTTPClient.json(401, #"{"error":"invalid_grant"}"#))
+        XCTAssertEqual(grant401?.oauthError, "invalid_grant")
         for status in [400, 401, 403] {
             let dpop = await refreshFailure(StubHTTPClient.json(status, #"{"error":"invalid_dpop_proof"}"#))
             XCTAssertEqual(dpop?.oauthError, "invalid_dpop_proof", "status \(status)")
