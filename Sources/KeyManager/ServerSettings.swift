@@ -66,6 +66,24 @@ public struct ServerSettings: Sendable, Equatable {
         self.allowInsecureHTTP = allowInsecureHTTP
     }
 
+    /// The profile's base URL: `given` when there is one, else, for the `oauth` dialect, the issuer (an OAuth
+    /// server needs no base URL beyond its issuer: discovery finds every endpoint from it). Trailing slashes are
+    /// dropped, so `https://am.example.com/am/` and `…/am` are one server. PingAM needs its base URL: without one
+    /// it is a usage error.
+    public static func baseURL(given: URL?, dialect: ServerDialect, issuer: URL?) throws -> URL {
+        guard let chosen = given ?? (dialect == .oauth ? issuer : nil) else {
+            throw KeyManagerError(.usage, dialect == .oauth
+                ? "give --base-url or --issuer: an OAuth profile needs one of them"
+                : "give --base-url: a PingAM profile needs the server's base URL, e.g. https://am.example.com/am")
+        }
+        var text = chosen.absoluteString
+        while text.hasSuffix("/") { text.removeLast() }
+        guard let url = URL(string: text) else {
+            throw KeyManagerError(.usage, "\(chosen.absoluteString) is not a URL keymgr can use as a base URL")
+        }
+        return url
+    }
+
     /// Where the admin credential comes from: the profile's file, else `$CREDENTIALS_DIRECTORY/keymgr.admin`.
     public func credentialPath(environment: [String: String]) -> String? {
         if let credentialFile { return credentialFile }
@@ -160,15 +178,15 @@ public struct ServerSettingsChange: Sendable, Equatable {
     public init() {}
 
     /// The profile `name` after this change: `existing` with the given fields replaced, or a new profile.
-    /// A new profile needs a dialect, and a base URL or an issuer (the issuer then stands for the base URL).
+    /// A new profile needs a dialect, and a base URL or (oauth) an issuer, which then stands for the base URL.
     /// - Throws: `usage` naming what a new profile lacks.
     public func applied(to existing: ServerSettings?, name: String, at now: Date) throws -> ServerSettings {
         guard let dialect = dialect ?? existing?.dialect else {
             throw KeyManagerError(.usage, "the profile \(name) is new: give --dialect pingam or --dialect oauth")
         }
-        guard let baseURL = baseURL ?? existing?.baseURL ?? issuer else {
-            throw KeyManagerError(.usage, "the profile \(name) is new: give --base-url URL (or --issuer URL)")
-        }
+        // A base URL given now is normalised; a new profile without one derives it from the issuer (oauth only).
+        let baseURL = try existing.flatMap { existing in self.baseURL == nil ? existing.baseURL : nil }
+            ?? ServerSettings.baseURL(given: self.baseURL, dialect: dialect, issuer: issuer)
         var settings = existing ?? ServerSettings(name: name, dialect: dialect, baseURL: baseURL)
         settings.name = name
         settings.dialect = dialect

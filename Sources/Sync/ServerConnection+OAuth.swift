@@ -48,15 +48,4 @@ public struct DiscoveryService: Sendable {
                                               revocation: metadata.revocationEndpoint,
                                               deviceAuthorization: metadata.deviceAuthorizationEndpoint)
     }
-
-    /// The endpoints the issuer's metadata names; explicit values in `settings` win over discovered ones.
-    public func complete(_ settings: ServerSettings, issuer: URL) async throws -> ServerSettings {
-        let metadata = try await OAuthDiscoveryClient(http: http).discover(issuer: issuer)
-        var settings = settings
-        settings.tokenEndpoint = settings.tokenEndpoint ?? metadata.tokenEndpoint
-        settings.registrationEndpoint = settings.registrationEndpoint ?? metadata.registrationEndpoint
-        settings.revocationEndpoint = settings.revocationEndpoint ?? metadata.revocationEndpoint
-        settings.deviceAuthorizationEndpoint = settings.deviceAuthorizationEndpoint ?? metadata.deviceAuthorizationEndpoint
-        return settings
-    }
 }

@@ -123,8 +123,24 @@ public struct TokenService: Sendable {
         return { htm, htu, nonce, accessToken in try key.proof(htm: htm, htu: htu, nonce: nonce, accessToken: accessToken) }
     }
 
+    /// The DPoP key requests for the user carry: the stored one when the profile is `--bound`, none when it is
+    /// `--unbound` (such a profile never sends a DPoP header, even for tokens bound under an earlier setting).
+    func requestKey(userId: String) throws -> DPoPKey? {
+        bound ? try manager.dpopKey(userId: userId, serverName: serverName) : nil
+    }
+
+    /// A `--bound` profile takes only DPoP-bound tokens: a server that ignored the proof and issued Bearer
+    /// tokens (as servers without DPoP do) gets `serverRejected`, and nothing is stored. `token_type` is
+    /// compared as the parser normalised it, so `dpop` in lower case is DPoP.
+    func checkBinding(_ issued: OAuthTokenResponse) throws {
+        guard bound, issued.tokenType != "DPoP" else { return }
+        throw KeyManagerError(.serverRejected, "the server issued \(issued.tokenType) tokens, not DPoP-bound ones, "
+            + "although this profile is --bound; nothing was stored. If this server does not support DPoP, choose "
+            + "unbound tokens with `keymgr server set … --unbound` and log in again")
+    }
+
     /// Stores a token response obtained elsewhere (RFC 6749 §5.1 JSON). Such tokens are not bound to a key
-    /// keymgr holds, so they are stored as unbound.
+    /// keymgr holds, so they are stored as unbound; a `--bound` profile refuses Bearer tokens.
     public func importTokens(userId: String, json: Data) throws -> TokenSet {
         let response: OAuthTokenResponse
         do {
@@ -132,6 +148,7 @@ public struct TokenService: Sendable {
         } catch let failure as TransportError {
             throw KeyManagerError(.badInput, "stdin is not a token response: \(failure.message)")
         }
+        try checkBinding(response)
         let clientId = try credentials(userId: userId).clientId
         return try manager.storeTokens(userId: userId, serverName: serverName, clientId: clientId,
                                        issued: response, dpopKey: nil, event: "tokens.imported")
@@ -153,7 +170,7 @@ public struct TokenService: Sendable {
         guard let refreshToken = try manager.tokenSecrets(userId: userId, serverName: serverName).refreshToken else {
             throw KeyManagerError(.unAuthorize, "\(userId) has no refresh token: run `keymgr login --user \(userId)` again")
         }
-        let key = try manager.dpopKey(userId: userId, serverName: serverName)
+        let key = try requestKey(userId: userId)
         let client = try credentials(userId: userId)
         let response: OAuthTokenResponse
         do {
@@ -163,6 +180,7 @@ public struct TokenService: Sendable {
         } catch let failure as TransportError {
             throw try explain(failure, userId: userId, refreshing: true)
         }
+        try checkBinding(response)
         return try manager.storeTokens(userId: userId, serverName: serverName, clientId: client.clientId,
                                        issued: response, dpopKey: response.tokenType == "DPoP" ? key : nil,
                                        event: "tokens.refreshed")
@@ -223,7 +241,7 @@ public struct TokenService: Sendable {
     /// Calls a protected resource with the user's access token (DPoP with nonce retry, or Bearer).
     public func callResource(userId: String, method: String, url: URL) async throws -> HTTPResponse {
         let (token, set) = try await accessToken(userId: userId, minTTL: 60)
-        let key = try manager.dpopKey(userId: userId, serverName: serverName)
+        let key = try requestKey(userId: userId)
         return try await connection.tokenClient(nonces: nonces).resource(method: method, url: url, accessToken: token,
                                                                          tokenType: set.tokenType, dpop: Self.proofMaker(key))
     }
@@ -299,6 +317,7 @@ public struct DeviceLoginService: Sendable {
             case .pending: continue
             case .slowDown: interval += 5
             case .tokens(let response):
+                try tokens.checkBinding(response)
                 return try tokens.manager.storeTokens(
                     userId: userId, serverName: tokens.serverName, clientId: client.clientId,
                     issued: response, dpopKey: response.tokenType == "DPoP" ? key : nil, event: "tokens.login")

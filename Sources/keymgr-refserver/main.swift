@@ -68,6 +68,9 @@ struct RefServerCommand: AsyncParsableCommand {
     @Flag(help: "Serve only /.well-known/openid-configuration, not the RFC 8414 metadata.")
     var oauthOpenidDiscoveryOnly = false
 
+    @Option(help: "Whose reading of the RFCs the authorization server follows: curity (default) or oauthlib (client_id required in device authorization, no device endpoint in discovery, Bearer only).")
+    var oauthMode: String = OAuthServerMode.curity.rawValue
+
     @Option(help: "The OAuth issuer's path below the base URL, e.g. /oauth/v2/oauth-anonymous.")
     var oauthIssuerPath: String = ""
 
@@ -104,6 +107,12 @@ struct RefServerCommand: AsyncParsableCommand {
             throw ValidationError("--oauth-issuer-path must start with / and not end with /")
         }
         if let idleExit, idleExit <= 0 { throw ValidationError("--idle-exit must be positive") }
+        guard OAuthServerMode(rawValue: oauthMode) != nil else {
+            throw ValidationError("--oauth-mode must be one of \(OAuthServerMode.allCases.map(\.rawValue).joined(separator: ", "))")
+        }
+        if oauthMode == OAuthServerMode.oauthlib.rawValue, oauthTokenBound || oauthDpopNonce || oauthResourceDpopNonce {
+            throw ValidationError("--oauth-mode oauthlib has no DPoP: it cannot be combined with --oauth-token-bound or the DPoP nonce flags")
+        }
         guard oauthDeviceInterval >= 1 else { throw ValidationError("--oauth-device-interval must be 1 or more") }
         guard (1...3600).contains(callbackTimeout) else { throw ValidationError("--callback-timeout must be in 1...3600") }
         if let maxSavedDevices, maxSavedDevices < 1 { throw ValidationError("--max-saved-devices must be at least 1") }
@@ -185,6 +194,7 @@ struct RefServerCommand: AsyncParsableCommand {
         oauth.servesAuthorizationServerMetadata = !oauthOpenidDiscoveryOnly
         oauth.issuerPath = oauthIssuerPath
         oauth.deviceCodeInterval = oauthDeviceInterval
+        oauth.adopt(OAuthServerMode(rawValue: oauthMode) ?? .curity)
         return oauth
     }
 

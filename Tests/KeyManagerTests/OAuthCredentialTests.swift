@@ -68,6 +68,7 @@ final class OAuthCredentialTests: KeyManagerTestCase {
             issued: IssuedTokens(accessToken: "at-2", tokenType: "DPoP", expiresIn: 300, refreshToken: nil, idToken: nil, scope: nil),
             dpopKey: key, event: "tokens.refreshed")
         XCTAssertNotEqual(refreshed.revision, stored.revision)
+        XCTAssertEqual(refreshed.scope, "read", "no scope in the answer: the granted one stays (RFC 6749 §5.1)")
         XCTAssertEqual(try manager.tokenSecrets(userId: "alice", serverName: "default"),
                        TokenSecrets(accessToken: "at-2", refreshToken: "rt-1", idToken: nil))
 

@@ -114,6 +114,9 @@ final class OAuthClientTests: XCTestCase {
         XCTAssertEqual(empty?.oauthError, "invalid_grant", "400 with an empty body is a dead refresh token")
         let grant = await refreshFailure(StubHTTPClient.json(400, #"{"error":"invalid_grant"}"#))
         XCTAssertEqual(grant?.oauthError, "invalid_grant")
+        // oauthlib before 3.0 answered invalid_grant with 401.
+        let grant401 = await refreshFailure(StubHTTPClient.json(401, #"{"error":"invalid_grant"}"#))
+        XCTAssertEqual(grant401?.oauthError, "invalid_grant")
         for status in [400, 401, 403] {
             let dpop = await refreshFailure(StubHTTPClient.json(status, #"{"error":"invalid_dpop_proof"}"#))
             XCTAssertEqual(dpop?.oauthError, "invalid_dpop_proof", "status \(status)")
@@ -121,6 +124,10 @@ final class OAuthClientTests: XCTestCase {
         let client401 = await refreshFailure(StubHTTPClient.json(401, #"{"error":"invalid_client"}"#))
         XCTAssertEqual(client401?.oauthError, "invalid_client")
         XCTAssertEqual(client401?.kind, .credentialRefused)
+        // oauthlib answers every 401 with a Bearer challenge, also to a client that used Basic: the body decides.
+        let bearerChallenge = await refreshFailure(StubHTTPClient.json(401, #"{"error":"invalid_client"}"#,
+                                                                       headers: ["www-authenticate": #"Bearer error="invalid_client""#]))
+        XCTAssertEqual(bearerChallenge?.oauthError, "invalid_client")
         let html = await refreshFailure(HTTPResponse(status: 200, headers: ["content-type": "text/html"], body: Data("<html>".utf8)))
         XCTAssertEqual(html?.kind, .malformed)
         let unknownType = await refreshFailure(StubHTTPClient.json(200, #"{"access_token":"a","token_type":"mac"}"#))
@@ -156,6 +163,66 @@ final class OAuthClientTests: XCTestCase {
             }
             XCTAssertEqual(Self.form(stub.requests[0])["grant_type"], "urn:ietf:params:oauth:grant-type:device_code")
         }
+    }
+
+    /// The names of a request's form parameters, repeats kept.
+    private static func formNames(_ request: HTTPRequest) -> [String] {
+        String(decoding: request.body ?? Data(), as: UTF8.self).split(separator: "&").map { String($0.prefix { $0 != "=" }) }
+    }
+
+    /// oauthlib-based servers refuse a device authorization request without `client_id` ("Missing client_id
+    /// parameter.") even from a client that authenticates with HTTP Basic: keymgr names the client in the form of the
+    /// device authorization request and of its polls (RFC 8628 §3.1, §3.4 allow it), and sends the form's
+    /// `Content-Type` without parameters (oauthlib compares the whole header).
+    func testTheDeviceGrantNamesTheClientAlongsideBasicAuthentication() async throws {
+        let stub = StubHTTPClient { request in
+            if request.url.path.hasSuffix("/token") { return StubHTTPClient.json(400, #"{"error":"authorization_pending"}"#) }
+            return StubHTTPClient.json(200, #"{"device_code":"dc","user_code":"WDJB-MJHT","verification_uri":"https://as.example.com/device","expires_in":1800}"#)
+        }
+        let tokens = OAuthTokenClient(http: stub)
+        let authorization = try await tokens.authorizeDevice(endpoint: URL(string: "https://as.example.com/device_authorization")!,
+                                                             client: client, scope: "openid read")
+        XCTAssertEqual(authorization.interval, 5, "no interval in the answer (oauthlib's default): RFC 8628's 5 s")
+        XCTAssertNil(authorization.verificationURIComplete)
+        XCTAssertEqual(authorization.expiresIn, 1800)
+        let start = try XCTUnwrap(stub.requests.first)
+        XCTAssertEqual(Self.form(start)["client_id"], "c 1", "client_id is sent with Basic authentication")
+        XCTAssertEqual(Self.form(start)["scope"], "openid read")
+        XCTAssertNil(Self.form(start)["client_secret"], "the secret stays in the Basic header")
+        XCTAssertEqual(start.headers["Authorization"], "Basic " + Data("c+1:s%26cret".utf8).base64EncodedString())
+        XCTAssertEqual(start.headers["Content-Type"], "application/x-www-form-urlencoded")
+
+        let poll = try await tokens.pollDeviceCode(tokenEndpoint: URL(string: "https://as.example.com/token")!, deviceCode: "dc",
+                                                   client: client, dpop: nil)
+        XCTAssertEqual(poll, .pending)
+        let polled = stub.requests[1]
+        XCTAssertEqual(Self.form(polled)["client_id"], "c 1", "the poll names the client too")
+        XCTAssertEqual(Self.form(polled)["device_code"], "dc")
+        XCTAssertNil(polled.headers["DPoP"], "no proof maker, no DPoP header")
+
+        // client_secret_post and public clients already name themselves: client_id is never sent twice.
+        for other in [OAuthClientCredentials(clientId: "c2", clientSecret: "s2", authMethod: "client_secret_post"),
+                      OAuthClientCredentials(clientId: "c3", clientSecret: nil, authMethod: nil)] {
+            let single = StubHTTPClient { _ in
+                StubHTTPClient.json(200, #"{"device_code":"d","user_code":"U","verification_uri":"https://as.example.com/device"}"#)
+            }
+            _ = try await OAuthTokenClient(http: single).authorizeDevice(endpoint: URL(string: "https://as.example.com/da")!,
+                                                                         client: other, scope: nil)
+            let request = try XCTUnwrap(single.requests.first)
+            XCTAssertEqual(Self.formNames(request).filter { $0 == "client_id" }.count, 1, other.authMethod)
+            XCTAssertEqual(Self.form(request)["client_id"], other.clientId)
+        }
+
+        // Numbers as strings, as in Azure AD's token responses, are read in the device authorization answer too.
+        let strings = try DeviceAuthorization.parse(Data(#"{"device_code":"d","user_code":"U","verification_url":"https://microsoft.com/devicelogin","expires_in":"900","interval":"7"}"#.utf8))
+        XCTAssertEqual(strings.expiresIn, 900)
+        XCTAssertEqual(strings.interval, 7)
+
+        // The refresh keeps RFC 6749 §6's form: Basic authentication alone.
+        let refresh = StubHTTPClient { _ in StubHTTPClient.json(200, #"{"access_token":"a","token_type":"Bearer"}"#) }
+        _ = try await OAuthTokenClient(http: refresh).refresh(tokenEndpoint: tokenEndpoint, refreshToken: "r", client: client,
+                                                              scope: nil, dpop: nil)
+        XCTAssertNil(Self.form(try XCTUnwrap(refresh.requests.first))["client_id"])
     }
 
     func testDiscoveryFallsBackToOpenIDAndChecksTheIssuer() async throws {

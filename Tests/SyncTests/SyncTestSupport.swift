@@ -13,12 +13,14 @@ class SyncTestCase: XCTestCase {
     var manager: KeyManager!
     let adminToken = "admin-token-for-tests"
     let password = "correct horse battery staple"
+    /// The authorization server's settings `setUp` starts the reference server with.
+    var oauthConfiguration: OAuthServerConfiguration { OAuthServerConfiguration() }
 
     override func setUp() async throws {
         scratch = FileManager.default.temporaryDirectory.appendingPathComponent("keymgr-sync-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: scratch, withIntermediateDirectories: true)
         server = try await ReferenceServer.start(configuration: ReferenceServerConfiguration(
-            databasePath: scratch.appendingPathComponent("refserver.db").path, adminToken: adminToken))
+            databasePath: scratch.appendingPathComponent("refserver.db").path, adminToken: adminToken, oauth: oauthConfiguration))
         var options = InitOptions()
         options.argon2 = Argon2Parameters(memoryKiB: 64, iterations: 1, parallelism: 1)
         options.deviceName = "test kiosk"

@@ -58,8 +58,8 @@ final class AdminCommandTests: ServerTestCase {
     func testAStolenDeviceRevokedFromAnotherIsWipedAtItsNextSyncWhileTheOtherKeepsWorking() throws {
         try startTwoHomes(users: ["alice"])
         let alice = universalId("alice")
-        // Device A: bound through the journey, with its own OAuth client and tokens for alice.
-        try sandbox.succeed(server.serverSetArguments + ["--issuer", server.baseURL.absoluteString])
+        // Device A: bound through the journey, with its own OAuth client and (imported, so unbound) tokens for alice.
+        try sandbox.succeed(server.serverSetArguments + ["--issuer", server.baseURL.absoluteString, "--unbound"])
         let kidA = try XCTUnwrap(try register("alice")["kid"] as? String)
         let client = try sandbox.succeed(["dcr", "register", "--user", alice, "--software-id", "keymgr-template", "--json"]).object()
         let clientId = try XCTUnwrap(client["clientId"] as? String)

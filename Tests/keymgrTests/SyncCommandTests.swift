@@ -116,6 +116,8 @@ final class ServerCommandTests: XCTestCase {
             ["--dialect", "pingam", "--base-url", "https://am.example.com", "--realm-path", "realms/root"],
             ["--dialect", "pingam", "--base-url", "https://am.example.com", "--credential-header", "Bad Header"],
             ["--dialect", "pingam", "--base-url", "https://am.example.com", "--bound", "--unbound"],
+            ["--dialect", "pingam"],
+            ["--dialect", "oauth"],
         ] {
             let outcome = try sandbox.keymgr(["server", "set", "--json"] + arguments)
             try assertJSONError(outcome, status: 64, code: "usage")

@@ -28,6 +28,17 @@ public struct OAuthClientTemplate: Sendable, Equatable {
         ])
 }
 
+/// Whose reading of the RFCs the authorization server follows where servers differ (`keymgr-refserver --oauth-mode`).
+public enum OAuthServerMode: String, Sendable, CaseIterable {
+    /// Curity's: the defaults of `OAuthServerConfiguration`.
+    case curity
+    /// A server built on oauthlib (Python): `client_id` required in the device authorization request even from an
+    /// authenticated client, no `device_authorization_endpoint` in discovery, Bearer tokens only (DPoP proofs are
+    /// ignored), no `interval` or `verification_uri_complete` in the device authorization answer, the form's
+    /// `Content-Type` compared exactly, and a Bearer challenge on `invalid_client`.
+    case oauthlib
+}
+
 /// The authorization server's settings: Curity's behaviour by default, every switch a test needs.
 public struct OAuthServerConfiguration: Sendable {
     /// The initial access tokens a registration must present as `Authorization: Bearer …`; empty =
@@ -67,6 +78,24 @@ public struct OAuthServerConfiguration: Sendable {
     public var dpopProofLifetime: TimeInterval
     /// How long a server nonce stays the current one before a new one replaces it, seconds.
     public var dpopNonceLifetime: TimeInterval
+    /// oauthlib: a device authorization request without `client_id` is refused (400 `invalid_request` "Missing
+    /// client_id parameter.") before the client is authenticated, even when it authenticates with HTTP Basic.
+    public var requiresClientIdInDeviceAuthorization = false
+    /// Whether discovery lists `device_authorization_endpoint` (RFC 8628 §4 makes it optional; oauthlib-based
+    /// servers leave it out). The endpoint is served either way.
+    public var advertisesDeviceAuthorizationEndpoint = true
+    /// Whether DPoP (RFC 9449) is supported; false: proofs are ignored, every token is Bearer, discovery lists no
+    /// `dpop_signing_alg_values_supported` (oauthlib has no DPoP).
+    public var supportsDPoP = true
+    /// oauthlib's defaults: the device authorization answer carries no `interval` (the client uses 5 s, RFC 8628
+    /// §3.2) and no `verification_uri_complete`.
+    public var omitsOptionalDeviceMembers = false
+    /// oauthlib: the device authorization request's `Content-Type` must be exactly
+    /// `application/x-www-form-urlencoded` (no parameters), else 400 `invalid_request`.
+    public var requiresExactFormContentType = false
+    /// The challenge scheme of a 401 `invalid_client` after HTTP Basic: `Basic` (RFC 6749 §5.2), or `Bearer`
+    /// as oauthlib sends for every 401.
+    public var invalidClientChallengeScheme = "Basic"
 
     /// Creates a configuration with Curity-like defaults (open registration, the `keymgr-template`
     /// template, unbound tokens allowed, no nonces).
@@ -106,6 +135,18 @@ public struct OAuthServerConfiguration: Sendable {
         self.deviceCodeInterval = deviceCodeInterval
         self.dpopProofLifetime = dpopProofLifetime
         self.dpopNonceLifetime = dpopNonceLifetime
+    }
+
+    /// Follows `mode`'s reading of the RFCs (see `OAuthServerMode`); the other settings stay as they are.
+    public mutating func adopt(_ mode: OAuthServerMode) {
+        let oauthlib = mode == .oauthlib
+        requiresClientIdInDeviceAuthorization = oauthlib
+        advertisesDeviceAuthorizationEndpoint = !oauthlib
+        supportsDPoP = !oauthlib
+        omitsOptionalDeviceMembers = oauthlib
+        requiresExactFormContentType = oauthlib
+        invalidClientChallengeScheme = oauthlib ? "Bearer" : "Basic"
+        if oauthlib { issuesTokenBoundTokens = false }
     }
 
     /// The issuer path's segments (`/a/b` → `["a", "b"]`).

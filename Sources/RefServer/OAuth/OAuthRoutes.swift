@@ -53,7 +53,10 @@ import KeyManager
 /// Switches (`OAuthServerConfiguration`, and the `keymgr-refserver` flags in parentheses): initial access
 /// tokens (`--oauth-initial-access-token-file`), templates (`--oauth-templates FILE`), bound tokens
 /// (`--oauth-token-bound`), nonces (`--oauth-dpop-nonce`, `--oauth-resource-dpop-nonce`), OpenID discovery only
-/// (`--oauth-openid-discovery-only`), issuer path (`--oauth-issuer-path`).
+/// (`--oauth-openid-discovery-only`), issuer path (`--oauth-issuer-path`), and whose reading of the RFCs it follows
+/// (`OAuthServerMode`, `--oauth-mode curity|oauthlib`): in `oauthlib` mode the device authorization endpoint wants
+/// `client_id` and an exact form `Content-Type`, is left out of discovery and answers without `interval` and
+/// `verification_uri_complete`; DPoP proofs are ignored (Bearer only); `invalid_client` carries a Bearer challenge.
 struct OAuthRoutes: Sendable {
     let handler: RequestHandler
 
@@ -205,7 +208,6 @@ struct OAuthRoutes: Sendable {
             "token_endpoint": .string(base + OAuthPath.string(OAuthPath.token)),
             "registration_endpoint": .string(base + OAuthPath.string(OAuthPath.registration)),
             "revocation_endpoint": .string(base + OAuthPath.string(OAuthPath.revocation)),
-            "device_authorization_endpoint": .string(base + OAuthPath.string(OAuthPath.deviceAuthorization)),
             "userinfo_endpoint": .string(base + OAuthPath.string(OAuthPath.userinfo)),
             "introspection_endpoint": .string(base + OAuthPath.string(OAuthPath.introspection)),
             "grant_types_supported": [.string(GrantType.refreshToken), .string(GrantType.deviceCode)],
@@ -215,6 +217,10 @@ struct OAuthRoutes: Sendable {
             "dpop_signing_alg_values_supported": ["ES256"],
             "scopes_supported": .array(configuration.scopesSupported.map { .string($0) }),
         ]
+        if configuration.advertisesDeviceAuthorizationEndpoint {
+            members["device_authorization_endpoint"] = .string(base + OAuthPath.string(OAuthPath.deviceAuthorization))
+        }
+        if !configuration.supportsDPoP { members["dpop_signing_alg_values_supported"] = nil }
         if openID {
             members["subject_types_supported"] = ["public"]
             members["id_token_signing_alg_values_supported"] = ["ES256"]
@@ -378,7 +384,8 @@ struct OAuthRoutes: Sendable {
                 throw OAuthError("unauthorized_client", "the client may not use the grant type \(grantType)")
             }
             let now = handler.configuration.clock()
-            let proofs = request.headers.values(named: "DPoP")
+            // A server without DPoP ignores the header (oauthlib): the tokens are Bearer.
+            let proofs = configuration.supportsDPoP ? request.headers.values(named: "DPoP") : []
             var proof: DPoPProof?
             if !proofs.isEmpty {
                 proof = try await dpopVerifier(now: now).verify(
@@ -419,7 +426,8 @@ struct OAuthRoutes: Sendable {
             guard var row = try OAuthTokenRow.fetchOne(db, key: presented), row.kind == "refresh",
                 row.clientId == client.clientId, row.status == "active", row.expiresAt > now.timeIntervalSince1970
             else { return .failure(.invalidGrant("The refresh token is not valid")) }
-            if let bound = row.jkt, proof?.jkt != bound {
+            // A server without DPoP knows no binding (a token bound before it was switched off refreshes as Bearer).
+            if configuration.supportsDPoP, let bound = row.jkt, proof?.jkt != bound {
                 return .failure(.invalidDPoPProof("the refresh token is bound to another DPoP key"))
             }
             var scope = row.scope
@@ -537,7 +545,8 @@ struct OAuthRoutes: Sendable {
         var method = ClientAuthMethod.none
         var clientId = form["client_id"]
         var secret: String?
-        let basicChallenge = #"Basic realm="oauth""#
+        let basicChallenge = configuration.invalidClientChallengeScheme == "Basic"
+            ? #"Basic realm="oauth""# : configuration.invalidClientChallengeScheme + #" error="invalid_client""#
         if let authorization = request.headers[.authorization] {
             let parts = authorization.split(separator: " ", maxSplits: 1)
             guard parts.count == 2, parts[0].lowercased() == "basic" else {
@@ -611,7 +620,15 @@ struct OAuthRoutes: Sendable {
     // MARK: device authorization (RFC 8628)
 
     private func deviceAuthorization(_ request: IncomingRequest) async throws -> Response {
+        if configuration.requiresExactFormContentType,
+            request.headers[.contentType] != "application/x-www-form-urlencoded"
+        {
+            throw OAuthError.invalidRequest("Content-Type must be application/x-www-form-urlencoded")
+        }
         let form = try OAuthRoutes.form(request)
+        if configuration.requiresClientIdInDeviceAuthorization, (form["client_id"] ?? "").isEmpty {
+            throw OAuthError.invalidRequest("Missing client_id parameter.")
+        }
         let client = try await authenticateClient(request, form: form)
         guard client.grantTypes.contains(GrantType.deviceCode) else {
             throw OAuthError("unauthorized_client", "the client may not use the device authorization grant")
@@ -635,14 +652,15 @@ struct OAuthRoutes: Sendable {
         try await store.insert(row)
         let display = OAuthRoutes.displayUserCode(userCode)
         let verification = await endpoint(OAuthPath.deviceVerification)
-        return jsonResponse(
-            .object([
-                "device_code": .string(row.deviceCode), "user_code": .string(display),
-                "verification_uri": .string(verification),
-                "verification_uri_complete": .string(verification + "?user_code=" + display),
-                "expires_in": .int(Int64(configuration.deviceCodeLifetime)),
-                "interval": .int(Int64(configuration.deviceCodeInterval)),
-            ]))
+        var members: [String: JSONValue] = [
+            "device_code": .string(row.deviceCode), "user_code": .string(display),
+            "verification_uri": .string(verification), "expires_in": .int(Int64(configuration.deviceCodeLifetime)),
+        ]
+        if !configuration.omitsOptionalDeviceMembers {
+            members["verification_uri_complete"] = .string(verification + "?user_code=" + display)
+            members["interval"] = .int(Int64(configuration.deviceCodeInterval))
+        }
+        return jsonResponse(.object(members))
     }
 
     /// RFC 8628 §6.1's example alphabet: no vowels, no look-alikes; 8 characters (~34 bits).

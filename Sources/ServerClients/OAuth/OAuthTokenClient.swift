@@ -24,11 +24,7 @@ extension IssuedTokens {
         case let other:
             throw TransportError(.malformed, "the token response has token_type \(other ?? "(none)"); keymgr knows DPoP and Bearer")
         }
-        // A number too large for Int64 (1e300) is no expiry keymgr can use: unknown, as if it were left out.
-        let expiresIn = object["expires_in"]?.intValue
-            ?? object["expires_in"]?.doubleValue.flatMap { $0.isFinite ? Int64(exactly: $0.rounded(.down)) : nil }
-            ?? object["expires_in"]?.stringValue.flatMap { Int64($0) }
-        return OAuthTokenResponse(accessToken: access, tokenType: type, expiresIn: expiresIn,
+        return OAuthTokenResponse(accessToken: access, tokenType: type, expiresIn: OAuthWire.seconds(object["expires_in"]),
                                   refreshToken: object["refresh_token"]?.stringValue, idToken: object["id_token"]?.stringValue,
                                   scope: object["scope"]?.stringValue)
     }
@@ -48,7 +44,8 @@ public struct DeviceAuthorization: Sendable, Equatable {
     /// login) is polled hourly, and the wait stays far from overflowing a nanosecond count.
     public static let maximumInterval: Int64 = 3600
 
-    /// Parses a device authorization answer (RFC 8628 §3.2); `verification_url` (Google's older name) is accepted.
+    /// Parses a device authorization answer (RFC 8628 §3.2); `verification_url` (Google's older name) is accepted,
+    /// and `expires_in` and `interval` are read as the token response's `expires_in` is (a string of digits too).
     public static func parse(_ body: Data) throws -> DeviceAuthorization {
         guard let object = OAuthWire.object(body) else {
             throw TransportError(.malformed, "the device authorization answer is not a JSON object")
@@ -60,8 +57,8 @@ public struct DeviceAuthorization: Sendable, Equatable {
         }
         return DeviceAuthorization(deviceCode: deviceCode, userCode: userCode, verificationURI: uri,
                                    verificationURIComplete: object["verification_uri_complete"]?.stringValue,
-                                   expiresIn: object["expires_in"]?.intValue ?? 600,
-                                   interval: min(maximumInterval, max(1, object["interval"]?.intValue ?? 5)))
+                                   expiresIn: OAuthWire.seconds(object["expires_in"]) ?? 600,
+                                   interval: min(maximumInterval, max(1, OAuthWire.seconds(object["interval"]) ?? 5)))
     }
 }
 
@@ -103,23 +100,25 @@ public struct OAuthTokenClient: Sendable {
         return try OAuthTokenResponse.parse(response.body)
     }
 
-    /// Starts the device authorization grant (RFC 8628 §3.1).
+    /// Starts the device authorization grant (RFC 8628 §3.1). `client_id` is always sent, with client
+    /// authentication or without.
     public func authorizeDevice(endpoint: URL, client: OAuthClientCredentials, scope: String?) async throws -> DeviceAuthorization {
         var form: [(String, String)] = []
         if let scope { form.append(("scope", scope)) }
         var headers = ["Content-Type": "application/x-www-form-urlencoded", "Accept": "application/json"]
-        client.apply(to: &form, headers: &headers)
+        client.apply(to: &form, headers: &headers, identifying: true)
         let response = try await OAuthWire.send(http, HTTPRequest(method: "POST", url: endpoint, headers: headers,
                                                                    body: OAuthWire.formBody(form)))
         guard response.status == 200 else { throw Self.tokenFailure(response, doing: "start a device login") }
         return try DeviceAuthorization.parse(response.body)
     }
 
-    /// Polls once for the device code grant's tokens (RFC 8628 §3.4). `expired_token` and `access_denied` throw.
+    /// Polls once for the device code grant's tokens (RFC 8628 §3.4), naming the client with `client_id` as the
+    /// device authorization request did. `expired_token` and `access_denied` throw.
     public func pollDeviceCode(tokenEndpoint: URL, deviceCode: String, client: OAuthClientCredentials,
                                dpop: DPoPProofMaker?) async throws -> DevicePollResult {
         let form = [("grant_type", "urn:ietf:params:oauth:grant-type:device_code"), ("device_code", deviceCode)]
-        let response = try await tokenRequest(tokenEndpoint, form: form, client: client, dpop: dpop)
+        let response = try await tokenRequest(tokenEndpoint, form: form, client: client, dpop: dpop, identifying: true)
         if response.status == 200 { return .tokens(try OAuthTokenResponse.parse(response.body)) }
         switch OAuthWire.errorAnswer(response).error {
         case "authorization_pending": return .pending
@@ -169,12 +168,12 @@ public struct OAuthTokenClient: Sendable {
     /// A form POST to the token endpoint with client authentication and, when bound, a DPoP proof carrying the
     /// latest server nonce; one retry when the server answers `use_dpop_nonce` with a fresh `DPoP-Nonce`.
     func tokenRequest(_ endpoint: URL, form: [(String, String)], client: OAuthClientCredentials,
-                      dpop: DPoPProofMaker?) async throws -> HTTPResponse {
+                      dpop: DPoPProofMaker?, identifying: Bool = false) async throws -> HTTPResponse {
         var attempt = 0
         while true {
             var form = form
             var headers = ["Content-Type": "application/x-www-form-urlencoded", "Accept": "application/json"]
-            client.apply(to: &form, headers: &headers)
+            client.apply(to: &form, headers: &headers, identifying: identifying)
             if let dpop { headers["DPoP"] = try dpop("POST", endpoint, nonces.nonce(for: endpoint), nil) }
             let response = try await OAuthWire.send(http, HTTPRequest(method: "POST", url: endpoint, headers: headers,
                                                                        body: OAuthWire.formBody(form)))

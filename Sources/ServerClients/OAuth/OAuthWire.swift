@@ -50,8 +50,11 @@ public struct OAuthClientCredentials: Sendable {
         self.authMethod = authMethod ?? (clientSecret == nil ? "none" : "client_secret_basic")
     }
 
-    /// Adds the credentials to a form request as the method says (RFC 6749 §2.3.1).
-    func apply(to form: inout [(String, String)], headers: inout [String: String]) {
+    /// Adds the credentials to a form request as the method says (RFC 6749 §2.3.1). With `identifying`, a
+    /// `client_secret_basic` client also names itself with `client_id` in the form: RFC 8628 §3.1 and §3.4 allow it
+    /// alongside client authentication, and oauthlib-based servers refuse a device authorization request without
+    /// it ("Missing client_id parameter.").
+    func apply(to form: inout [(String, String)], headers: inout [String: String], identifying: Bool = false) {
         switch (authMethod, clientSecret) {
         case ("client_secret_post", let secret?):
             form.append(("client_id", clientId))
@@ -59,6 +62,7 @@ public struct OAuthClientCredentials: Sendable {
         case (_, let secret?) where authMethod != "none":
             let pair = OAuthWire.formEncode(clientId) + ":" + OAuthWire.formEncode(secret)
             headers["Authorization"] = "Basic " + Data(pair.utf8).base64EncodedString()
+            if identifying { form.append(("client_id", clientId)) }
         default:
             form.append(("client_id", clientId))
         }
@@ -126,6 +130,15 @@ enum OAuthWire {
             try await Task.sleep(nanoseconds: UInt64(max(0, advised) * 1_000_000_000))
             attempt += 1
         }
+    }
+
+    /// A number of seconds: an integer, a fraction (rounded down) or a string of digits (Azure AD sends
+    /// `"expires_in": "3599"`). A number too large for Int64 (1e300) is no duration keymgr can use: nil, as if it
+    /// were left out.
+    static func seconds(_ value: JSONValue?) -> Int64? {
+        value?.intValue
+            ?? value?.doubleValue.flatMap { $0.isFinite ? Int64(exactly: $0.rounded(.down)) : nil }
+            ?? value?.stringValue.flatMap { Int64($0) }
     }
 
     /// A string member, or the first element of an array of strings (real servers send both shapes).

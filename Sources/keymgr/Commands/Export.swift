@@ -20,10 +20,10 @@ struct Export: KeymgrCommand {
 
     @OptionGroup var globals: GlobalOptions
 
-    @Option(help: ArgumentHelp("The user whose key to export.", valueName: "id"))
+    @Option(help: ArgumentHelp("The user whose key to export.", valueName: "id"), completion: .custom(StoreCompletion.users))
     var user: String?
 
-    @Option(help: ArgumentHelp("The key to export (a kid or a unique prefix of 8 or more characters).", valueName: "kid"))
+    @Option(help: ArgumentHelp("The key to export (a kid or a unique prefix of 8 or more characters).", valueName: "kid"), completion: .custom(StoreCompletion.kids))
     var kid: String?
 
     @Option(help: ArgumentHelp("jwk or pem.", valueName: "format"))

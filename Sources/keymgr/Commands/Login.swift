@@ -84,8 +84,9 @@ struct Login: KeymgrCommand {
         discussion: """
             Prints a verification URI and a user code on stderr: open the URI on any other device (a phone), enter \
             the code and approve. keymgr polls at the server's interval and stores the tokens, bound to a new DPoP \
-            key when the profile is --bound. Ctrl-C stops waiting; nothing is stored until the server answers with \
-            tokens. The user needs a client registration first (`keymgr dcr register`). With --json prints the \
+            key when the profile is --bound (a server that answers with Bearer tokens then is refused, exit 76: \
+            choose --unbound for a server without DPoP). Ctrl-C stops waiting; nothing is stored until the server \
+            answers with tokens. The user needs a client registration first (`keymgr dcr register`). With --json prints the \
             `token show` object (tokens null).
 
             Example:

@@ -60,7 +60,7 @@ struct Server: ParsableCommand {
         @Option(help: ArgumentHelp("The server's dialect: pingam (device REST and journeys) or oauth (any OAuth server; curity is another name for it).", valueName: "dialect"))
         var dialect: String?
 
-        @Option(help: ArgumentHelp("The server's base URL (http or https), e.g. https://am.example.com/am.", valueName: "url"))
+        @Option(help: ArgumentHelp("The server's base URL (http or https), e.g. https://am.example.com/am; an oauth profile may give only --issuer.", valueName: "url"))
         var baseUrl: String?
 
         @Option(help: ArgumentHelp("PingAM's realm path (a new profile: /realms/root).", valueName: "path"))
@@ -121,8 +121,7 @@ struct Server: ParsableCommand {
             let url = { (text: String?) in text.flatMap(URL.init(string:)) }
             var change = ServerSettingsChange()
             change.dialect = dialect.flatMap(ServerDialect.init(name:))
-            // `https://am.example.com/am/` and `…/am` are one server: keep the form without trailing slashes.
-            change.baseURL = url(baseUrl.map { text in String(text.reversed().drop { $0 == "/" }.reversed()) })
+            change.baseURL = url(baseUrl)
             change.issuer = url(issuer)
             change.realmPath = realmPath
             change.credentialFile = credentialPath

@@ -27,7 +27,8 @@ struct Token: ParsableCommand {
             abstract: "Store a token response (RFC 6749 JSON on stdin) for a user.",
             usage: "keymgr token import [<options>] --user <id> < response.json",
             discussion: """
-                The tokens were issued elsewhere, so keymgr holds no DPoP key for them: they are stored as unbound.
+                The tokens were issued elsewhere, so keymgr holds no DPoP key for them: they are stored as unbound. \
+                A --bound profile refuses Bearer tokens (exit 76).
 
                 Example:
                   keymgr token import --user alice < response.json

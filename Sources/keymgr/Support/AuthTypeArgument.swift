@@ -22,8 +22,8 @@ enum TokenBindingFlag: String, EnumerableFlag {
 
     static func help(for value: TokenBindingFlag) -> ArgumentHelp? {
         switch value {
-        case .bound: "Ask for DPoP-bound tokens."
-        case .unbound: "Ask for tokens not bound to a key."
+        case .bound: "Ask for DPoP-bound tokens; Bearer tokens are refused."
+        case .unbound: "Ask for tokens not bound to a key; no DPoP header is sent."
         }
     }
 
