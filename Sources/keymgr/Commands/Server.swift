@@ -256,7 +256,7 @@ struct Server: ParsableCommand {
                 console.answer(json: profiles.map(ServerSettingsJSON.init))
                 return
             }
-            console.table(["PROFILE", "DIALECT", "BASE URL"],
+            console.table([.whole("PROFILE"), .whole("DIALECT"), TableColumn("BASE URL")],
                           profiles.map { [$0.name, $0.dialect.rawValue, $0.baseURL.absoluteString] },
                           empty: "no server is configured: run `keymgr server set`", wide: true)
         }
