@@ -1,0 +1,69 @@
+import Foundation
+import XCTest
+
+/// Whoever starts keymgr cannot make it load code through OpenSSL's environment: a provider named in `OPENSSL_CONF`
+/// (or found through `OPENSSL_MODULES`) is never loaded into the process that holds the master key.
+final class OpenSSLConfigurationTests: XCTestCase {
+    /// A C compiler on PATH: the Swift toolchain's clang, which every build of keymgr has.
+    func compiler() throws -> URL {
+        let path = ProcessInfo.processInfo.environment["PATH"] ?? ""
+        for directory in path.split(separator: ":") {
+            for name in ["clang", "cc"] {
+                let candidate = URL(fileURLWithPath: String(directory)).appendingPathComponent(name)
+                if FileManager.default.isExecutableFile(atPath: candidate.path) { return candidate }
+            }
+        }
+        // Never missing where keymgr was built: a failure, not a skip.
+        return try XCTUnwrap(nil as URL?, "no C compiler on PATH (\(path)): the Swift toolchain's clang is needed")
+    }
+
+    func testAProviderNamedInTheEnvironmentIsNeverLoaded() throws {
+        let sandbox = try Sandbox()
+        let marker = sandbox.root.appendingPathComponent("provider-was-loaded")
+        let source = sandbox.root.appendingPathComponent("provider.c")
+        // Code that runs as soon as the library is loaded, before OpenSSL even looks for a provider entry point.
+        try Data("""
+            #include <stdio.h>
+            __attribute__((constructor)) static void loaded(void) {
+                FILE *f = fopen("\(marker.path)", "w");
+                if (f) { fputs("loaded\\n", f); fclose(f); }
+            }
+            """.utf8).write(to: source)
+        let modules = sandbox.root.appendingPathComponent("modules")
+        try FileManager.default.createDirectory(at: modules, withIntermediateDirectories: true)
+        let library = modules.appendingPathComponent("hostile.so")
+        let built = try sandbox.run(try compiler(), ["-shared", "-fPIC", "-o", library.path, source.path])
+        XCTAssertEqual(built.status, 0, built.summary)
+
+        func configuration(module: String) throws -> URL {
+            let file = sandbox.root.appendingPathComponent("openssl-\(UUID().uuidString).cnf")
+            try Data("""
+                openssl_conf = openssl_init
+                [openssl_init]
+                providers = provider_sect
+                [provider_sect]
+                hostile = hostile_sect
+                default = default_sect
+                [hostile_sect]
+                module = \(module)
+                activate = 1
+                [default_sect]
+                activate = 1
+
+                """.utf8).write(to: file)
+            return file
+        }
+        let byPath = ["OPENSSL_CONF": try configuration(module: library.path).path]
+        let byModules = ["OPENSSL_CONF": try configuration(module: "hostile.so").path, "OPENSSL_MODULES": modules.path]
+        for environment in [byPath, byModules] {
+            for arguments in [["init", "--device-name", "kiosk"] + Sandbox.fastInit, ["bind", "--user", "alice", "--json"],
+                              ["sign", "--user", "alice", "--challenge", "c"], ["status"]] {
+                let outcome = try sandbox.keymgr(arguments, extraEnvironment: environment)
+                XCTAssertEqual(outcome.status, 0, outcome.summary)
+                XCTAssertFalse(FileManager.default.fileExists(atPath: marker.path),
+                               "keymgr \(arguments[0]) loaded the provider named by \(environment)")
+            }
+            try FileManager.default.removeItem(at: sandbox.home)
+        }
+    }
+}
