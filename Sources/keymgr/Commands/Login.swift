@@ -98,11 +98,10 @@ struct Login: KeymgrCommand {
     @Option(help: ArgumentHelp("The scope to ask for (default: the registration's).", valueName: "scope"))
     var scope: String?
 
-    @Option(help: ArgumentHelp("Seconds to wait for each server request (default: 15).", valueName: "s"))
-    var timeout: Double = 15
+    @OptionGroup var network: NetworkOptions
 
     func run() throws {
-        let context = try OAuthContext(globals, timeout: timeout)
+        let context = try OAuthContext(globals, timeout: network.timeout)
         let login = DeviceLoginService(tokens: context.tokens)
         let (user, scope) = (user, scope)
         let authorization = try AsyncBridge.wait { try await login.start(userId: user, scope: scope) }

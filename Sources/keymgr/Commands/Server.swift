@@ -89,9 +89,6 @@ struct Server: ParsableCommand {
                                     ("--device-authorization-endpoint", deviceAuthorizationEndpoint)] {
                 if let value { try Self.checkURL(value, option: option) }
             }
-            guard realmPath.hasPrefix("/"), !realmPath.contains(where: { $0.isWhitespace || "?#%\\".contains($0) }) else {
-                throw ValidationError("--realm-path must be a path such as /realms/root or /realms/root/realms/alpha")
-            }
             guard !credentialHeader.isEmpty, credentialHeader.unicodeScalars.allSatisfy(Self.isHeaderNameCharacter) else {
                 throw ValidationError("--credential-header must be an HTTP header name such as Authorization or iPlanetDirectoryPro")
             }
@@ -101,6 +98,7 @@ struct Server: ParsableCommand {
         }
 
         func run() throws {
+            try ServerSettings.checkRealmPath(realmPath)  // before discovery talks to the issuer
             let console = globals.console
             let credentialPath = credentialFile.map(Self.absolutePath)
             if let credentialPath { Self.checkCredentialFile(credentialPath, console: console) }
