@@ -92,14 +92,14 @@ public struct JourneyService: Sendable {
         let credentials = PingAMJourneyClient.Credentials(username: username, password: password)
         let manager = manager
         // The user asked for: --user, else the owner of --kid; with neither, the first user a callback names, so one
-        // step never gets signatures of two users.
-        let asked = Mutex<String?>(try userId ?? kid.map { try manager.chooseKey(userId: nil, kid: $0).userId })
+        // step never gets signatures of two users. Found when a callback names a user, not before the journey.
+        let asked = Mutex<String?>(userId)
         return try await client.run(journey: journey, credentials: credentials, answering: "DeviceSigningVerifierCallback",
                                     sessionNotEnded: sessionNotEnded, screen: { callback in
             let named = callback.outputValue("userId")?.stringValue ?? ""
             guard !named.isEmpty else { return }  // usernameless: the key is chosen below, as before
-            let expected = asked.withLock { expected in
-                if expected == nil { expected = named }
+            let expected = try asked.withLock { expected in
+                if expected == nil { expected = try kid.map { try manager.chooseKey(userId: nil, kid: $0).userId } ?? named }
                 return expected ?? named
             }
             guard named == expected else { throw Self.anotherUser(named, expected: expected, signing: true) }
