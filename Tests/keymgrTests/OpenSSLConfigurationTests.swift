@@ -66,4 +66,25 @@ final class OpenSSLConfigurationTests: XCTestCase {
             try FileManager.default.removeItem(at: sandbox.home)
         }
     }
+
+    /// The system's configuration, where an administrator enables FIPS or other providers, is still read: the file
+    /// keymgr opens is `openssl.cnf` in the directory `openssl version -d` names, and not the one OPENSSL_CONF names.
+    func testTheSystemConfigurationIsReadInstead() throws {
+        let sandbox = try Sandbox()
+        try sandbox.initialise()
+        let version = try sandbox.run(URL(fileURLWithPath: "/usr/bin/openssl"), ["version", "-d"])
+        XCTAssertEqual(version.status, 0, version.summary)
+        // OPENSSLDIR: "/usr/lib/ssl"
+        let directory = try XCTUnwrap(version.stdout.split(separator: "\"").dropFirst().first.map(String.init), version.stdout)
+        let named = sandbox.root.appendingPathComponent("named.cnf")
+        try Data("openssl_conf = openssl_init\n[openssl_init]\n".utf8).write(to: named)
+        let trace = sandbox.root.appendingPathComponent("openat.trace")
+        let outcome = try sandbox.run(URL(fileURLWithPath: "/usr/bin/strace"),
+                                      ["-f", "-e", "trace=openat", "-o", trace.path, Sandbox.binary.path, "--home", sandbox.home.path, "status"],
+                                      extraEnvironment: ["OPENSSL_CONF": named.path])
+        XCTAssertEqual(outcome.status, 0, outcome.summary)
+        let opened = String(decoding: try Data(contentsOf: trace), as: UTF8.self)
+        XCTAssertTrue(opened.contains("\"\(directory)/openssl.cnf\""), "the system configuration was not read: \(opened)")
+        XCTAssertFalse(opened.contains(named.path), "the configuration OPENSSL_CONF names was read")
+    }
 }
