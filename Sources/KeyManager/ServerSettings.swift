@@ -122,8 +122,9 @@ extension ServerSettings {
         guard let origin = Self.origin(of: url), allowed.contains(origin) else {
             throw KeyManagerError(.badInput, "the server gave a \(what) on another origin than its own "
                 + "(\(url.absoluteString), expected \(Set(allowed).sorted().joined(separator: " or "))): "
-                + "keymgr does not send the registration access token there; nothing was stored. Ask the server's "
-                + "administrator to fix its registration endpoint, or set the profile's --registration-endpoint to it")
+                + "keymgr sends the registration access token to no other origin and stores no such URI. Ask the "
+                + "server's administrator to fix its registration endpoint, or set the profile's --registration-endpoint "
+                + "on the origin its clients are managed at")
         }
         do {
             try checkTransport(url)
