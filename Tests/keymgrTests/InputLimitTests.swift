@@ -43,8 +43,9 @@ final class InputLimitTests: ServerTestCase {
     }
 
     func testSecondsOptionsRefuseInfinityNaNHugeAndNegativeValues() throws {
-        sandbox = try Sandbox()
-        try sandbox.initialise()
+        // A registered user at a configured server: without the check, `login --timeout inf` reached the HTTP client.
+        try startOAuth()
+        try registerClient("alice")
         try sandbox.bind("alice")
         for value in ["inf", "1e30", "-1", "nan", "0"] {
             for arguments in [["login", "--user", "alice", "--timeout", value], ["dcr", "delete", "--user", "alice", "--timeout", value],
