@@ -1,6 +1,12 @@
 import Foundation
 import Storage
 
+extension KeyManager {
+    /// The most bytes of a PIN or password keymgr reads or tries. The PIN policy allows 64 characters (at most 256
+    /// bytes of UTF-8); a longer guess is refused before any attempt is counted.
+    public static let maxSecretInputBytes = 1024
+}
+
 /// Which PINs a store accepts: long enough, and not on the block list of common values (NIST SP 800-63B rev. 4).
 struct PINPolicy: Sendable {
     let minLength: Int

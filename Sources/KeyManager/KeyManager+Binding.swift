@@ -27,7 +27,7 @@ extension KeyManager {
     /// key and signs the binding JWS, but writes nothing. The user's current key stays active until
     /// `commitBinding` stores the new one; `discardBinding` drops it when the server refuses.
     public func prepareBinding(_ request: BindRequest, newPIN: SecretProvider) throws -> PendingBinding {
-        try Self.validateIdentifier(request.userId, what: "user id")
+        try TextRules.checkUser(userId: request.userId, username: request.username)
         let device = try device()
         let issuer = request.issuer ?? device.issuer
         guard (1...3600).contains(request.expiresIn) else {
@@ -263,32 +263,6 @@ extension KeyManager {
 
     /// How many characters of a kid tables show, and the shortest prefix `--kid` accepts.
     public static let shortKidLength = 8
-
-    static func validateIdentifier(_ value: String, what: String) throws {
-        guard !value.trimmingCharacters(in: .whitespacesAndNewlines).isEmpty else {
-            throw KeyManagerError(.usage, "the \(what) must not be empty or blank")
-        }
-        guard value.utf8.count <= 1024 else { throw KeyManagerError(.badInput, "the \(what) is longer than 1024 bytes") }
-        guard !value.unicodeScalars.contains(where: { $0.value < 0x20 || (0x7f...0x9f).contains($0.value) }) else {
-            throw KeyManagerError(.badInput, "the \(what) contains control characters")
-        }
-        guard !value.unicodeScalars.contains(where: { Self.bidiControls.contains($0.value) }) else {
-            throw KeyManagerError(.badInput, "the \(what) contains a bidirectional control character (such as U+202E), "
-                + "which makes text display other than it is")
-        }
-        guard !value.unicodeScalars.contains("\u{FFFD}") else {
-            throw KeyManagerError(.badInput, "the \(what) contains U+FFFD, the mark of bytes that were not valid UTF-8")
-        }
-    }
-
-    /// The Unicode bidirectional formatting characters: embeddings, overrides, isolates and marks.
-    static let bidiControls: Set<UInt32> = [0x061C, 0x200E, 0x200F, 0x202A, 0x202B, 0x202C, 0x202D, 0x202E,
-                                            0x2066, 0x2067, 0x2068, 0x2069]
-
-    /// Whether `value` holds characters that would make it print other than it is (controls, bidi overrides).
-    static func hasDeceptiveCharacters(_ value: String) -> Bool {
-        value.unicodeScalars.contains { $0.value < 0x20 || (0x7f...0x9f).contains($0.value) || bidiControls.contains($0.value) }
-    }
 }
 
 /// A key made for a binding the server has not accepted yet (see `KeyManager.prepareBinding`): nothing of it is

@@ -299,19 +299,7 @@ extension KeyManager {
 
     /// The rules a server profile must keep, checked when it is set and again before every use.
     func checkSafe(_ settings: ServerSettings) throws {
-        let urls = [settings.baseURL, settings.tokenEndpoint, settings.registrationEndpoint, settings.revocationEndpoint,
-                    settings.deviceAuthorizationEndpoint].compactMap { $0 }
-        for url in urls {
-            let scheme = url.scheme?.lowercased() ?? ""
-            guard scheme == "https" || scheme == "http" else {
-                throw KeyManagerError(.config, "\(url.absoluteString) is not an https:// URL: give the server's https:// address")
-            }
-            if scheme == "http", !settings.allowInsecureHTTP, !Self.isLoopback(url.host) {
-                throw KeyManagerError(.config, "\(url.absoluteString) is plain http:// to a host other than loopback: the admin "
-                    + "credential and tokens would cross the network unencrypted. Use https://, or if this network is "
-                    + "trusted, run `keymgr server set … --allow-insecure-http`")
-            }
-        }
+        try settings.checkRules()
         guard let file = settings.credentialFile else { return }
         let credential = Self.resolved(file)
         var protected = [(Self.resolved(store.home.url.path), "the store's home")]
@@ -323,11 +311,6 @@ extension KeyManager {
             throw KeyManagerError(.config, "the credential file \(file) is inside \(what) (\(path)): keymgr will not send "
                 + "what is there to a server. Keep the admin token in a file of its own, e.g. /etc/keymgr/admin.token")
         }
-    }
-
-    static func isLoopback(_ host: String?) -> Bool {
-        guard let host = host?.lowercased().trimmingCharacters(in: CharacterSet(charactersIn: "[]")) else { return false }
-        return host == "localhost" || host == "::1" || host.hasPrefix("127.")
     }
 
     /// An absolute path with symbolic links resolved, so no link can hide where a file really is.

@@ -113,6 +113,11 @@ extension KeyManager {
     /// an attempt; the key locks at `pinRetry` failures.
     private func unlockWithPIN(_ key: UserKeyRecord, pin: SecretProvider) throws -> UnlockedKey {
         let guess = try pin()
+        // No PIN the policy accepts is this long: refused before the counter, so it spends no attempt.
+        guard guess.count <= Self.maxSecretInputBytes else {
+            throw KeyManagerError(.badInput, "the PIN is longer than \(Self.maxSecretInputBytes) bytes: no PIN is that long; "
+                + "nothing was tried and no attempt was spent")
+        }
         struct Guess {
             let record: AppPINRecord
             let expected: SecretBytes

@@ -94,6 +94,76 @@ public struct ServerSettings: Sendable, Equatable {
     }
 }
 
+extension ServerSettings {
+    /// The rules of a profile's own values, kept below the CLI so that every caller is held to them: each URL
+    /// passes `checkTransport`, and the realm path is a path without characters that could change the request or
+    /// what a terminal shows.
+    /// - Throws: `config` for a URL, `usage` for a realm path.
+    public func checkRules() throws {
+        for url in [baseURL, tokenEndpoint, registrationEndpoint, revocationEndpoint, deviceAuthorizationEndpoint].compactMap({ $0 }) {
+            try checkTransport(url)
+        }
+        try Self.checkRealmPath(realmPath)
+    }
+
+    /// A realm path such as `/realms/root/realms/alpha`: starts with `/`; no whitespace, `?`, `#`, `%` or `\`;
+    /// no control, bidirectional or invalid-UTF-8 character (the rules of user ids); at most 1024 bytes.
+    public static func checkRealmPath(_ path: String) throws {
+        guard path.hasPrefix("/"), !path.contains(where: { $0.isWhitespace || "?#%\\".contains($0) }) else {
+            throw KeyManagerError(.usage, "--realm-path must be a path such as /realms/root or /realms/root/realms/alpha")
+        }
+        try TextRules.checkIdentifier(path, what: "realm path")
+    }
+
+    /// The rule of every URL keymgr sends a credential to: `https://`, or plain `http://` to loopback, or to any
+    /// host when the profile allows it (`--allow-insecure-http`).
+    /// - Throws: `config` saying what to do.
+    public func checkTransport(_ url: URL) throws {
+        let scheme = url.scheme?.lowercased() ?? ""
+        guard scheme == "https" || scheme == "http" else {
+            throw KeyManagerError(.config, "\(url.absoluteString) is not an https:// URL: give the server's https:// address")
+        }
+        if scheme == "http", !allowInsecureHTTP, !Self.isLoopback(url.host) {
+            throw KeyManagerError(.config, "\(url.absoluteString) is plain http:// to a host other than loopback: the admin "
+                + "credential and tokens would cross the network unencrypted. Use https://, or if this network is "
+                + "trusted, run `keymgr server set … --allow-insecure-http`")
+        }
+    }
+
+    /// A URL the server handed out and keymgr will send a credential to (RFC 7592's `registration_client_uri`,
+    /// which gets the registration access token): it must keep `checkTransport` and share the origin (scheme, host
+    /// and port) of the profile's registration endpoint or of its base URL (the issuer's), so a server cannot send
+    /// keymgr, and the token, anywhere else.
+    /// - Throws: `badInput` (65), naming the URL and the origins allowed.
+    public func checkServerGivenURL(_ url: URL, what: String) throws {
+        let allowed = [registrationEndpoint, baseURL].compactMap { $0 }.compactMap(Self.origin(of:))
+        guard let origin = Self.origin(of: url), allowed.contains(origin) else {
+            throw KeyManagerError(.badInput, "the server gave a \(what) on another origin than its own "
+                + "(\(url.absoluteString), expected \(Set(allowed).sorted().joined(separator: " or "))): "
+                + "keymgr sends the registration access token to no other origin and stores no such URI. Ask the "
+                + "server's administrator to fix its registration endpoint, or set the profile's --registration-endpoint "
+                + "on the origin its clients are managed at")
+        }
+        do {
+            try checkTransport(url)
+        } catch let refusal as KeyManagerError {
+            throw KeyManagerError(.badInput, "the server gave a \(what) keymgr will not use: \(refusal.message)")
+        }
+    }
+
+    /// `scheme://host:port` in lower case, the port made explicit (80 for http, 443 for https); nil without a host.
+    static func origin(of url: URL) -> String? {
+        guard let scheme = url.scheme?.lowercased(), let host = url.host?.lowercased(), !host.isEmpty else { return nil }
+        let port = url.port ?? (scheme == "https" ? 443 : scheme == "http" ? 80 : -1)
+        return "\(scheme)://\(host):\(port)"
+    }
+
+    static func isLoopback(_ host: String?) -> Bool {
+        guard let host = host?.lowercased().trimmingCharacters(in: CharacterSet(charactersIn: "[]")) else { return false }
+        return host == "localhost" || host == "::1" || host.hasPrefix("127.")
+    }
+}
+
 /// The outcome of one sync run, kept so `status` can say when the store last synced.
 public struct SyncSummary: Sendable, Equatable {
     /// A user the run could not reconcile.

@@ -11,6 +11,12 @@ public struct JourneyPolicy: Sendable, Equatable {
     public var honoursNoSession: Bool
     /// The Device Binding node's "Max Saved Devices": a binding beyond this many records of the user is refused.
     public var maxSavedDevices: Int?
+    /// A hostile server: a signing step carries one more DeviceSigningVerifierCallback for each of these usernames
+    /// (inputs `IDToken2…`, `IDToken3…`) after the one of the user who logged in.
+    public var foreignSigningUsers: [String] = []
+    /// A hostile server: the binding step's DeviceBindingCallback names this username instead of the user who
+    /// logged in.
+    public var foreignBindingUser: String?
 
     /// PingAM's defaults.
     public init(affinityCookie: String = "amlbcookie", sessionCookie: String = "iPlanetDirectoryPro",

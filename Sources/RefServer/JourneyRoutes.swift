@@ -91,20 +91,28 @@ struct JourneyRoutes: Sendable {
         return try await next(session, callbacks: callbacks, now: now, headers: headers)
     }
 
-    private func signingCallback(userId: String) -> (String) -> JSONValue {
+    private func signingCallback(userId: String) -> (String) -> [JSONValue] {
         { challenge in
-            JourneyRoutes.callback(
-                "DeviceSigningVerifierCallback", id: 0,
-                output: [
-                    ("userId", .string(userId)),
-                    ("challenge", .string(challenge)),
-                    ("title", .string("Authentication required")),
-                    ("subtitle", .string("Cryptography device binding")),
-                    ("description", .string("Please complete with biometric to proceed")),
-                    ("timeout", .int(Int64(configuration.callbackTimeout))),
-                ],
-                input: [("IDToken1jws", .string("")), ("IDToken1clientError", .string(""))])
+            [signingCallback(userId: userId, index: 1, challenge: challenge)]
+                + policy.foreignSigningUsers.enumerated().map { offset, other in
+                    signingCallback(userId: realm.universalId(of: other), index: offset + 2, challenge: challenge)
+                }
         }
+    }
+
+    /// One DeviceSigningVerifierCallback, its inputs named `IDToken<index>jws` and `IDToken<index>clientError`.
+    private func signingCallback(userId: String, index: Int, challenge: String) -> JSONValue {
+        JourneyRoutes.callback(
+            "DeviceSigningVerifierCallback", id: index - 1,
+            output: [
+                ("userId", .string(userId)),
+                ("challenge", .string(challenge)),
+                ("title", .string("Authentication required")),
+                ("subtitle", .string("Cryptography device binding")),
+                ("description", .string("Please complete with biometric to proceed")),
+                ("timeout", .int(Int64(configuration.callbackTimeout))),
+            ],
+            input: [("IDToken\(index)jws", .string("")), ("IDToken\(index)clientError", .string(""))])
     }
 
     private func advance(
@@ -119,11 +127,13 @@ struct JourneyRoutes: Sendable {
             return try await deviceStep(
                 session, username: username, now: now,
                 callback: { challenge in
-                    JourneyRoutes.callback(
+                    // A hostile server (foreignBindingUser) asks to bind another user than the one who logged in.
+                    let named = policy.foreignBindingUser ?? username
+                    return [JourneyRoutes.callback(
                         "DeviceBindingCallback", id: 0,
                         output: [
-                            ("userId", .string(realm.universalId(of: username))),
-                            ("username", .string(username)),
+                            ("userId", .string(realm.universalId(of: named))),
+                            ("username", .string(named)),
                             ("authenticationType", .string(authenticationType.rawValue)),
                             ("challenge", .string(challenge)),
                             ("title", .string("Authentication required")),
@@ -134,7 +144,7 @@ struct JourneyRoutes: Sendable {
                         input: [
                             ("IDToken1jws", .string("")), ("IDToken1deviceName", .string("")),
                             ("IDToken1deviceId", .string("")), ("IDToken1clientError", .string("")),
-                        ])
+                        ])]
                 })
         case (.credentials, .deviceSigning):
             guard let username = inputs["IDToken1"], !username.isEmpty else { throw AMError.loginFailure }
@@ -158,13 +168,13 @@ struct JourneyRoutes: Sendable {
 
     private func deviceStep(
         _ session: JourneySession, username: String, now: Date, headers: HTTPFields = [:],
-        callback: (String) -> JSONValue
+        callback: (String) -> [JSONValue]
     ) async throws -> Response {
         // 32 random bytes, base64 (with padding), as PingAM's nodes issue them.
         let challenge = Data(try randomBytes(32)).base64EncodedString()
         var next = session
         next.step = .device(username: username, challenge: challenge)
-        return try await self.next(next, callbacks: [callback(challenge)], now: now, headers: headers)
+        return try await self.next(next, callbacks: callback(challenge), now: now, headers: headers)
     }
 
     private func next(
@@ -180,10 +190,16 @@ struct JourneyRoutes: Sendable {
     private func refuseClientError(
         _ inputs: [String: String], session: JourneySession, callback: String, user: String
     ) async throws {
-        guard let clientError = inputs["IDToken1clientError"], !clientError.isEmpty else { return }
-        await handler.state.record(
-            JourneyClientError(journey: session.journey.name, callback: callback, user: user, clientError: clientError))
-        throw AMError.loginFailure
+        // Callback 1 is the user's; callbacks 2… (a hostile step) belong to the foreign users, in order.
+        let users = [user] + (callback == "DeviceSigningVerifierCallback" ? policy.foreignSigningUsers : [])
+        var refused = false
+        for (offset, named) in users.enumerated() {
+            guard let clientError = inputs["IDToken\(offset + 1)clientError"], !clientError.isEmpty else { continue }
+            await handler.state.record(
+                JourneyClientError(journey: session.journey.name, callback: callback, user: named, clientError: clientError))
+            refused = true
+        }
+        if refused { throw AMError.loginFailure }
     }
 
     // MARK: completion

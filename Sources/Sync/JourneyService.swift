@@ -35,17 +35,23 @@ public struct JourneyService: Sendable {
     /// when the server refuses, the new key is dropped and the current one stays as it was.
     /// - Parameter newPIN: asked only when the server wants an APPLICATION_PIN key.
     /// - Parameter password: asked only if the journey has a PasswordCallback.
-    public func bind(journey: String, username: String, password: @escaping @Sendable () throws -> SecretBytes,
+    /// - Parameter userId: the user asked for (`--user`): a callback naming another user is refused (`refuseAnotherUser`).
+    public func bind(journey: String, username: String, userId: String, password: @escaping @Sendable () throws -> SecretBytes,
                      requestedAuthType: AuthType?,
                      newPIN: @escaping @Sendable () throws -> SecretBytes) async throws -> BindResult {
+        // Before the NameCallback carries the username to the server or the user is stored.
+        try TextRules.checkUser(userId: userId, username: username)
         let credentials = PingAMJourneyClient.Credentials(username: username, password: password)
         let identity = try manager.deviceIdentity()
         let manager = manager
         let prepared = PreparedBinding()
         let pending: PendingBinding
         do {
+            let asked = try manager.resolveUser(userId)
             pending = try await client.run(journey: journey, credentials: credentials, answering: "DeviceBindingCallback",
-                                           sessionNotEnded: sessionNotEnded) { callback in
+                                           sessionNotEnded: sessionNotEnded, screen: { callback in
+                try Self.refuseAnotherUser(binding: callback, asked: [userId, asked], login: credentials.username)
+            }) { callback in
                 guard let authName = callback.outputValue("authenticationType")?.stringValue, let authType = AuthType(flag: authName) else {
                     throw KeyManagerError(.unsupported, "the server asked for an auth type keymgr does not know")
                 }
@@ -85,8 +91,19 @@ public struct JourneyService: Sendable {
                      pin: @escaping @Sendable () throws -> SecretBytes) async throws -> SignResult {
         let credentials = PingAMJourneyClient.Credentials(username: username, password: password)
         let manager = manager
+        // The user asked for: --user, else the owner of --kid; with neither, the first user a callback names, so one
+        // step never gets signatures of two users. Found when a callback names a user, not before the journey.
+        let asked = Mutex<String?>(userId)
         return try await client.run(journey: journey, credentials: credentials, answering: "DeviceSigningVerifierCallback",
-                                    sessionNotEnded: sessionNotEnded) { callback in
+                                    sessionNotEnded: sessionNotEnded, screen: { callback in
+            let named = callback.outputValue("userId")?.stringValue ?? ""
+            guard !named.isEmpty else { return }  // usernameless: the key is chosen below, as before
+            let expected = try asked.withLock { expected in
+                if expected == nil { expected = try kid.map { try manager.chooseKey(userId: nil, kid: $0).userId } ?? named }
+                return expected ?? named
+            }
+            guard named == expected else { throw Self.anotherUser(named, expected: expected, signing: true) }
+        }) { callback in
             let named = callback.outputValue("userId")?.stringValue ?? ""
             var request: SignRequest
             if named.isEmpty {
@@ -101,6 +118,30 @@ public struct JourneyService: Sendable {
             let result = try manager.sign(request, pin: pin)
             return .init(inputs: ["jws": .string(result.jws)], value: result)
         }
+    }
+}
+
+extension JourneyService {
+    /// Refuses a DeviceBindingCallback for another user than the one asked for: its `userId` must be `--user` (or the
+    /// user id it resolves to), or a universal id whose `id=` value is `--user` or the login name the journey was
+    /// answered with; a `username` it names must be that login name (PingAM compares login names without case).
+    static func refuseAnotherUser(binding callback: DeviceCallback, asked: [String], login: String) throws {
+        let named = callback.outputValue("userId")?.stringValue ?? ""
+        let idValue = UniversalId.idValue(named)
+        guard asked.contains(named) || idValue.map({ asked.contains($0) || $0 == login }) == true else {
+            throw anotherUser(named, expected: asked[0], signing: false)
+        }
+        let username = callback.outputValue("username")?.stringValue ?? ""
+        guard username.isEmpty || username.caseInsensitiveCompare(login) == .orderedSame || asked.contains(username) else {
+            throw anotherUser(username, expected: login, signing: false)
+        }
+    }
+
+    /// What a device callback for another user gets: `badInput` (exit 65), told to the server as the SDKs' `Abort`.
+    static func anotherUser(_ named: String, expected: String, signing: Bool) -> KeyManagerError {
+        KeyManagerError(.badInput, "the server asked to \(signing ? "sign" : "bind a key") for \(named), but keymgr was asked "
+            + "for \(expected): it \(signing ? "signs" : "binds") only for the user asked for, so nothing was "
+            + "\(signing ? "signed" : "bound") (the server was told Abort). Check the journey with the server's administrator")
     }
 }
 

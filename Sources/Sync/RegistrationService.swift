@@ -44,9 +44,19 @@ public struct RegistrationService: Sendable {
     }
 
     /// Registers a client for `userId` and stores every member of the answer, secrets sealed.
-    /// Refuses when the user already has a registration at this server (`dcr delete` it first).
+    /// Refuses when the user already has a registration at this server (`dcr delete` it first). Holds the user's
+    /// lock, so of two registrations of one user at once the second waits and then finds the first's.
     public func register(userId: String, softwareId: String?, metadata: [String: JSONValue]?, scope: String?,
                          initialAccessToken: String?) async throws -> Registration {
+        try TextRules.checkUser(userId: userId, username: nil)
+        return try await TokenRefreshLock.holding(home: home, userId: userId, serverName: connection.serverName) {
+            try await registerHoldingLock(userId: userId, softwareId: softwareId, metadata: metadata, scope: scope,
+                                          initialAccessToken: initialAccessToken)
+        }
+    }
+
+    private func registerHoldingLock(userId: String, softwareId: String?, metadata: [String: JSONValue]?, scope: String?,
+                                     initialAccessToken: String?) async throws -> Registration {
         if try manager.registration(userId: userId, serverName: connection.serverName) != nil {
             throw KeyManagerError(.usage, "\(userId) already has a client registration at this server: "
                 + "run `keymgr dcr delete --user \(userId)` first to replace it")
@@ -57,7 +67,26 @@ public struct RegistrationService: Sendable {
         logger.debug("registering a client", metadata: ["user": .string(userId), "endpoint": .string(endpoint.absoluteString)])
         let answer = try await connection.registrationClient.register(endpoint: endpoint, metadata: body,
                                                                       initialAccessToken: initialAccessToken)
+        try checkManagementURI(in: answer)
         return try manager.saveRegistration(userId: userId, serverName: connection.serverName, answer: answer)
+    }
+
+    /// Holds a `registration_client_uri` the server answered with to the profile's rules before it is stored
+    /// (`ServerSettings.checkServerGivenURL`); an answer without one offers no management and passes.
+    private func checkManagementURI(in answer: [String: JSONValue]) throws {
+        guard let value = answer["registration_client_uri"] else { return }
+        guard let text = value.stringValue, let uri = URL(string: text) else {
+            throw KeyManagerError(.badInput, "the server's registration_client_uri is not a URL: nothing was stored")
+        }
+        try connection.settings.checkServerGivenURL(uri, what: "registration_client_uri")
+    }
+
+    /// The stored management URI, held to the profile's rules again before the registration access token is sent
+    /// to it (a store written by an older keymgr, or a profile changed since, may hold one that no longer passes).
+    private func managementURI(_ registration: Registration) throws -> URL? {
+        guard let uri = registration.registrationClientURI else { return nil }
+        try connection.settings.checkServerGivenURL(uri, what: "registration_client_uri")
+        return uri
     }
 
     /// Reads the registration at the server (RFC 7592 GET), storing the registration access token and client
@@ -75,7 +104,7 @@ public struct RegistrationService: Sendable {
         guard let registration = try manager.registration(userId: userId, serverName: server) else {
             throw KeyManagerError(.clientNotRegistered, "\(userId) has no client registration: run `keymgr dcr register --user \(userId) …`")
         }
-        guard let uri = registration.registrationClientURI,
+        guard let uri = try managementURI(registration),
               let token = try manager.registrationSecrets(userId: userId, serverName: server).registrationAccessToken else {
             return .current(registration)  // the server offers no management for this client
         }
@@ -85,6 +114,7 @@ public struct RegistrationService: Sendable {
                                          reason: "the registration endpoint answered 401")
             return .wiped
         case .current(let answer):
+            try checkManagementURI(in: answer)
             return .current(try manager.saveRegistration(userId: userId, serverName: server, answer: answer, event: "dcr.read"))
         }
     }
@@ -102,7 +132,7 @@ public struct RegistrationService: Sendable {
         guard let registration = try manager.registration(userId: userId, serverName: server) else {
             throw KeyManagerError(.clientNotRegistered, "\(userId) has no client registration at this server")
         }
-        if let uri = registration.registrationClientURI,
+        if let uri = try managementURI(registration),
            let token = try manager.registrationSecrets(userId: userId, serverName: server).registrationAccessToken {
             try await connection.registrationClient.delete(registrationClientURI: uri, registrationAccessToken: token)
         }
@@ -122,7 +152,7 @@ public struct RegistrationService: Sendable {
     private func deleteAtServerHoldingLock(userId: String) async throws -> Bool {
         let server = connection.serverName
         guard let registration = try manager.registration(userId: userId, serverName: server),
-              let uri = registration.registrationClientURI,
+              let uri = try managementURI(registration),
               let token = try manager.registrationSecrets(userId: userId, serverName: server).registrationAccessToken else {
             return false
         }

@@ -9,7 +9,8 @@ import ServerClients
 /// collide only wait for each other.
 ///
 /// Held by a refresh (so two processes never spend one refresh token), by each device-grant request and poll, by a
-/// token revocation, and by a registration read or delete: a Curity-like server rotates the client secret and the
+/// token revocation, by a registration (so one user never gets two clients at once) and by a registration read or
+/// delete: a Curity-like server rotates the client secret and the
 /// registration access token on every registration read, so a secret read before a read must not be sent after it.
 /// The kernel releases it when the holder exits or is killed, so a killed refresh never blocks the next.
 final class TokenRefreshLock {

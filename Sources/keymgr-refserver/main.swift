@@ -86,6 +86,15 @@ struct RefServerCommand: AsyncParsableCommand {
     @Option(help: "Refuse a binding when the user already has this many devices (PingAM's Max Saved Devices).")
     var maxSavedDevices: Int?
 
+    @Option(help: ArgumentHelp(
+        "A hostile server: signing steps also carry a DeviceSigningVerifierCallback for each of these users (comma-separated).",
+        valueName: "names"))
+    var foreignSigningUsers: String?
+
+    @Option(help: ArgumentHelp("A hostile server: the DeviceBindingCallback names this user instead of the one who logged in.",
+                               valueName: "name"))
+    var foreignBindingUser: String?
+
     @Flag(help: "Open a session on success even when the client asks noSession=true.")
     var ignoreNoSession = false
 
@@ -150,6 +159,8 @@ struct RefServerCommand: AsyncParsableCommand {
             oauth: oauth)
         configuration.journeyPolicy.maxSavedDevices = maxSavedDevices
         configuration.journeyPolicy.honoursNoSession = !ignoreNoSession
+        configuration.journeyPolicy.foreignSigningUsers = foreignSigningUsers.map { $0.split(separator: ",").map(String.init) } ?? []
+        configuration.journeyPolicy.foreignBindingUser = foreignBindingUser
         let server: ReferenceServer
         do {
             server = try await ReferenceServer.start(configuration: configuration)

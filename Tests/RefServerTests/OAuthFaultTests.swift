@@ -79,6 +79,19 @@ final class OAuthFaultTests: OAuthServerTestCase {
         XCTAssertEqual(normal.response["token_endpoint_auth_method"] as? String, "client_secret_basic")
     }
 
+    func testAForeignRegistrationClientURIPointsElsewhereAndTheFaultParsesFromJSON() async throws {
+        await server.setOAuthFault(.foreignRegistrationClientURI("https://elsewhere.example/steal"), on: .registration)
+        let client = try await register()
+        let uri = try XCTUnwrap(client.response["registration_client_uri"] as? String)
+        XCTAssertTrue(uri.hasPrefix("https://elsewhere.example/steal/"), uri)
+        XCTAssertEqual(OAuthFault(json: OAuthFault.foreignRegistrationClientURI("https://elsewhere.example/x").json),
+                       .foreignRegistrationClientURI("https://elsewhere.example/x"))
+        XCTAssertNil(OAuthFault(json: .object(["fault": .string("foreignRegistrationClientURI"), "url": .string("no host")])))
+        await server.clearOAuthFaults()
+        let normal = try await register()
+        XCTAssertTrue((normal.response["registration_client_uri"] as? String)?.hasPrefix(server.baseURL.absoluteString) == true)
+    }
+
     func testFaultsOverTheAdminSurface() async throws {
         let headers = ["Authorization": "Bearer \(adminToken)"]
         let armed = try await send(

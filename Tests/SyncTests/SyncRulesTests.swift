@@ -37,7 +37,7 @@ final class SyncRulesTests: SyncTestCase {
         let journeys = try journeys(ServerConnection(settings: settings, http: CurlHTTPClient(timeout: 5), environment: [:]))
         let password = password
         do {
-            _ = try await journeys.bind(journey: "RegisterDevice", username: "alice", password: { SecretBytes(utf8: password) },
+            _ = try await journeys.bind(journey: "RegisterDevice", username: "alice", userId: "alice", password: { SecretBytes(utf8: password) },
                                         requestedAuthType: nil, newPIN: { throw KeyManagerError(.abort, "no PIN") })
             XCTFail("a 7200 s JWS lifetime was accepted")
         } catch let error as any KeymgrFailure {

@@ -63,7 +63,7 @@ class SyncTestCase: XCTestCase {
         try await server.addUser(username, password: password)
         let password = password
         let bound = try await journeys().bind(
-            journey: "RegisterDevice", username: username, password: { SecretBytes(utf8: password) },
+            journey: "RegisterDevice", username: username, userId: username, password: { SecretBytes(utf8: password) },
             requestedAuthType: nil, newPIN: { throw KeyManagerError(.abort, "no PIN in this journey") })
         return bound.key
     }

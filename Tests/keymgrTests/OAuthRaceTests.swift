@@ -57,4 +57,21 @@ extension OAuthCommandTests {
         XCTAssertEqual(outcome.status, 0, "the login polled with a client secret the sync's read had rotated away: \(outcome.summary)")
         XCTAssertEqual(try sandbox.keymgr(["token", "refresh", "--user", "alice"]).status, 0)
     }
+
+    func testTwoRegistrationsOfOneUserAtOnceMakeOneClient() throws {
+        try startOAuth()
+        // The first registration waits at the server; the second starts meanwhile, before anything is stored.
+        try setFault("registration", ["fault": "delay", "seconds": 3.0, "count": 1])
+        let first = try RunningKeymgr(sandbox, ["dcr", "register", "--user", "bob", "--software-id", "keymgr-template", "--json"])
+        try waitUntilFaultTaken("registration")
+        let second = try RunningKeymgr(sandbox, ["dcr", "register", "--user", "bob", "--software-id", "keymgr-template", "--json"])
+        let (one, _) = try first.finish(timeout: 60)
+        let (other, _) = try second.finish(timeout: 60)
+        XCTAssertEqual(one.status, 0, one.summary)
+        try assertJSONError(other, status: 64, code: "usage")
+        XCTAssertTrue(other.stderr.contains("already has a client registration"), other.stderr)
+        XCTAssertEqual(try adminList("clients").count, 1, "one client at the server, none orphaned")
+        let stored = try sandbox.succeed(["dcr", "show", "--user", "bob", "--json"]).object()
+        XCTAssertEqual(stored["clientId"] as? String, try one.object()["clientId"] as? String)
+    }
 }

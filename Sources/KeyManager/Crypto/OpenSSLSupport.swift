@@ -22,14 +22,44 @@ struct OpenSSLName: @unchecked Sendable {  // the pointee is written once in ini
 
 /// libcrypto as a short-lived process uses it.
 public enum OpenSSLLibrary {
-    /// Initialises libcrypto as it would initialise itself on first use (the system's openssl.cnf included), but
-    /// without its exit-time clean-up, which frees every table it built (about 0.8 M instructions) just before the
-    /// process's memory goes anyway. Skipping it leaves nothing readable once the process has ended: what it would
-    /// have erased (the random generator's state) goes with the process's memory, core dumps are off
-    /// (`ProcessHardening`), and keymgr still erases its own keys when it drops them. Call before any other use of
-    /// OpenSSL, in a process that exits when its work is done.
+    /// The environment variables through which whoever starts keymgr could make libcrypto load code or another
+    /// configuration: a config file (`OPENSSL_CONF`), the directory relative `.include`s resolve in
+    /// (`OPENSSL_CONF_INCLUDE`), and the directories providers and engines are loaded from (`OPENSSL_MODULES`,
+    /// `OPENSSL_ENGINES`).
+    public static let untrustedEnvironment = ["OPENSSL_CONF", "OPENSSL_CONF_INCLUDE", "OPENSSL_MODULES", "OPENSSL_ENGINES"]
+
+    /// Initialises libcrypto from the system's configuration only (`openssl.cnf` in OpenSSL's build-time
+    /// directory, writable only by root in a distribution's install) and without its exit-time clean-up.
+    ///
+    /// A process holding the master key must never load code a less privileged user chose: `untrustedEnvironment`
+    /// is removed from the process's environment (so neither libcrypto nor libcurl's TLS, nor a verifier keymgr
+    /// starts, reads it) and the system file is named explicitly. FIPS or other providers are configured there, by
+    /// the administrator, as the distributions do.
+    ///
+    /// The clean-up skipped frees every table libcrypto built (about 0.8 M instructions) just before the process's
+    /// memory goes anyway. Skipping it leaves nothing readable once the process has ended: what it would have erased
+    /// (the random generator's state) goes with the process's memory, core dumps are off (`ProcessHardening`), and
+    /// keymgr still erases its own keys when it drops them.
+    ///
+    /// Call first thing in `main`, while the process has one thread (it changes the environment), before any other
+    /// use of OpenSSL, in a process that exits when its work is done.
     public static func initializeWithoutCleanupAtExit() {
-        _ = OPENSSL_init_crypto(UInt64(OPENSSL_INIT_LOAD_CONFIG | OPENSSL_INIT_NO_ATEXIT), nil)
+        for name in untrustedEnvironment { unsetenv(name) }
+        let settings = OPENSSL_INIT_new()
+        defer { OPENSSL_INIT_free(settings) }
+        if let file = OpenSSL_version(Int32(OPENSSL_DIR)).flatMap({ systemConfigFile(versionText: String(cString: $0)) }) {
+            _ = OPENSSL_INIT_set_config_filename(settings, file)
+        }
+        _ = OPENSSL_init_crypto(UInt64(OPENSSL_INIT_LOAD_CONFIG | OPENSSL_INIT_NO_ATEXIT), settings)
+    }
+
+    /// `<OPENSSLDIR>/openssl.cnf` from `OpenSSL_version(OPENSSL_DIR)`'s text (`OPENSSLDIR: "/usr/lib/ssl"`).
+    static func systemConfigFile(versionText: String) -> String? {
+        guard let open = versionText.firstIndex(of: "\""), let close = versionText.lastIndex(of: "\""), open < close else {
+            return nil
+        }
+        let directory = versionText[versionText.index(after: open)..<close]
+        return directory.isEmpty ? nil : directory + "/openssl.cnf"
     }
 }
 

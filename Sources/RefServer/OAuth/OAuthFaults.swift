@@ -46,6 +46,9 @@ public enum OAuthFault: Sendable, Equatable {
     case authMethodAsArray
     /// Registration answers `200` instead of `201`.
     case registration200
+    /// Registration and management answers name a `registration_client_uri` under this URL (another origin, as a
+    /// hostile or misconfigured server would) instead of the server's own: `<url>/<client id>`.
+    case foreignRegistrationClientURI(String)
     /// Reset the connection (TCP RST) before any answer. Nothing is done.
     case connectionReset
     /// Do the work and answer, but close the connection after half of the body (its full `Content-Length` announced).
@@ -70,6 +73,7 @@ public enum OAuthFault: Sendable, Equatable {
         case .lowercaseTokenType: return "lowercaseTokenType"
         case .authMethodAsArray: return "authMethodAsArray"
         case .registration200: return "registration200"
+        case .foreignRegistrationClientURI: return "foreignRegistrationClientURI"
         case .connectionReset: return "connectionReset"
         case .truncatedBody: return "truncatedBody"
         case .slowBody: return "slowBody"
@@ -96,6 +100,8 @@ public enum OAuthFault: Sendable, Equatable {
             return .object(["fault": .string(name), "seconds": .double(seconds)])
         case .dpopErrorStatus(let status):
             return .object(["fault": .string(name), "status": .int(Int64(status))])
+        case .foreignRegistrationClientURI(let url):
+            return .object(["fault": .string(name), "url": .string(url)])
         default:
             return .object(["fault": .string(name)])
         }
@@ -126,6 +132,9 @@ public enum OAuthFault: Sendable, Equatable {
         case "lowercaseTokenType": self = .lowercaseTokenType
         case "authMethodAsArray": self = .authMethodAsArray
         case "registration200": self = .registration200
+        case "foreignRegistrationClientURI":
+            guard let url = json["url"]?.stringValue, URL(string: url)?.host != nil else { return nil }
+            self = .foreignRegistrationClientURI(url)
         case "connectionReset": self = .connectionReset
         case "truncatedBody": self = .truncatedBody
         case "hugeBody": self = .hugeBody
@@ -136,7 +145,7 @@ public enum OAuthFault: Sendable, Equatable {
     static let names =
         "status500, status503 (retryAfter), delay (seconds), malformedJSON, garbageTokenResponse, wrongContentType, "
         + "emptyBodyOnInvalidGrant, dpopErrorStatus (status), lowercaseTokenType, authMethodAsArray, registration200, "
-        + "connectionReset, truncatedBody, slowBody (seconds), hugeBody"
+        + "foreignRegistrationClientURI (url), connectionReset, truncatedBody, slowBody (seconds), hugeBody"
 }
 
 /// The faults that apply to one request: at most one outage, any number of quirks.
@@ -145,6 +154,12 @@ struct OAuthFaultSet: Sendable {
     var quirks: [OAuthFault] = []
 
     func has(_ fault: OAuthFault) -> Bool { quirks.contains(fault) }
+
+    /// Where `foreignRegistrationClientURI` points registration client URIs, if it applies.
+    var foreignRegistrationClientURI: String? {
+        for case .foreignRegistrationClientURI(let url) in quirks { return url }
+        return nil
+    }
 
     /// The status of `invalid_dpop_proof` errors.
     var dpopErrorStatus: Int {

@@ -311,8 +311,8 @@ struct OAuthRoutes: Sendable {
             members["client_secret"] = .string(secret)
             members["client_secret_expires_at"] = 0
         }
-        members["registration_client_uri"] = .string(
-            await endpoint(OAuthPath.registration) + "/" + PathEncoding.segment(client.clientId))
+        let managementBase = if let foreign = faults.foreignRegistrationClientURI { foreign } else { await endpoint(OAuthPath.registration) }
+        members["registration_client_uri"] = .string(managementBase + "/" + PathEncoding.segment(client.clientId))
         members["registration_access_token"] = .string(client.registrationToken)
         members["registration_access_token_expires_in"] = .int(
             Int64(max(0, client.registrationTokenExpiresAt - now).rounded(.down)))

@@ -15,7 +15,8 @@ public final class CurlHTTPClient: HTTPClient {
     public let maxBodyBytes: Int
 
     public init(timeout: TimeInterval = 15, maxBodyBytes: Int = 4 << 20) {
-        self.timeout = timeout
+        // Callers check their seconds; a value that is no finite positive number must still not trap in `Int(_:)`.
+        self.timeout = timeout.isFinite && timeout > 0 ? min(timeout, 86_400) : 15
         self.maxBodyBytes = maxBodyBytes
     }
 

@@ -58,8 +58,13 @@ public struct PingAMJourneyClient: Sendable {
     ///
     /// A session the server opened and then would not end does not undo what the journey did: it is handed to
     /// `sessionNotEnded` (which must not show it) and the run still succeeds.
+    ///
+    /// `screen` sees every device callback of a step before `answer` sees any: when it refuses one (a callback for
+    /// another user than the one asked for), that callback carries the `clientError` and no callback of the step is
+    /// answered, so nothing is signed for a step that asks for more than it may.
     public func run<Value: Sendable>(journey: String, credentials: Credentials, answering device: String,
                                      sessionNotEnded: @escaping @Sendable (TransportError) -> Void = { _ in },
+                                     screen: @escaping @Sendable (DeviceCallback) throws -> Void = { _ in },
                                      answer: @escaping @Sendable (DeviceCallback) throws -> DeviceAnswer<Value>) async throws -> Value {
         let url = try authenticateURL(journey: journey)
         var jar = CookieJar(sessionNotEnded: sessionNotEnded)
@@ -74,6 +79,8 @@ public struct PingAMJourneyClient: Sendable {
                 return made
             }
             let callbacks = (object["callbacks"]?.arrayValue ?? []).map(JourneyCallback.init)
+            // The device callback being screened or answered when something fails: it carries the clientError.
+            var failing: JourneyCallback?
             do {
                 for callback in callbacks where callback.type != device {
                     switch callback.type {
@@ -89,7 +96,13 @@ public struct PingAMJourneyClient: Sendable {
                         break
                     }
                 }
-                for callback in callbacks where callback.type == device {
+                let deviceCallbacks = callbacks.filter { $0.type == device }
+                for callback in deviceCallbacks {
+                    failing = callback
+                    try screen(callback.view)
+                }
+                for callback in deviceCallbacks {
+                    failing = callback
                     let view = callback.view
                     let answered = try await Self.within(view.operationTimeout, what: "the server's \(device)") {
                         try answer(view)
@@ -98,7 +111,7 @@ public struct PingAMJourneyClient: Sendable {
                     made = answered.value
                 }
             } catch {
-                if let reported = callbacks.first(where: { $0.type == device }) {
+                if let reported = failing ?? callbacks.first(where: { $0.type == device }) {
                     // Tell the server why, as the SDKs do with clientError, then report the local error.
                     reported.set("clientError", .string(Self.clientError(for: error)))
                     var failed = object

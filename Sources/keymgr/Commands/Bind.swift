@@ -110,7 +110,7 @@ struct Bind: KeymgrCommand {
         let requested = authType?.authType
         let (pinStdin, pinFd, user) = (pin.pinStdin, pin.pinFd, user)
         let result = try AsyncBridge.wait {
-            try await journeys.bind(journey: name, username: login, password: { try password.read() },
+            try await journeys.bind(journey: name, username: login, userId: user, password: { try password.read() },
                                     requestedAuthType: requested,
                                     newPIN: { try PINSource.choose(stdin: pinStdin, fd: pinFd).new(for: user, policy: manager.checkNewPIN)() })
         }

@@ -102,9 +102,6 @@ struct Server: ParsableCommand {
                                     ("--device-authorization-endpoint", deviceAuthorizationEndpoint)] {
                 if let value { try Self.checkURL(value, option: option) }
             }
-            if let realmPath, !realmPath.hasPrefix("/") || realmPath.contains(where: { $0.isWhitespace || "?#%\\".contains($0) }) {
-                throw ValidationError("--realm-path must be a path such as /realms/root or /realms/root/realms/alpha")
-            }
             if let credentialHeader, credentialHeader.isEmpty || !credentialHeader.unicodeScalars.allSatisfy(Self.isHeaderNameCharacter) {
                 throw ValidationError("--credential-header must be an HTTP header name such as Authorization or iPlanetDirectoryPro")
             }
@@ -114,6 +111,7 @@ struct Server: ParsableCommand {
         }
 
         func run() throws {
+            if let realmPath { try ServerSettings.checkRealmPath(realmPath) }  // before discovery talks to the issuer
             let console = globals.console
             let credentialPath = credentialFile.map(Self.absolutePath)
             if let credentialPath { Self.checkCredentialFile(credentialPath, console: console) }

@@ -198,7 +198,7 @@ struct Token: ParsableCommand {
         var minTtl: Double = 60
 
         func validate() throws {
-            guard minTtl >= 0, minTtl < 86_400 * 365 else { throw ValidationError("--min-ttl must be 0 or more seconds") }
+            try DurationOption.check(minTtl, "--min-ttl", within: 0...(86_400 * 365), exclusiveLower: false)
         }
 
         func run() throws {

@@ -19,7 +19,7 @@ struct JWSOptions: ParsableArguments {
 
     func validate() throws {
         if let expiresIn, expiresIn < 1 { throw ValidationError("--expires-in must be 1 second or more") }
-        if let timeout, !(timeout > 0) { throw ValidationError("--timeout must be more than 0 seconds") }
+        if let timeout { try DurationOption.check(timeout, "--timeout") }
     }
 
     /// The options a journey's server decides, with whether each was given (for `JourneyOptions.refuse`).

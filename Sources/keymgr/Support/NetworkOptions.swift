@@ -17,7 +17,7 @@ struct NetworkOptions: ParsableArguments {
     var profile: String { server.profile }
 
     func validate() throws {
-        guard timeout > 0, timeout <= 3600 else { throw ValidationError("--timeout must be more than 0 and at most 3600 seconds") }
+        try DurationOption.check(timeout, "--timeout")
     }
 }
 

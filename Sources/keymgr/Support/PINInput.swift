@@ -115,7 +115,12 @@ final class PINSource {
 }
 
 /// Lines read one byte at a time from a descriptor, so nothing beyond the lines asked for is consumed.
+///
+/// A line longer than `maxLineBytes` is refused while it is read (`badInput`, 65): a PIN or password is never that
+/// long, and a huge one must cost neither memory nor, for a PIN, an attempt (it is refused before the library counts).
 final class LineInput {
+    /// The longest PIN or password line keymgr reads (the PIN policy allows 64 characters, at most 256 bytes).
+    static let maxLineBytes = KeyManager.maxSecretInputBytes
     let descriptor: Int32
     let name: String
     private var lines: [[UInt8]] = []
@@ -146,6 +151,12 @@ final class LineInput {
                 if count == 0 { ended = true; break }
                 sawAny = true
                 if byte == 0x0A { break }
+                guard line.count < Self.maxLineBytes else {
+                    line.wipe()
+                    byte = 0
+                    throw KeyManagerError(.badInput, "the line on \(name) is longer than \(Self.maxLineBytes) bytes: a PIN or "
+                        + "password is never that long, so nothing was tried (no PIN attempt was spent)")
+                }
                 line.append(byte)
             }
             byte = 0
