@@ -24,7 +24,8 @@ final class OAuthlibInteropTests: ServerTestCase {
         XCTAssertEqual(saved["baseUrl"] as? String, issuer)
         XCTAssertEqual(saved["tokenEndpoint"] as? String, issuer + "/oauth/v2/oauth-token")
         XCTAssertTrue(saved["deviceAuthorizationEndpoint"] is NSNull, "the server's discovery does not list it")
-        let pingam = try sandbox.keymgr(["server", "set", "--dialect", "pingam", "--issuer", issuer])
+        // A new PingAM profile (server set changes an existing one only where told) needs its base URL.
+        let pingam = try sandbox.keymgr(["server", "set", "--profile", "am", "--dialect", "pingam", "--issuer", issuer])
         XCTAssertEqual(pingam.status, 64, "PingAM needs its base URL: \(pingam.summary)")
         XCTAssertTrue(pingam.stderr.contains("--base-url"), pingam.stderr)
 
