@@ -118,10 +118,10 @@ extension KeyManager {
         }
         switch key {
         case .deviceName:
-            try validateIdentifier(text, what: "device name")
+            try TextRules.checkIdentifier(text, what: "device name")
             config.deviceName = text.trimmingCharacters(in: .whitespaces)
         case .issuer:
-            try validateIdentifier(text, what: "issuer")
+            try TextRules.checkIdentifier(text, what: "issuer")
             config.issuer = text
         case .pinRetry: config.pinRetry = try number()
         case .pinMinLength: config.pinMinLength = try number()
