@@ -98,7 +98,7 @@ public struct SyncService: Sendable {
         var users = Set<String>()
         var kids = Set<String>()
         var activeKeys = 0
-        try manager.forEachKey(userId: nil, statuses: Set(KeyStatus.allCases)) { key in
+        try manager.forEachKey(userId: nil, statuses: Set(KeyStatus.allCases), verified: true) { key in
             kids.insert(key.kid)
             if key.status == .active { activeKeys += 1 }
             if Reconciler.isWorthReconciling(key) { users.insert(key.userId) }
