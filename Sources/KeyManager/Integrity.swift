@@ -195,6 +195,8 @@ extension KeyManager {
         let device = try Self.mapped { try store.read { try Self.requireDevice($0) } }
         let slot = SealedSlot.masterCheck(deviceId: device.deviceId)
         if (try? masterKeys.hierarchy.open(device.masterKeyCheck, in: slot)) != nil { return false }
+        // The device row still MAC'd under this key: no rotation committed (that re-MACs it); its check value was edited.
+        if integrity.holds(device.integrityMac, try integrity.mac(device)) { return false }
         for _ in 0..<3 {
             for path in [masterKeySource.path, masterKeySource.path + ".next"] {
                 let source: MasterKey.Source = path == masterKeySource.path ? masterKeySource : .home(path)

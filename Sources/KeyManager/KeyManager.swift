@@ -121,6 +121,11 @@ public final class KeyManager: Sendable {
                 return manager
             }
         }
+        // A key that MACs the store's other rows is the right one: the device row (its id or check value) was edited.
+        if let key = try? MasterKey.load(from: source), let keys = try? MasterKeys(master: key.bytes, deviceId: device.deviceId),
+           (try? mapped({ try store.read { try $0.someRowHolds(keys: keys.integrity.rowKeys) } })) == true {
+            throw tampered("the device row (its device id or master key check value)")
+        }
         throw KeyManagerError(.config, "the master key from \(source.label) does not open this store: "
             + "it is the wrong key (check KEYMGR_MASTER_KEY_FILE / $CREDENTIALS_DIRECTORY) or the store was damaged")
     }

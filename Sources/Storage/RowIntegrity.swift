@@ -172,19 +172,34 @@ struct RowSets: Equatable {
         self.tables = tables
     }
 
+    /// Parsed from its bytes (every write and every open reads it: no `String` splitting on the hot path).
     init?(_ text: String) {
-        var lines = text.split(separator: "\n", omittingEmptySubsequences: true).makeIterator()
-        guard let first = lines.next(), first.hasPrefix(Self.header + " schema="),
-              let schema = Int(first.dropFirst(Self.header.count + " schema=".count)) else { return nil }
+        var utf8 = Array(text.utf8)[...]
+        guard let schema = Self.schema(of: &utf8) else { return nil }
         self.schema = schema
         tables = [:]
-        while let line = lines.next() {
-            let parts = line.split(separator: " ", omittingEmptySubsequences: false)
-            guard parts.count == 4, let count = Int(parts[1]), let digest = Hex.decode(String(parts[2])), digest.count == 32
-            else { return nil }
-            tables[String(parts[0])] = TableSet(count: count, digest: digest,
-                                                columns: parts[3].split(separator: ",").map(String.init))
+        for line in utf8.split(separator: UInt8(ascii: "\n")) {
+            let parts = line.split(separator: UInt8(ascii: " "), omittingEmptySubsequences: false)
+            guard parts.count == 4, let count = Int(String(decoding: parts[1], as: UTF8.self)),
+                  let digest = Hex.decode(String(decoding: parts[2], as: UTF8.self)), digest.count == 32 else { return nil }
+            tables[String(decoding: parts[0], as: UTF8.self)] = TableSet(
+                count: count, digest: digest,
+                columns: parts[3].split(separator: UInt8(ascii: ",")).map { String(decoding: $0, as: UTF8.self) })
         }
+    }
+
+    /// The schema version of the header line, which it consumes; nil when there is none.
+    static func schema(of utf8: inout ArraySlice<UInt8>) -> Int? {
+        let prefix = Array((header + " schema=").utf8)
+        guard utf8.starts(with: prefix) else { return nil }
+        utf8 = utf8.dropFirst(prefix.count)
+        var schema = 0
+        while let digit = utf8.first, digit != UInt8(ascii: "\n") {
+            guard (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(digit), schema < 1_000_000 else { return nil }
+            schema = schema * 10 + Int(digit - UInt8(ascii: "0"))
+            utf8 = utf8.dropFirst()
+        }
+        return schema
     }
 
     var text: String {
@@ -228,6 +243,10 @@ final class RowChangeLog {
 
     func remove() { keymgr_row_log_remove(connection, log) }
 
+    /// The events parsed so far, and how many bytes of the log they took.
+    private var parsed: [Event] = []
+    private var parsedLength = 0
+
     func events() throws -> [Event] {
         var length = 0
         var failed: Int32 = 0
@@ -236,8 +255,9 @@ final class RowChangeLog {
             return []
         }
         guard failed == 0 else { throw StorageError(.failure, "could not log the write transaction's changes") }
+        guard length > parsedLength else { return parsed }
         let bytes = UnsafeRawBufferPointer(start: base, count: length)
-        var offset = 0
+        var offset = parsedLength
         func take<T>(_ type: T.Type) -> T {
             defer { offset += MemoryLayout<T>.size }
             return bytes.loadUnaligned(fromByteOffset: offset, as: T.self)
@@ -266,7 +286,9 @@ final class RowChangeLog {
             }
             events.append(Event(op: op, table: table, oldRowid: oldRowid, newRowid: newRowid, old: old))
         }
-        return events
+        parsed += events
+        parsedLength = length
+        return parsed
     }
 }
 
@@ -316,8 +338,21 @@ extension StoreReader {
     /// Whether the store's rows carry MACs yet, and under which schema.
     public func rowStampState() throws -> RowStampState {
         guard let text = try String.fetchOne(db, sql: "SELECT row_sets FROM device WHERE id = 1") else { return .unstamped }
-        guard let sets = RowSets(text) else { return .current }  // unreadable: the device row's MAC reports it
-        return sets.schema < EmbeddedMigration.latestVersion ? .olderSchema : .current
+        var utf8 = Array(text.utf8)[...]
+        // Unreadable: the device row's MAC reports it when the row is read.
+        guard let schema = RowSets.schema(of: &utf8) else { return .current }
+        return schema < EmbeddedMigration.latestVersion ? .olderSchema : .current
+    }
+
+    /// Whether some row other than the device row holds under `keys`: proof that a master key is this store's when
+    /// the device row (whose check value would say so) was edited.
+    public func someRowHolds(keys: RowIntegrityKeys) throws -> Bool {
+        for table in try coveredTables().keys.sorted() where table != RowIntegrity.rootTable {
+            guard let row = try Row.fetchOne(db, sql: "SELECT * FROM \(table.quotedDatabaseIdentifier) LIMIT 1") else { continue }
+            let (columns, values) = RowIntegrity.columnsAndValues(of: row)
+            if try RowIntegrity.holds(table: table, columns: columns, values: values, keys: keys) { return true }
+        }
+        return false
     }
 
     /// The tables whose rows carry a MAC, with their columns in table order, as the live schema has them.
@@ -433,10 +468,17 @@ extension StoreWriter {
     }
 
     /// Computes and stores the MAC of the row at `rowid` as it is now; returns its tag, or nil when there is no row.
-    private func stampRow(_ table: String, rowid: Int64, keys: RowIntegrityKeys) throws -> [UInt8]? {
+    ///
+    /// - Throws: `.tampered` when the row's columns are not `expecting`, the ones the store committed (a column was
+    ///   added or removed outside keymgr).
+    private func stampRow(_ table: String, rowid: Int64, keys: RowIntegrityKeys, expecting: [String]? = nil) throws -> [UInt8]? {
         let name = table.quotedDatabaseIdentifier
         guard let row = try Row.fetchOne(db, sql: "SELECT * FROM \(name) WHERE rowid = ?", arguments: [rowid]) else { return nil }
         let (columns, values) = RowIntegrity.columnsAndValues(of: row)
+        if let expecting, columns != expecting {
+            throw StorageError(.tampered, "the table \(table) does not have the columns the store committed (a column was "
+                + "added or removed outside keymgr): run `keymgr audit verify` and restore the store from a backup")
+        }
         let mac = try keys.mac(RowIntegrity.encoding(table: table, columns: columns, values: values))
         try db.execute(sql: "UPDATE \(name) SET \(RowIntegrity.macColumn) = ? WHERE rowid = ?", arguments: [Data(mac), rowid])
         return try keys.tag(mac)
@@ -470,32 +512,10 @@ extension StoreWriter {
                 }
             }
         }
-        var columnsOf: [String: [String]] = [:]
-        func columns(_ table: String) throws -> [String] {
-            if let known = columnsOf[table] { return known }
-            let found = try columnNames(table)
-            columnsOf[table] = found
-            return found
-        }
-        let touched = try before.keys.filter { try columns($0.table).contains(RowIntegrity.macColumn) }.sorted()
-        guard !touched.isEmpty else { return }
-
-        // 1. Every old row keymgr changes or deletes must hold, the device row (and its row sets) included.
-        var oldMacs: [Ref: [UInt8]] = [:]
-        for ref in touched {
-            guard case .some(.some(let old)) = before[ref] else { continue }
-            let names = try columns(ref.table)
-            guard old.count == names.count, try RowIntegrity.holds(table: ref.table, columns: names, values: old, keys: keys),
-                  let index = names.firstIndex(of: RowIntegrity.macColumn), case .blob(let mac) = old[index] else {
-                throw RowIntegrity.tamperedError(table: ref.table, row: try rowName(ref.table, names, old))
-            }
-            oldMacs[ref] = mac
-        }
         let rootRef = Ref(table: RowIntegrity.rootTable, rowid: 1)
         let deviceCreated = before[rootRef].map { $0 == nil } ?? false
-        if before[rootRef] == nil, let device = try Row.fetchOne(db, sql: "SELECT * FROM device WHERE id = 1") {
-            _ = try checked(RowIntegrity.rootTable, device)
-        }
+        // The committed sets, and with them the covered tables and their columns (the device row's columns from the
+        // schema): no schema look-up for the tables a write touches that keymgr does not cover (the audit log).
         var sets: RowSets
         if let committed = try committedRowSets() {
             sets = committed
@@ -507,15 +527,35 @@ extension StoreWriter {
         } else {
             throw RowIntegrity.tamperedError(table: RowIntegrity.rootTable, row: "id=1")
         }
+        let rootColumns = try columnNames(RowIntegrity.rootTable)
+        func columns(_ table: String) -> [String]? {
+            table == RowIntegrity.rootTable ? rootColumns : sets.tables[table]?.columns
+        }
+        let touched = before.keys.filter { columns($0.table) != nil }.sorted()
+        guard !touched.isEmpty else { return }
+
+        // 1. Every old row keymgr changes or deletes must hold, the device row (and its row sets) included.
+        var oldMacs: [Ref: [UInt8]] = [:]
+        for ref in touched {
+            guard case .some(.some(let old)) = before[ref], let names = columns(ref.table) else { continue }
+            guard old.count == names.count, try RowIntegrity.holds(table: ref.table, columns: names, values: old, keys: keys),
+                  let index = names.firstIndex(of: RowIntegrity.macColumn), case .blob(let mac) = old[index] else {
+                throw RowIntegrity.tamperedError(table: ref.table, row: try rowName(ref.table, names, old))
+            }
+            oldMacs[ref] = mac
+        }
+        // The row sets come from the device row: checked now when this transaction did not change it (else above).
+        if before[rootRef] == nil, let device = try Row.fetchOne(db, sql: "SELECT * FROM device WHERE id = 1") {
+            _ = try checked(RowIntegrity.rootTable, device, rowid: 1)
+        }
 
         // 2. The touched rows leave their table's set as they were, and enter it as they are now, stamped.
         for ref in touched where ref.table != RowIntegrity.rootTable {
-            guard var set = sets.tables[ref.table], set.columns == (try columns(ref.table)) else {
-                throw StorageError(.tampered, "the table \(ref.table) is not the one the store committed (a table or column "
-                    + "was added outside keymgr): run `keymgr audit verify` and restore the store from a backup")
-            }
+            guard var set = sets.tables[ref.table] else { continue }
             if let mac = oldMacs[ref] { set.toggle(try keys.tag(mac), adding: false) }
-            if let tag = try stampRow(ref.table, rowid: ref.rowid, keys: keys) { set.toggle(tag, adding: true) }
+            if let tag = try stampRow(ref.table, rowid: ref.rowid, keys: keys, expecting: set.columns) {
+                set.toggle(tag, adding: true)
+            }
             sets.tables[ref.table] = set
         }
         try db.execute(sql: "UPDATE device SET row_sets = ? WHERE id = 1", arguments: [sets.text])
@@ -536,12 +576,18 @@ extension StoreReader {
             missing.append(RowProblem(table: "user_keys", row: "kid=\(RowValue.text(Array(kid.utf8)).display)",
                                       reason: "deleted: the audit log records its binding"))
         }
+        // A usable PIN key without its record, or a PIN key deleted with its record.
         for kid in try String.fetchAll(db, sql: """
             SELECT kid FROM user_keys WHERE auth_type = 'APPLICATION_PIN' AND status IN ('active', 'locked')
-              AND kid NOT IN (SELECT kid FROM app_pins) ORDER BY kid
+              AND kid NOT IN (SELECT kid FROM app_pins)
+            UNION
+            SELECT kid FROM audit_events WHERE event IN ('key.bound', 'key.rebound') AND kid IS NOT NULL
+              AND json_extract(details, '$.authType') = 'APPLICATION_PIN'
+              AND kid NOT IN (SELECT kid FROM user_keys) AND kid NOT IN (SELECT kid FROM app_pins)
+            ORDER BY kid
             """) {
             missing.append(RowProblem(table: "app_pins", row: "kid=\(RowValue.text(Array(kid.utf8)).display)",
-                                      reason: "deleted: its key is a usable APPLICATION_PIN key"))
+                                      reason: "deleted: the PIN record of an APPLICATION_PIN key"))
         }
         let perServer: [(table: String, created: String, removed: String)] = [
             ("registrations", "'dcr.registered'", "'dcr.deleted', 'dcr.revokedByServer'"),

@@ -106,15 +106,10 @@ final class ReadOnlyCommandTests: XCTestCase {
         for (index, name) in names.enumerated() {
             var request = BindRequest(userId: "user-\(index)")
             request.username = name
-            _ = try manager.bind(request, newPIN: { throw KeyManagerError(.abort, "a NONE key needs no PIN") })
-        }
-        // Device names come from the server; an edit stands in for one here (the column is not MAC'd). No NUL: SQLite
-        // text and argv end there.
-        for (index, name) in names.enumerated() {
-            let value = name.map { "'" + $0.replacingOccurrences(of: "'", with: "''") + "'" } ?? "NULL"
-            let edit = try sandbox.run(URL(fileURLWithPath: "/usr/bin/sqlite3"), [sandbox.database.path,
-                "UPDATE user_keys SET device_name = \(value) WHERE user_id = 'user-\(index)'"])
-            XCTAssertEqual(edit.status, 0, edit.summary)
+            let bound = try manager.bind(request, newPIN: { throw KeyManagerError(.abort, "a NONE key needs no PIN") })
+            // Device names come from the server, as a journey's registration records them (every row is MAC'd, so
+            // the library, not an edit, stands in for the server). No NUL: SQLite text and argv end there.
+            try manager.markRegistered(kid: bound.key.kid, deviceName: name)
         }
         try sandbox.succeed(["sign", "--user", "user-1", "--challenge", "c"])
         let all = try sandbox.succeed(["list", "--json"])

@@ -29,10 +29,14 @@ final class SchemaWalkTamperingTests: ServerTestCase {
         return outcome.stdout.trimmingCharacters(in: .whitespacesAndNewlines)
     }
 
+    /// Exit 1 with `{"error": {"code": "tampered", …}}` (--json).
     func isTampered(_ outcome: Outcome) -> Bool {
-        guard outcome.status == 1, let data = outcome.stderr.data(using: .utf8),
-              let object = try? JSONSerialization.jsonObject(with: data) as? [String: Any] else { return false }
-        return ((object["error"] as? [String: Any])?["code"] as? String ?? object["code"] as? String) == "tampered"
+        guard outcome.status == 1 else { return false }
+        return [outcome.stdout, outcome.stderr].contains { text in
+            guard let data = text.data(using: .utf8),
+                  let object = try? JSONSerialization.jsonObject(with: data) as? [String: Any] else { return false }
+            return (object["error"] as? [String: Any])?["code"] as? String == "tampered"
+        }
     }
 
     func assertTampered(_ arguments: [String], stdin: String = "", file: StaticString = #filePath, line: UInt = #line) throws {
@@ -267,8 +271,10 @@ final class SchemaWalkTamperingTests: ServerTestCase {
         try attack("""
             UPDATE users SET username = CASE user_id WHEN '\(made.dave)' THEN 'dave' ELSE 'erin' END
             WHERE user_id IN ('\(made.dave)', '\(made.erin)');
-            UPDATE user_keys SET user_id = CASE kid WHEN '\(made.daveKid)' THEN '\(made.erin)' ELSE '\(made.dave)' END
-            WHERE kid IN ('\(made.daveKid)', '\(made.erinKid)')
+            UPDATE user_keys SET user_id = 'swapping' WHERE kid = '\(made.daveKid)';
+            UPDATE user_keys SET user_id = '\(made.dave)' WHERE kid = '\(made.erinKid)';
+            UPDATE user_keys SET user_id = '\(made.erin)' WHERE kid = '\(made.daveKid)'
+            
             """)
         try assertTampered(["sign", "--journey", "SignIn", "--user", "dave"])
         try assertTampered(["sync"])
@@ -296,6 +302,7 @@ final class SchemaWalkTamperingTests: ServerTestCase {
             XCTAssertTrue(issues.contains { $0["table"] as? String == table && $0["row"] is NSNull }, "\(table): \(issues)")
         }
         XCTAssertTrue(named("user_keys", "kid=\(made.pinKid)"), "\(issues)")
+        XCTAssertTrue(named("app_pins", "kid=\(made.pinKid)"), "\(issues)")
         XCTAssertTrue(named("registrations", "user_id=\(made.dave) server_name=default"), "\(issues)")
         XCTAssertTrue(named("tokens", "user_id=\(made.erin) server_name=default"), "\(issues)")
         let human = try sandbox.keymgr(["audit", "verify"])
@@ -324,7 +331,7 @@ final class SchemaWalkTamperingTests: ServerTestCase {
         let stolen = server.baseURL.absoluteString + "/stolen-registration"
         try attack("UPDATE registrations SET registration_client_uri = '\(stolen)' WHERE user_id = '\(made.dave)'")
         try assertTampered(["dcr", "show", "--user", made.dave])
-        try assertTampered(["dcr", "delete", "--user", made.dave, "--yes"])
+        try assertTampered(["dcr", "delete", "--user", made.dave])
         try assertTampered(["sync"])
         let requests = try server.recordedRequests()
         XCTAssertFalse(requests.contains { ($0["path"] as? String ?? "").contains("stolen") }, "\(requests)")
