@@ -150,7 +150,7 @@ enum RowIntegrity {
 
 /// Each covered table's committed set of rows: how many, the XOR of their tags, and the columns they were stamped
 /// over. Stored as text in `device.row_sets`, under the device row's MAC.
-struct RowSets: Equatable {
+struct RowSets {
     struct TableSet: Equatable {
         var count: Int
         var digest: [UInt8]
@@ -160,31 +160,45 @@ struct RowSets: Equatable {
             for index in digest.indices { digest[index] ^= tag[index] }
             count += adding ? 1 : -1
         }
+
+        /// `<table> <count> <hex digest> <column,column,…>`, the table name already checked.
+        init?(line: ArraySlice<UInt8>) {
+            let parts = line.split(separator: UInt8(ascii: " "), omittingEmptySubsequences: false)
+            guard parts.count == 4, let count = Int(String(decoding: parts[1], as: UTF8.self)),
+                  let digest = Hex.decode(String(decoding: parts[2], as: UTF8.self)), digest.count == 32 else { return nil }
+            self.init(count: count, digest: digest,
+                      columns: parts[3].split(separator: UInt8(ascii: ",")).map { String(decoding: $0, as: UTF8.self) })
+        }
+
+        init(count: Int, digest: [UInt8], columns: [String]) {
+            self.count = count
+            self.digest = digest
+            self.columns = columns
+        }
+
+        func line(_ table: String) -> String {
+            "\(table) \(count) \(Hex.encode(digest)) \(columns.joined(separator: ","))"
+        }
     }
 
     var schema: Int
-    var tables: [String: TableSet]
+    /// Lines not decoded yet, by table: a write decodes only the tables it touched.
+    private var raw: [String: ArraySlice<UInt8>] = [:]
+    private var decoded: [String: TableSet] = [:]
 
     static let header = "keymgr-row-sets-v1"
 
-    init(schema: Int, tables: [String: TableSet]) {
+    init(schema: Int) {
         self.schema = schema
-        self.tables = tables
     }
 
-    /// Parsed from its bytes (every write and every open reads it: no `String` splitting on the hot path).
     init?(_ text: String) {
         var utf8 = Array(text.utf8)[...]
         guard let schema = Self.schema(of: &utf8) else { return nil }
         self.schema = schema
-        tables = [:]
         for line in utf8.split(separator: UInt8(ascii: "\n")) {
-            let parts = line.split(separator: UInt8(ascii: " "), omittingEmptySubsequences: false)
-            guard parts.count == 4, let count = Int(String(decoding: parts[1], as: UTF8.self)),
-                  let digest = Hex.decode(String(decoding: parts[2], as: UTF8.self)), digest.count == 32 else { return nil }
-            tables[String(decoding: parts[0], as: UTF8.self)] = TableSet(
-                count: count, digest: digest,
-                columns: parts[3].split(separator: UInt8(ascii: ",")).map { String(decoding: $0, as: UTF8.self) })
+            let name = line.prefix { $0 != UInt8(ascii: " ") }
+            raw[String(decoding: name, as: UTF8.self)] = line
         }
     }
 
@@ -202,10 +216,24 @@ struct RowSets: Equatable {
         return schema
     }
 
+    var tables: Set<String> { Set(raw.keys).union(decoded.keys) }
+
+    subscript(table: String) -> TableSet? {
+        get { decoded[table] ?? raw[table].flatMap(TableSet.init(line:)) }
+        set {
+            decoded[table] = newValue
+            raw[table] = nil
+        }
+    }
+
     var text: String {
         var out = "\(Self.header) schema=\(schema)\n"
-        for (table, set) in tables.sorted(by: { $0.key < $1.key }) {
-            out += "\(table) \(set.count) \(Hex.encode(set.digest)) \(set.columns.joined(separator: ","))\n"
+        for table in tables.sorted() {
+            if let set = decoded[table] {
+                out += set.line(table) + "\n"
+            } else if let line = raw[table] {
+                out += String(decoding: line, as: UTF8.self) + "\n"
+            }
         }
         return out
     }
@@ -394,8 +422,8 @@ extension StoreReader {
         guard let sets = try committedRowSets() else {
             return (checked, [RowProblem(table: RowIntegrity.rootTable, row: "id=1", reason: "it commits no row sets")])
         }
-        for table in Set(covered.keys).union(sets.tables.keys).sorted() where table != RowIntegrity.rootTable {
-            guard let committed = sets.tables[table] else {
+        for table in Set(covered.keys).union(sets.tables).sorted() where table != RowIntegrity.rootTable {
+            guard let committed = sets[table] else {
                 // A table a later migration added is stamped with the other rows once the old ones hold.
                 if sets.schema < EmbeddedMigration.latestVersion { continue }
                 problems.append(RowProblem(table: table, row: nil, reason: "the table is not among the committed row sets"))
@@ -453,7 +481,7 @@ extension StoreWriter {
     /// now: for a store made before row MACs (trusted as it is, once), after a migration and for `master rotate`
     /// (the last two once `verifyRowsOrThrow` passed, before the transaction changed anything).
     public func stampAllRows(keys: RowIntegrityKeys) throws {
-        var sets = RowSets(schema: EmbeddedMigration.latestVersion, tables: [:])
+        var sets = RowSets(schema: EmbeddedMigration.latestVersion)
         for (table, columns) in try coveredTables() where table != RowIntegrity.rootTable {
             var set = RowSets.TableSet(count: 0, digest: [UInt8](repeating: 0, count: 32), columns: columns)
             let rows = try Row.fetchAll(db, sql: "SELECT rowid AS keymgr_rowid, * FROM \(table.quotedDatabaseIdentifier)")
@@ -461,7 +489,7 @@ extension StoreWriter {
                 let rowid: Int64 = row[0]
                 set.toggle(try stampRow(table, rowid: rowid, keys: keys) ?? [], adding: true)
             }
-            sets.tables[table] = set
+            sets[table] = set
         }
         try db.execute(sql: "UPDATE device SET row_sets = ? WHERE id = 1", arguments: [sets.text])
         _ = try stampRow(RowIntegrity.rootTable, rowid: 1, keys: keys)
@@ -520,16 +548,20 @@ extension StoreWriter {
         if let committed = try committedRowSets() {
             sets = committed
         } else if deviceCreated {
-            sets = RowSets(schema: EmbeddedMigration.latestVersion, tables: [:])
+            sets = RowSets(schema: EmbeddedMigration.latestVersion)
             for (table, names) in try coveredTables() where table != RowIntegrity.rootTable {
-                sets.tables[table] = RowSets.TableSet(count: 0, digest: [UInt8](repeating: 0, count: 32), columns: names)
+                sets[table] = RowSets.TableSet(count: 0, digest: [UInt8](repeating: 0, count: 32), columns: names)
             }
         } else {
             throw RowIntegrity.tamperedError(table: RowIntegrity.rootTable, row: "id=1")
         }
+        // Decoded once, and only for the tables this transaction touched.
+        for table in Set(before.keys.map(\.table)) where table != RowIntegrity.rootTable {
+            if let set = sets[table] { sets[table] = set }
+        }
         let rootColumns = try columnNames(RowIntegrity.rootTable)
         func columns(_ table: String) -> [String]? {
-            table == RowIntegrity.rootTable ? rootColumns : sets.tables[table]?.columns
+            table == RowIntegrity.rootTable ? rootColumns : sets[table]?.columns
         }
         let touched = before.keys.filter { columns($0.table) != nil }.sorted()
         guard !touched.isEmpty else { return }
@@ -551,12 +583,12 @@ extension StoreWriter {
 
         // 2. The touched rows leave their table's set as they were, and enter it as they are now, stamped.
         for ref in touched where ref.table != RowIntegrity.rootTable {
-            guard var set = sets.tables[ref.table] else { continue }
+            guard var set = sets[ref.table] else { continue }
             if let mac = oldMacs[ref] { set.toggle(try keys.tag(mac), adding: false) }
             if let tag = try stampRow(ref.table, rowid: ref.rowid, keys: keys, expecting: set.columns) {
                 set.toggle(tag, adding: true)
             }
-            sets.tables[ref.table] = set
+            sets[ref.table] = set
         }
         try db.execute(sql: "UPDATE device SET row_sets = ? WHERE id = 1", arguments: [sets.text])
         _ = try stampRow(RowIntegrity.rootTable, rowid: 1, keys: keys)
