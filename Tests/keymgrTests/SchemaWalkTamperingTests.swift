@@ -349,6 +349,23 @@ final class SchemaWalkTamperingTests: ServerTestCase {
         }
     }
 
+    func testMasterRotateChecksEveryRowUnderTheOldKeyAndStampsEveryRowUnderTheNew() throws {
+        sandbox = try Sandbox()
+        try sandbox.initialise()
+        try sandbox.bind("ann", ["--username", "Ann"])
+        try sandbox.bind("bo", ["--auth-type", "app-pin", "--pin-stdin"], stdin: Self.pin + "\n")
+        try sandbox.succeed(["master", "rotate", "--yes"])
+        XCTAssertTrue(try sandbox.succeed(["audit", "verify"]).stdout.contains("store intact"))
+        try sandbox.succeed(["sign", "--user", "bo", "--pin-stdin", "--challenge", "c"], stdin: Self.pin + "\n")
+        // An edited row is never blessed by a rotation: nothing is rotated.
+        let before = try attack("SELECT hex(row_mac) FROM users WHERE user_id = 'bo'")
+        try attack("UPDATE users SET username = 'Ann' WHERE user_id = 'bo'")
+        try assertTampered(["master", "rotate", "--yes"])
+        XCTAssertEqual(try attack("SELECT hex(row_mac) FROM users WHERE user_id = 'bo'"), before, "nothing re-stamped")
+        let verify = try sandbox.keymgr(["audit", "verify"])
+        XCTAssertTrue(verify.stderr.contains("table users, row user_id=bo"), verify.stderr)
+    }
+
     func testTheDeviceNameIsBoundAndRefusesTerminalEscapes() throws {
         let sandbox = try Sandbox()
         for name in ["kiosk\u{1B}]52;c;ZXZpbA==\u{07}", "kiosk\u{1B}[2J", "kiosk\u{202E}lanimret", "kiosk\n2"] {
