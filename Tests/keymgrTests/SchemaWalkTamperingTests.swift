@@ -349,6 +349,18 @@ final class SchemaWalkTamperingTests: ServerTestCase {
         }
     }
 
+    func testADeletedPINRecordIsTamperingAndNamed() throws {
+        sandbox = try Sandbox()
+        try sandbox.initialise()
+        let kid = try XCTUnwrap(try sandbox.bind("bo", ["--auth-type", "app-pin", "--pin-stdin"], stdin: Self.pin + "\n")["kid"] as? String)
+        try attack("DELETE FROM app_pins WHERE kid = '\(kid)'")
+        try assertTampered(["sign", "--user", "bo", "--pin-stdin", "--challenge", "c"], stdin: Self.pin + "\n")
+        let verify = try sandbox.keymgr(["audit", "verify"])
+        XCTAssertEqual(verify.status, 1, verify.summary)
+        XCTAssertTrue(verify.stderr.contains("table app_pins, row kid=\(kid)"), verify.stderr)
+        XCTAssertTrue(verify.stderr.contains("table app_pins: 1 row(s) deleted"), verify.stderr)
+    }
+
     func testMasterRotateChecksEveryRowUnderTheOldKeyAndStampsEveryRowUnderTheNew() throws {
         sandbox = try Sandbox()
         try sandbox.initialise()
