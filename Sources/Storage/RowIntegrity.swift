@@ -83,6 +83,8 @@ enum RowIntegrity {
     static let macColumn = "row_mac"
     /// The device row: its MAC is the root that covers the row sets, so it is not in a set itself.
     static let rootTable = "device"
+    /// The device row's column that commits the row sets.
+    static let setsColumn = "row_sets"
     /// The rowid a write transaction's reads add in front of `*`, to tell rows it changed itself (not stamped yet).
     static let rowidColumn = "keymgr_rowid"
 
@@ -542,10 +544,17 @@ extension StoreWriter {
         }
         let rootRef = Ref(table: RowIntegrity.rootTable, rowid: 1)
         let deviceCreated = before[rootRef].map { $0 == nil } ?? false
-        // The committed sets, and with them the covered tables and their columns (the device row's columns from the
-        // schema): no schema look-up for the tables a write touches that keymgr does not cover (the audit log).
+        // The device row as it is now, read once: its columns, and the committed sets with the covered tables and
+        // their columns (no schema look-up for the tables a write touches that keymgr does not cover, the audit log).
+        guard let deviceRow = try Row.fetchOne(db, sql: "SELECT * FROM device WHERE id = 1") else {
+            throw RowIntegrity.tamperedError(table: RowIntegrity.rootTable, row: "id=1")
+        }
+        let (rootColumns, rootValues) = RowIntegrity.columnsAndValues(of: deviceRow)
+        guard let setsIndex = rootColumns.firstIndex(of: RowIntegrity.setsColumn) else {
+            throw RowIntegrity.tamperedError(table: RowIntegrity.rootTable, row: "id=1")
+        }
         var sets: RowSets
-        if let committed = try committedRowSets() {
+        if case .text(let text) = rootValues[setsIndex], let committed = RowSets(String(decoding: text, as: UTF8.self)) {
             sets = committed
         } else if deviceCreated {
             sets = RowSets(schema: EmbeddedMigration.latestVersion)
@@ -559,7 +568,6 @@ extension StoreWriter {
         for table in Set(before.keys.map(\.table)) where table != RowIntegrity.rootTable {
             if let set = sets[table] { sets[table] = set }
         }
-        let rootColumns = try columnNames(RowIntegrity.rootTable)
         func columns(_ table: String) -> [String]? {
             table == RowIntegrity.rootTable ? rootColumns : sets[table]?.columns
         }
@@ -577,9 +585,7 @@ extension StoreWriter {
             oldMacs[ref] = mac
         }
         // The row sets come from the device row: checked now when this transaction did not change it (else above).
-        if before[rootRef] == nil, let device = try Row.fetchOne(db, sql: "SELECT * FROM device WHERE id = 1") {
-            _ = try checked(RowIntegrity.rootTable, device, rowid: 1)
-        }
+        if before[rootRef] == nil { _ = try checked(RowIntegrity.rootTable, deviceRow, rowid: 1) }
 
         // 2. The touched rows leave their table's set as they were, and enter it as they are now, stamped.
         for ref in touched where ref.table != RowIntegrity.rootTable {
@@ -590,8 +596,13 @@ extension StoreWriter {
             }
             sets[ref.table] = set
         }
-        try db.execute(sql: "UPDATE device SET row_sets = ? WHERE id = 1", arguments: [sets.text])
-        _ = try stampRow(RowIntegrity.rootTable, rowid: 1, keys: keys)
+        // 3. The device row commits the sets, and is stamped with them, in one statement.
+        var values = rootValues
+        let text = sets.text
+        values[setsIndex] = .text(Array(text.utf8))
+        let mac = try keys.mac(RowIntegrity.encoding(table: RowIntegrity.rootTable, columns: rootColumns, values: values))
+        try db.execute(sql: "UPDATE device SET \(RowIntegrity.setsColumn) = ?, \(RowIntegrity.macColumn) = ? WHERE id = 1",
+                       arguments: [text, Data(mac)])
     }
 }
 
