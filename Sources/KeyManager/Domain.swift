@@ -289,8 +289,21 @@ public struct AuditVerification: Sendable, Equatable {
         public var reason: String
     }
 
+    /// A row, or a table's set of rows, that does not hold under the master key.
+    public struct RowIssue: Sendable, Equatable {
+        /// The table.
+        public var table: String
+        /// The row by its primary key (`kid=…`), or nil for the table's set of rows.
+        public var row: String?
+        public var reason: String
+    }
+
     public var checked: Int
     public var firstBad: Break?
+    /// Rows checked against their MACs (the device row included).
+    public var rowsChecked: Int = 0
+    /// Every row and table set that does not hold, table by table.
+    public var rowIssues: [RowIssue] = []
 
-    public var isIntact: Bool { firstBad == nil }
+    public var isIntact: Bool { firstBad == nil && rowIssues.isEmpty }
 }

@@ -14,6 +14,8 @@ struct Integrity: Sendable {
     private let serverKey: SecretBytes
     private let auditChainKey: SecretBytes
     private let auditAnchorKey: SecretBytes
+    private let rowKey: SecretBytes
+    private let rowSetKey: SecretBytes
     /// The store's device id, in every MAC of the audit chain: a chain copied from another store does not verify.
     let deviceId: String
 
@@ -24,6 +26,8 @@ struct Integrity: Sendable {
         serverKey = try hierarchy.purposeKey("integrity.servers")
         auditChainKey = try hierarchy.purposeKey("audit.chain")
         auditAnchorKey = try hierarchy.purposeKey("audit.anchor")
+        rowKey = try hierarchy.purposeKey("integrity.rows")
+        rowSetKey = try hierarchy.purposeKey("integrity.row_sets")
         self.deviceId = deviceId
     }
 
@@ -63,6 +67,13 @@ struct Integrity: Sendable {
         let (chain, anchor, prefix) = (auditChainKey, auditAnchorKey, Array("\(deviceId.utf8.count):\(deviceId)|".utf8))
         return AuditKeys(chain: { try HMACSHA256.authenticate(prefix + $0, key: chain) },
                          anchor: { try HMACSHA256.authenticate(prefix + $0, key: anchor) })
+    }
+
+    /// The row MACs and row-set tags for Storage (every row of every table keymgr trusts; see `RowIntegrity`).
+    var rowKeys: RowIntegrityKeys {
+        let (row, set) = (rowKey, rowSetKey)
+        return RowIntegrityKeys(mac: { try HMACSHA256.authenticate($0, key: row) },
+                                tag: { try HMACSHA256.authenticate($0, key: set) })
     }
 
     func holds(_ mac: Data?, _ expected: Data) -> Bool {
@@ -184,6 +195,8 @@ extension KeyManager {
         let device = try Self.mapped { try store.read { try Self.requireDevice($0) } }
         let slot = SealedSlot.masterCheck(deviceId: device.deviceId)
         if (try? masterKeys.hierarchy.open(device.masterKeyCheck, in: slot)) != nil { return false }
+        // The device row still MAC'd under this key: no rotation committed (that re-MACs it); its check value was edited.
+        if integrity.holds(device.integrityMac, try integrity.mac(device)) { return false }
         for _ in 0..<3 {
             for path in [masterKeySource.path, masterKeySource.path + ".next"] {
                 let source: MasterKey.Source = path == masterKeySource.path ? masterKeySource : .home(path)
@@ -200,45 +213,77 @@ extension KeyManager {
     }
 }
 
+/// What the first open of a store with its master key must do before anything else (see `upgradeStore(_:)`).
+enum StoreUpgrade: Equatable {
+    /// Nothing: every row is stamped under the schema keymgr runs.
+    case none
+    /// Made before the integrity MACs (check version 1): the 0002 MACs, the keyed audit chain and every row.
+    case integrityAndRows
+    /// Made before row MACs (check version 2): every row.
+    case rows
+    /// Stamped under an older schema (a later migration added tables or columns): every row, once the old ones hold.
+    case schema
+}
+
 extension KeyManager {
-    /// Upgrades a store made before the MACs (its master key check is version 1): in ONE transaction, under the master
-    /// key, stamps the device row, every key, PIN record and server profile, keys the audit chain and anchors it, and
-    /// re-seals the master key check as version 2. This happens once, the first time this keymgr opens the store;
-    /// afterwards a missing MAC is tampering. (An attacker cannot forge a version 1 check without an older copy of
-    /// this store's file, and rolling the whole file back is the documented limit.)
-    func stampIfMadeBeforeIntegrity() throws {
-        // A check that does not open at all means a rotation elsewhere committed since this process loaded its key:
-        // that store was stamped before it could be rotated, and the next write reloads the key.
-        let legacy = { (device: DeviceRecord, hierarchy: KeyHierarchy) -> Bool in
-            (try? hierarchy.open(device.masterKeyCheck, in: .masterCheck(deviceId: device.deviceId)))
-                == KeyHierarchy.legacyMasterCheckPlaintext
-        }
-        let device = try Self.mapped { try store.read { try Self.requireDevice($0) } }
-        guard legacy(device, hierarchy) else { return }
+    /// Upgrades a store made before the MACs, or stamped under an older schema, in ONE transaction under the master
+    /// key: a store older than the integrity MACs gets its device row, keys, PIN records and server profiles MAC'd and
+    /// its audit chain keyed and anchored; then every row of every table keymgr trusts is stamped with its row MAC and
+    /// each table's set committed, and the master key check is re-sealed as version 3. This happens once, the first
+    /// time this keymgr opens the store; afterwards a missing MAC is tampering. (An attacker cannot forge an older
+    /// check without an older copy of this store's file, and rolling the whole file back is the documented limit.)
+    /// After a later migration, rows are checked under the columns they were stamped with before they are re-stamped.
+    func upgradeStore(_ upgrade: StoreUpgrade) throws {
+        guard upgrade != .none else { return }
         let keys = masterKeys
-        try Self.mapped {
-            try store.write(audit: keys.integrity.auditKeys) { writer in
-                var device = try Self.requireDevice(writer)
-                guard legacy(device, keys.hierarchy) else { return }  // another keymgr stamped it meanwhile
-                device.masterKeyCheck = try keys.hierarchy.seal(KeyHierarchy.masterCheckPlaintext,
-                                                                in: .masterCheck(deviceId: device.deviceId))
-                try writer.save(try stamped(device))
-                let rows = try writer.keys(statuses: Set(UserKeyRecord.Status.allCases))
-                for key in rows { try writer.update(try stamped(key)) }
-                let pins = try writer.appPINs()
-                for var pin in pins {
-                    pin.pinRetry = min(max(pin.pinRetry, 1), 10)
-                    try writer.save(try stamped(pin))
-                }
-                let servers = try writer.servers()
-                for server in servers { try writer.save(try stamped(server)) }
-                let entries = try writer.stampAuditChain(keys: keys.integrity.auditKeys)
-                try writer.appendAudit(auditEvent("store.integrityStamped", details: [
-                    "keys": .int(Int64(rows.count)), "pinRecords": .int(Int64(pins.count)),
-                    "servers": .int(Int64(servers.count)), "auditEntries": .int(Int64(entries)),
-                ]))
+        let version = { (device: DeviceRecord) -> StoreUpgrade? in
+            switch try? keys.hierarchy.open(device.masterKeyCheck, in: .masterCheck(deviceId: device.deviceId)) {
+            case KeyHierarchy.legacyMasterCheckPlaintext: .integrityAndRows
+            case KeyHierarchy.v2MasterCheckPlaintext: .rows
+            case KeyHierarchy.masterCheckPlaintext: .schema
+            default: nil
             }
         }
-        logger.debug("stamped a store made before integrity MACs")
+        try Self.mapped {
+            // No row keys: this transaction stamps every row itself (`stampAllRows`).
+            try store.write(audit: keys.integrity.auditKeys) { writer in
+                var device = try Self.requireDevice(writer)
+                // Re-read inside the transaction: another keymgr may have upgraded meanwhile; a check that does not
+                // open means a rotation elsewhere committed, after it upgraded (the next write reloads the key).
+                guard let found = version(device) else { return }
+                if found == .schema {
+                    guard try writer.rowStampState() == .olderSchema else { return }
+                    // Checked under the columns they were stamped with before anything is written.
+                    try writer.verifyRowsOrThrow(keys: keys.integrity.rowKeys)
+                } else if try writer.rowStampState() != .unstamped {
+                    // Rows stamped under an older check: an old check value was put back to have every row re-stamped.
+                    throw Self.tampered("the master key check value (older than the store's row MACs)")
+                }
+                var details: [String: JSONValue] = [:]
+                if found == .integrityAndRows {
+                    let rows = try writer.keys(statuses: Set(UserKeyRecord.Status.allCases))
+                    for key in rows { try writer.update(try stamped(key)) }
+                    let pins = try writer.appPINs()
+                    for var pin in pins {
+                        pin.pinRetry = min(max(pin.pinRetry, 1), 10)
+                        try writer.save(try stamped(pin))
+                    }
+                    let servers = try writer.servers()
+                    for server in servers { try writer.save(try stamped(server)) }
+                    let entries = try writer.stampAuditChain(keys: keys.integrity.auditKeys)
+                    details = ["keys": .int(Int64(rows.count)), "pinRecords": .int(Int64(pins.count)),
+                               "servers": .int(Int64(servers.count)), "auditEntries": .int(Int64(entries))]
+                }
+                if found != .schema {
+                    device.masterKeyCheck = try keys.hierarchy.seal(KeyHierarchy.masterCheckPlaintext,
+                                                                    in: .masterCheck(deviceId: device.deviceId))
+                    try writer.save(try stamped(device))
+                }
+                details["rows"] = .string(found == .schema ? "re-stamped after a migration" : "stamped")
+                try writer.appendAudit(auditEvent("store.integrityStamped", details: details))
+                try writer.stampAllRows(keys: keys.integrity.rowKeys)
+            }
+        }
+        logger.debug("stamped the store's integrity MACs", metadata: ["upgrade": "\(upgrade)"])
     }
 }

@@ -66,8 +66,10 @@ struct KeyHierarchy: Sendable {
         Hex.encode(try HMACSHA256.authenticate(Array(value.utf8), key: try purposeKey("audit.identifier")))
     }
 
-    /// The master key check of a store whose gating rows carry MACs: from then on a missing MAC is tampering.
-    static let masterCheckPlaintext = SecretBytes(utf8: "keymgr master key check v2")
+    /// The master key check of a store whose every row carries a row MAC: from then on a missing MAC is tampering.
+    static let masterCheckPlaintext = SecretBytes(utf8: "keymgr master key check v3")
+    /// The check of a store whose gating rows carry MACs but whose rows carry no row MACs yet (schema 2).
+    static let v2MasterCheckPlaintext = SecretBytes(utf8: "keymgr master key check v2")
     /// The check of a store made before the MACs (schema 1): opening it stamps every row once (see `stampIfMadeBeforeIntegrity`).
     static let legacyMasterCheckPlaintext = SecretBytes(utf8: "keymgr master key check v1")
 }

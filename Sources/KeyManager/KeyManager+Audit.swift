@@ -44,11 +44,28 @@ extension KeyManager {
     /// Recomputes the hash chain and the keyed (HMAC) chain under the master key, checks the anchor of the newest
     /// entry, and reports the first entry that does not hold: a rewritten chain, a chain copied from another store,
     /// or a tail cut off.
+    ///
+    /// Then checks the WHOLE store: every row of every table keymgr trusts against its row MAC, and each table's set
+    /// of rows against what the device row commits (a deletion, or a deleted row put back, shows), naming the table
+    /// and the row. A deleted row is named where the audit log tells which it was.
     public func verifyAudit() throws -> AuditVerification {
         let keys = integrity.auditKeys
-        let report = try read { try $0.verifyAuditChain(keys: keys) }
+        let rowKeys = integrity.rowKeys
+        // One snapshot, read without row checks: this reports what is wrong instead of stopping at it.
+        let (report, rows, missing) = try Self.mapped {
+            try store.read { reader in
+                let rows = try reader.verifyAllRows(keys: rowKeys)
+                let missing = rows.problems.contains { $0.row == nil } ? try reader.missingRows() : []
+                return (try reader.verifyAuditChain(keys: keys), rows, missing)
+            }
+        }
+        var issues = rows.problems.map { AuditVerification.RowIssue(table: $0.table, row: $0.row, reason: $0.reason) }
+        for gone in missing where issues.contains(where: { $0.table == gone.table && $0.row == nil }) {
+            issues.append(.init(table: gone.table, row: gone.row, reason: gone.reason))
+        }
         return AuditVerification(checked: report.checked,
-                                 firstBad: report.firstBad.map { .init(seq: $0.seq, reason: $0.reason) })
+                                 firstBad: report.firstBad.map { .init(seq: $0.seq, reason: $0.reason) },
+                                 rowsChecked: rows.checked, rowIssues: issues)
     }
 }
 

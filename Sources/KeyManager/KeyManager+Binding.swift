@@ -235,7 +235,9 @@ extension KeyManager {
                 return KeyListing(key: try verified(key), username: try reader.user(id: key.userId)?.username)
             }
             guard let userId else { throw KeyManagerError(.usage, "name the key to \(verb) with --user or --kid") }
-            var candidates = try reader.keyListings(userId: userId, statuses: Set(statuses.map(\.record)))
+            // Every candidate row's MAC is checked as it is read, and the username below with its user row.
+            var candidates = try reader.keys(userId: userId, statuses: Set(statuses.map(\.record)))
+                .map { KeyListing(key: $0, username: nil) }
             if let issuer { candidates = candidates.filter { $0.key.issuer == issuer } }
             guard let first = candidates.first else {
                 throw KeyManagerError(.clientNotRegistered, "user \(userId) has no key on this device: bind one with `keymgr bind --user \(userId)`")
@@ -244,7 +246,7 @@ extension KeyManager {
                 let list = candidates.map { "\($0.key.kid) (issuer \($0.key.issuer), \($0.key.authType.rawValue))" }.joined(separator: ", ")
                 throw KeyManagerError(.usage, "user \(userId) has \(candidates.count) keys on this device: choose one with --kid: \(list)")
             }
-            return KeyListing(key: try verified(first.key), username: first.username)
+            return KeyListing(key: try verified(first.key), username: try reader.user(id: userId)?.username)
         }
     }
 

@@ -67,6 +67,8 @@ extension KeyManager {
             count = try Self.mapped { try store.write(audit: keys.integrity.auditKeys) { writer -> Int in
                 // Re-checked inside the transaction: another rotation may have committed since this process loaded its key.
                 try requireCurrentMasterKey(writer, keys)
+                // Every row and each table's set hold under the old key before anything is re-stamped under the new.
+                try writer.verifyRowsOrThrow(keys: keys.integrity.rowKeys)
                 var rewrapped = 0
                 func reseal(_ value: Data?, _ slot: SealedSlot) throws -> Data? {
                     guard let value else { return nil }
@@ -119,6 +121,7 @@ extension KeyManager {
                         + "nothing was rotated; run `keymgr audit verify` and restore the store from a backup")
                 }
                 try writer.stampAuditChain(keys: nextIntegrity.auditKeys)
+                try writer.stampAllRows(keys: nextIntegrity.rowKeys)
                 return rewrapped
             } }
         } catch is MasterKeyMoved {

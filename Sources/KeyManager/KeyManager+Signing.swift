@@ -132,8 +132,9 @@ extension KeyManager {
             guard row.status == .active, row.authType == .applicationPIN, let sealed = row.wrappedPrivateKey else {
                 throw KeyManagerError(.clientNotRegistered, "key \(key.kid) was revoked or changed while unlocking: bind the user again")
             }
+            // keymgr never leaves a usable PIN key without its record (the set of rows is committed): it was deleted.
             guard let stored = try writer.appPIN(kid: key.kid) else {
-                throw KeyManagerError(.clientNotRegistered, "key \(key.kid) has lost its PIN record: rebind with `keymgr rebind --user \(key.userId) --auth-type app-pin`")
+                throw Self.tampered("the PIN record of key \(key.kid) (it was deleted)")
             }
             var record = try verified(stored)
             let expected = try openSealed(record.verifier, .pinVerifier(kid: key.kid))

@@ -12,7 +12,10 @@ extension KeyManager {
     public func resolveUser(_ name: String) throws -> String {
         try read { reader in
             if try reader.user(id: name) != nil { return name }
-            let users = try reader.users()
+            // Only the users that could match are read (and their rows checked), not every user of the store; a name
+            // a universal id would escape (`,`, `\`, …) is looked for among all of them.
+            let plain = name.unicodeScalars.allSatisfy { CharacterSet.alphanumerics.contains($0) || "._-@".unicodeScalars.contains($0) }
+            let users = plain ? try reader.users(matching: name) : try reader.users()
             let stages: [(String, (UserRecord) -> Bool)] = [
                 ("whose user id is id=\(name),…", { UniversalId.idValue($0.userId) == name }),
                 ("named \(name)", { $0.username == name }),

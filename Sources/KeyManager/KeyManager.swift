@@ -69,7 +69,7 @@ public final class KeyManager: Sendable {
             credentialVerifier: try options.credentialVerifier.map(Self.encodeArgv),
             masterKeyCheck: try manager.hierarchy.seal(KeyHierarchy.masterCheckPlaintext, in: .masterCheck(deviceId: deviceId)),
             createdAt: created))
-        try Self.mapped { try store.write(audit: manager.integrity.auditKeys) { writer in
+        try Self.mapped { try store.write(audit: manager.integrity.auditKeys, rows: manager.integrity.rowKeys) { writer in
             guard try writer.device() == nil else {
                 throw KeyManagerError(.config, "\(home.url.path) already holds a keymgr store: use it (change its settings with `keymgr config set`), or choose another --home")
             }
@@ -107,42 +107,51 @@ public final class KeyManager: Sendable {
         for attempt in 0..<3 {
             let device = attempt == 0 ? device : (try mapped({ try store.read { try $0.device() } }) ?? device)
             let masterKey = try MasterKey.load(from: source)
-            if let (manager, legacy) = try? opened(store, masterKey, device, environment, logger, now) {
-                if legacy { try manager.stampIfMadeBeforeIntegrity() }
+            if let (manager, upgrade) = try? opened(store, masterKey, device, environment, logger, now) {
+                try manager.upgradeStore(upgrade)
                 return manager
             }
             // A rotation that committed but stopped (or has not yet got) to renaming its new key file into place.
             let pending = source.path + ".next"
             if FileManager.default.fileExists(atPath: pending),
                let next = try? MasterKey.load(from: .home(pending)),
-               let (manager, legacy) = try? opened(store, MasterKey(bytes: next.bytes, source: source), device, environment, logger, now) {
+               let (manager, upgrade) = try? opened(store, MasterKey(bytes: next.bytes, source: source), device, environment, logger, now) {
                 _ = rename(pending, source.path)  // or the rotation renamed it meanwhile: either way the key is in place
-                if legacy { try manager.stampIfMadeBeforeIntegrity() }
+                try manager.upgradeStore(upgrade)
                 return manager
             }
+        }
+        // A key that MACs the store's other rows is the right one: the device row (its id or check value) was edited.
+        if let key = try? MasterKey.load(from: source), let keys = try? MasterKeys(master: key.bytes, deviceId: device.deviceId),
+           (try? mapped({ try store.read { try $0.someRowHolds(keys: keys.integrity.rowKeys) } })) == true {
+            throw tampered("the device row (its device id or master key check value)")
         }
         throw KeyManagerError(.config, "the master key from \(source.label) does not open this store: "
             + "it is the wrong key (check KEYMGR_MASTER_KEY_FILE / $CREDENTIALS_DIRECTORY) or the store was damaged")
     }
 
-    /// A manager holding `masterKey` once the device's check value opens under it; `legacy` when the store was made
-    /// before the integrity MACs and is still to be stamped.
+    /// A manager holding `masterKey` once the device's check value opens under it, with what the store still needs
+    /// stamped (a store made before the integrity MACs or the row MACs, or stamped under an older schema).
     private static func opened(_ store: Store, _ masterKey: MasterKey, _ device: DeviceRecord,
                                _ environment: [String: String], _ logger: Logger,
-                               _ now: @escaping @Sendable () -> Date) throws -> (manager: KeyManager, legacy: Bool) {
+                               _ now: @escaping @Sendable () -> Date) throws -> (manager: KeyManager, upgrade: StoreUpgrade) {
         let manager = try KeyManager(store: store, masterKey: masterKey, deviceId: device.deviceId,
                                      environment: environment, logger: logger, now: now)
         // A device MAC that holds under this key proves the key (and that the store was stamped): no need to open the
         // check value, which would cost an AES-GCM set-up every command pays at start-up. Otherwise the check value
         // tells a wrong key from a store made before the MACs and from an edited device row (reported when read).
-        if let mac = device.integrityMac, manager.integrity.holds(mac, try manager.integrity.mac(device)) {
-            return (manager, false)
+        let rows = try mapped { try store.read { try $0.rowStampState() } }
+        if rows == .current, let mac = device.integrityMac, manager.integrity.holds(mac, try manager.integrity.mac(device)) {
+            return (manager, .none)
         }
         let check = try manager.hierarchy.open(device.masterKeyCheck, in: .masterCheck(deviceId: device.deviceId))
-        guard check == KeyHierarchy.masterCheckPlaintext || check == KeyHierarchy.legacyMasterCheckPlaintext else {
-            throw KeyManagerError(.config, "master key check value does not match")
+        switch check {
+        // A version 3 store without row sets was edited: its reads report it.
+        case KeyHierarchy.masterCheckPlaintext: return (manager, rows == .olderSchema ? .schema : .none)
+        case KeyHierarchy.v2MasterCheckPlaintext: return (manager, .rows)
+        case KeyHierarchy.legacyMasterCheckPlaintext: return (manager, .integrityAndRows)
+        default: throw KeyManagerError(.config, "master key check value does not match")
         }
-        return (manager, check == KeyHierarchy.legacyMasterCheckPlaintext)
     }
 
     /// The logger a library user gets when it injects none: it says nothing (a library never prints).
@@ -181,9 +190,21 @@ public final class KeyManager: Sendable {
 
     /// The keys `keys(userId:statuses:)` returns, in the same order, handed to `body` one at a time as the store
     /// reads them (one statement, one read snapshot), so that listing many keys holds none of them.
-    public func forEachKey(userId: String?, statuses: Set<KeyStatus>, _ body: (UserKey) throws -> Void) throws {
-        // No MAC is checked here (nothing listed gates access), so no retry after a master key rotation either:
-        // `body` sees each key once.
+    ///
+    /// With `verified`, each key row's MAC is checked (what sync decides on); without, nothing listed gates access
+    /// (`list` over many keys), so no MAC is checked and no retry follows a master key rotation: `body` sees each
+    /// key once either way.
+    public func forEachKey(userId: String?, statuses: Set<KeyStatus>, verified: Bool = false,
+                           _ body: (UserKey) throws -> Void) throws {
+        if verified {
+            let rows = integrity.rowKeys
+            try Self.mapped {
+                try store.read(rows: rows) { reader in
+                    try reader.forEachKey(userId: userId, statuses: Set(statuses.map(\.record))) { try body(UserKey($0, username: nil)) }
+                }
+            }
+            return
+        }
         try Self.mapped {
             try store.read { reader in
                 try reader.forEachListedKey(userId: userId, statuses: Set(statuses.map(\.record))) { try body(UserKey($0)) }
@@ -191,18 +212,17 @@ public final class KeyManager: Sendable {
         }
     }
 
-    /// Every key (any status) of each user in `userIds`, read in one snapshot: what a sync reconciles for a slice
-    /// of its users, without holding the keys of the others.
+    /// Every key (any status) of each user in `userIds`, read in one snapshot, each key row and user row checked
+    /// against its MAC: what a sync reconciles for a slice of its users, without holding the keys of the others.
     public func keys(of userIds: [String]) throws -> [String: [UserKey]] {
         let statuses = Set(KeyStatus.allCases.map(\.record))
-        return try Self.mapped {
-            try store.read { reader in
-                var keys: [String: [UserKey]] = [:]
-                for userId in userIds {
-                    try reader.forEachListedKey(userId: userId, statuses: statuses) { keys[userId, default: []].append(UserKey($0)) }
-                }
-                return keys
+        return try read { reader in
+            var keys: [String: [UserKey]] = [:]
+            for userId in userIds {
+                let username = try reader.user(id: userId)?.username
+                try reader.forEachKey(userId: userId, statuses: statuses) { keys[userId, default: []].append(UserKey($0, username: username)) }
             }
+            return keys
         }
     }
 
@@ -220,12 +240,14 @@ public final class KeyManager: Sendable {
 
     /// Runs `body` in a read snapshot. A MAC that does not hold because another process rotated the master key
     /// meanwhile is not tampering: the new key is loaded and `body` runs again.
+    ///
+    /// Every record `body` reads is checked against its row MAC first.
     func read<T>(_ body: (StoreReader) throws -> T) throws -> T {
         do {
-            return try Self.mapped { try store.read(body) }
+            return try Self.mapped { try store.read(rows: integrity.rowKeys, body) }
         } catch let error as KeyManagerError where error.code == .tampered {
             guard try reloadIfMasterKeyMoved() else { throw error }
-            return try Self.mapped { try store.read(body) }
+            return try Self.mapped { try store.read(rows: integrity.rowKeys, body) }
         }
     }
 
@@ -240,7 +262,7 @@ public final class KeyManager: Sendable {
             let keys = masterKeys
             do {
                 return try Self.mapped {
-                    try store.write(audit: keys.integrity.auditKeys) { writer in
+                    try store.write(audit: keys.integrity.auditKeys, rows: keys.integrity.rowKeys) { writer in
                         try requireCurrentMasterKey(writer, keys)
                         return try body(writer)
                     }
@@ -294,6 +316,8 @@ public final class KeyManager: Sendable {
             throw KeyManagerError(.usage, "Argon2 needs parallelism >= 1, iterations >= 1 and memory >= 8 KiB per lane")
         }
         guard !options.issuer.isEmpty else { throw KeyManagerError(.usage, "--issuer must not be empty") }
+        // Shown by `status` and sent to servers: no terminal escapes, controls or bidi overrides.
+        if let deviceName = options.deviceName { try validateIdentifier(deviceName, what: "device name (--device-name)") }
         for argv in [options.biometricVerifier, options.credentialVerifier].compactMap({ $0 }) {
             guard let program = argv.first, program.hasPrefix("/") else {
                 throw KeyManagerError(.usage, "a verifier command must start with an absolute path, e.g. /usr/bin/fprintd-verify")

@@ -201,9 +201,12 @@ public final class Store: Sendable {
 
     // MARK: Access
 
-    /// Runs `body` in a read-only snapshot of the store.
-    public func read<T>(_ body: (StoreReader) throws -> T) throws -> T {
-        try guarded("read the store") { try reader.read { db in try body(StoreReader(db: db, digest: digest)) } }
+    /// Runs `body` in a read-only snapshot of the store; with `rows`, every record it reads is checked against its
+    /// row MAC first.
+    public func read<T>(rows: RowIntegrityKeys? = nil, _ body: (StoreReader) throws -> T) throws -> T {
+        try guarded("read the store") {
+            try reader.read { db in try body(StoreReader(db: db, digest: digest, rowKeys: rows)) }
+        }
     }
 
     /// Runs `body` in one immediate write transaction: everything it does commits together or not at all.
@@ -213,13 +216,22 @@ public final class Store: Sendable {
     }
 
     /// Runs `body` in one immediate write transaction whose audit entries are chained and anchored with `keys`.
+    ///
+    /// With `rows`, every record `body` reads is checked against its row MAC, and before the transaction commits
+    /// every row it changed or deleted is checked as it was, and every row it touched is stamped, with its table's
+    /// committed set (see `RowIntegrity`). Without (`stampAllRows` callers), rows are neither checked nor stamped.
     @discardableResult
-    public func write<T>(audit keys: AuditKeys?, _ body: (StoreWriter) throws -> T) throws -> T {
+    public func write<T>(audit keys: AuditKeys?, rows: RowIntegrityKeys? = nil, _ body: (StoreWriter) throws -> T) throws -> T {
         try guarded("write the store") {
             try pool.writeWithoutTransaction { db in
                 var result: T?
                 try db.inTransaction(.immediate) {
-                    result = try body(StoreWriter(db: db, digest: digest, auditKeys: keys))
+                    let log = try rows.map { _ in try RowChangeLog(db) }
+                    defer { log?.remove() }
+                    let writer = StoreWriter(db: db, digest: digest, auditKeys: keys, rowKeys: rows)
+                    writer.changes = log
+                    result = try body(writer)
+                    if let log, let rows { try writer.sealChanges(log, keys: rows) }
                     return .commit
                 }
                 guard let result else { throw StorageError(.failure, "a write transaction produced no result") }

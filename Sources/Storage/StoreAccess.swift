@@ -9,13 +9,19 @@ public class StoreReader {
     let db: Database
     let digest: AuditDigest
     let auditKeys: AuditKeys?
+    /// When set, every record read is checked against its row MAC first (`checked(_:_:)`).
+    let rowKeys: RowIntegrityKeys?
 
-    init(db: Database, digest: @escaping AuditDigest, auditKeys: AuditKeys? = nil) {
+    init(db: Database, digest: @escaping AuditDigest, auditKeys: AuditKeys? = nil, rowKeys: RowIntegrityKeys? = nil) {
         self.db = db
         self.digest = digest
         self.auditKeys = auditKeys
+        self.rowKeys = rowKeys
     }
 }
 
 /// Write access inside one transaction: every change keymgr makes, beside the queries of its table.
-public final class StoreWriter: StoreReader {}
+public final class StoreWriter: StoreReader {
+    /// The rows this transaction changed so far, when it stamps them at commit (`Store.write(audit:rows:)`).
+    var changes: RowChangeLog?
+}

@@ -104,7 +104,7 @@ public struct SyncService: Sendable {
         var kids = Set<String>()
         var activeKeys = 0
         var unregistered: [String] = []
-        try manager.forEachKey(userId: nil, statuses: Set(KeyStatus.allCases)) { key in
+        try manager.forEachKey(userId: nil, statuses: Set(KeyStatus.allCases), verified: true) { key in
             kids.insert(key.kid)
             if key.status == .active { activeKeys += 1 }
             if key.serverState == .unregistered && KeyStatus.usable.contains(key.status) { unregistered.append(key.kid) }

@@ -53,13 +53,13 @@ final class AppPINTests: KeyManagerTestCase {
         let eveVerifier = try XCTUnwrap(try manager.store.read { try $0.appPIN(kid: eve.key.kid) }).verifier
         try restampPIN(kid) { $0.verifier = eveVerifier; $0.failedAttempts = 0 }
         assertCode(.tampered) { _ = try self.sign("dora", pin: "135790") }
-        try manager.store.write { try $0.save(record) }
+        try manager.store.write(audit: nil, rows: manager.integrity.rowKeys) { try $0.save(record) }
         _ = try sign("dora", pin: "482916")
     }
 
     /// Changes a PIN record as someone holding the master key could, MAC included.
     private func restampPIN(_ kid: String, _ change: (inout AppPINRecord) -> Void) throws {
-        try manager.store.write { writer in
+        try manager.store.write(audit: nil, rows: manager.integrity.rowKeys) { writer in
             var record = try XCTUnwrap(try writer.appPIN(kid: kid))
             change(&record)
             try writer.save(try manager.stamped(record))
@@ -111,7 +111,7 @@ final class AppPINTests: KeyManagerTestCase {
 
     /// Changes the device settings as an administrator holding the master key could, MAC included.
     private func restampDevice(_ change: (inout DeviceRecord) -> Void) throws {
-        try manager.store.write { writer in
+        try manager.store.write(audit: nil, rows: manager.integrity.rowKeys) { writer in
             var device = try XCTUnwrap(try writer.device())
             change(&device)
             try writer.save(try manager.stamped(device))

@@ -65,7 +65,7 @@ final class ErrorTaxonomyTests: KeyManagerTestCase {
     func testUnAuthorizeAndPinLocked() throws {
         try bind("a", .applicationPIN, pin: "482916")
         assertCode(.unAuthorize) { _ = try self.sign("a", pin: "999000") }
-        try manager.store.write { writer in
+        try manager.store.write(audit: nil, rows: manager.integrity.rowKeys) { writer in
             var key = try XCTUnwrap(try writer.keys(statuses: [.active]).first)
             key.status = .locked
             try writer.update(try manager.stamped(key))

@@ -69,7 +69,7 @@ final class KeyLifecycleTests: KeyManagerTestCase {
 
     func testRegisteredKeyIsQueuedForServerDeletionWhenRetired() throws {
         let first = try bind("erin")
-        try manager.store.write { writer in
+        try manager.store.write(audit: nil, rows: manager.integrity.rowKeys) { writer in
             var key = try XCTUnwrap(try writer.key(kid: first.key.kid))
             key.serverState = .registered
             try writer.update(key)
@@ -81,7 +81,7 @@ final class KeyLifecycleTests: KeyManagerTestCase {
     func testRevokeDestroysMaterialTokensAndRegistrationButKeepsATombstone() throws {
         let bound = try bind("frank")
         let now = Date()
-        try manager.store.write { writer in
+        try manager.store.write(audit: nil, rows: manager.integrity.rowKeys) { writer in
             try writer.save(ServerRecord(dialect: .oauth, baseUrl: "http://127.0.0.1:1", updatedAt: now))
             try writer.save(TokenRecord(userId: "frank", serverName: "default", clientId: "c", tokenType: "DPoP",
                                         sealedAccessToken: Data([1]), sealedRefreshToken: nil, sealedIdToken: nil, scope: nil,
@@ -192,15 +192,63 @@ final class IntegrityUpgradeTests: KeyManagerTestCase {
         try checkStampedOnFirstOpen(readOnly: true)
     }
 
-    /// What keymgr before migration 0002 left: schema 1, no MAC columns, the version 1 master key check.
-    private func makeLegacyStore() throws -> BindResult {
+    /// A store made before the row MACs (schema 2, check version 2) is stamped once, on the first open; from then on
+    /// a missing row MAC is tampering, and the old check value put back buys no second stamping.
+    func testAStoreMadeBeforeTheRowMACsIsStampedOnceThenAMissingRowMACIsTampering() throws {
+        let plain = try makeLegacyStore(schema: 2)
+        let oldCheck = try rawConnection().read { db in try Data.fetchOne(db, sql: "SELECT master_key_check FROM device") }
+        try checkStampedOnFirstOpen(readOnly: false)
+        XCTAssertEqual(try manager.verifyAudit().rowIssues, [])
+        XCTAssertGreaterThan(try manager.verifyAudit().rowsChecked, 4)
+        manager = nil
+        try rawConnection().write { db in
+            try db.execute(sql: "UPDATE users SET row_mac = NULL WHERE user_id = 'ada'")
+        }
+        manager = try KeyManager.open(home: home, environment: [:])
+        assertCode(.tampered) { _ = try self.sign("ada") }
+        _ = try sign("bea", pin: "482916")
+        manager = nil
+        try rawConnection().write { db in
+            try db.execute(sql: "UPDATE device SET master_key_check = ?", arguments: [oldCheck])
+        }
+        // Either the open refuses (the check says "re-stamp" but the rows are stamped) or the device row does.
+        do {
+            manager = try KeyManager.open(home: home, environment: [:])
+            assertCode(.tampered) { _ = try self.manager.status() }
+        } catch let error as KeyManagerError {
+            XCTAssertEqual(error.code, .tampered, "\(error)")
+        }
+        XCTAssertEqual(try rawConnection().read { db in
+            try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM audit_events WHERE event = 'store.integrityStamped'")
+        }, 1, "no second stamping")
+        _ = plain
+    }
+
+    /// What keymgr before migration 0002 (schema 1, no MAC columns, the version 1 master key check) or before
+    /// migration 0003 (schema 2, no row MACs, the version 2 check) left.
+    private func makeLegacyStore(schema: Int = 1) throws -> BindResult {
         let plain = try bind("ada")
         try bind("bea", .applicationPIN, pin: "482916")
         _ = try sign("ada")
         let deviceId = try XCTUnwrap(try manager.store.read { try $0.device() }).deviceId
-        let legacyCheck = try manager.hierarchy.seal(KeyHierarchy.legacyMasterCheckPlaintext, in: .masterCheck(deviceId: deviceId))
+        let legacyCheck = try manager.hierarchy.seal(schema == 1 ? KeyHierarchy.legacyMasterCheckPlaintext : KeyHierarchy.v2MasterCheckPlaintext,
+                                                     in: .masterCheck(deviceId: deviceId))
         manager = nil
         try rawConnection().writeWithoutTransaction { db in
+            try db.execute(sql: """
+                ALTER TABLE device DROP COLUMN row_sets;
+                ALTER TABLE device DROP COLUMN row_mac;
+                ALTER TABLE users DROP COLUMN row_mac;
+                ALTER TABLE user_keys DROP COLUMN row_mac;
+                ALTER TABLE app_pins DROP COLUMN row_mac;
+                ALTER TABLE servers DROP COLUMN row_mac;
+                ALTER TABLE registrations DROP COLUMN row_mac;
+                ALTER TABLE tokens DROP COLUMN row_mac;
+                ALTER TABLE sync_state DROP COLUMN row_mac;
+                PRAGMA user_version = 2;
+                """)
+            try db.execute(sql: "UPDATE device SET master_key_check = ?", arguments: [legacyCheck])
+            guard schema == 1 else { return }
             try db.execute(sql: """
                 DROP TRIGGER audit_events_append_only_update;
                 CREATE TRIGGER audit_events_append_only_update BEFORE UPDATE ON audit_events
@@ -215,7 +263,6 @@ final class IntegrityUpgradeTests: KeyManagerTestCase {
                 ALTER TABLE audit_events DROP COLUMN mac;
                 PRAGMA user_version = 1;
                 """)
-            try db.execute(sql: "UPDATE device SET master_key_check = ?", arguments: [legacyCheck])
         }
         return plain
     }

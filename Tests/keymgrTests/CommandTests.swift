@@ -287,7 +287,8 @@ final class CommandTests: XCTestCase {
         let count = try sandbox.succeed(["audit", "--json"]).array().count
 
         let intact = try sandbox.succeed(["audit", "verify", "--json"]).object()
-        XCTAssertEqual(Set(intact.keys), ["intact", "checked", "firstBadSeq", "reason"])
+        XCTAssertEqual(Set(intact.keys), ["intact", "checked", "firstBadSeq", "reason", "rowsChecked", "rowIssues"])
+        XCTAssertEqual((intact["rowIssues"] as? [Any])?.count, 0)
         XCTAssertEqual(intact["intact"] as? Bool, true)
         XCTAssertEqual(intact["checked"] as? Int, count)
         assertNull(intact["firstBadSeq"], "firstBadSeq")
@@ -302,7 +303,7 @@ final class CommandTests: XCTestCase {
         let broken = try sandbox.keymgr(["audit", "verify", "--json"])
         XCTAssertEqual(broken.status, 1, broken.summary)
         let report = try broken.object()
-        XCTAssertEqual(Set(report.keys), ["intact", "checked", "firstBadSeq", "reason"])
+        XCTAssertEqual(Set(report.keys), ["intact", "checked", "firstBadSeq", "reason", "rowsChecked", "rowIssues"])
         XCTAssertEqual(report["intact"] as? Bool, false)
         XCTAssertEqual(report["checked"] as? Int, 1)
         XCTAssertEqual(report["firstBadSeq"] as? Int, 2)

@@ -103,17 +103,15 @@ final class ReadOnlyCommandTests: XCTestCase {
             "del \u{7F} c1 \u{80}\u{85}\u{9F} nbsp \u{A0}", "bidi \u{202E}evil\u{202C} \u{061C}\u{200E}\u{2066}\u{2069}",
             "Ünïcødé ✓ 😀 \u{2028}\u{FEFF}", "",
         ]
-        for index in names.indices {
-            _ = try manager.bind(BindRequest(userId: "user-\(index)"), newPIN: { throw KeyManagerError(.abort, "a NONE key needs no PIN") })
-        }
-        // Device names come from the server; keymgr refuses such usernames at its door (TextRules), so an edit stands in
-        // for both here (neither column is MAC'd). No NUL: SQLite text and argv end there.
+        // Usernames with control or bidi characters are refused at keymgr's door (TextRules): those users have none.
+        let usernames = names.map { name in name.flatMap { (try? TextRules.checkIdentifier($0, what: "username")) != nil ? $0 : nil } }
         for (index, name) in names.enumerated() {
-            let value = name.map { "'" + $0.replacingOccurrences(of: "'", with: "''") + "'" } ?? "NULL"
-            let edit = try sandbox.run(URL(fileURLWithPath: "/usr/bin/sqlite3"), [sandbox.database.path,
-                "UPDATE user_keys SET device_name = \(value) WHERE user_id = 'user-\(index)'; "
-                    + "UPDATE users SET username = \(value) WHERE user_id = 'user-\(index)'"])
-            XCTAssertEqual(edit.status, 0, edit.summary)
+            var request = BindRequest(userId: "user-\(index)")
+            request.username = usernames[index]
+            let bound = try manager.bind(request, newPIN: { throw KeyManagerError(.abort, "a NONE key needs no PIN") })
+            // Device names come from the server, as a journey's registration records them (every row is MAC'd, so
+            // the library, not an edit, stands in for the server). No NUL: SQLite text and argv end there.
+            try manager.markRegistered(kid: bound.key.kid, deviceName: name)
         }
         try sandbox.succeed(["sign", "--user", "user-1", "--challenge", "c"])
         let all = try sandbox.succeed(["list", "--json"])
@@ -129,6 +127,6 @@ final class ReadOnlyCommandTests: XCTestCase {
             XCTAssertTrue(escaped.contains(sequence), "no \(sequence) in \(escaped)")
         }
         XCTAssertEqual(try sandbox.succeed(["list", "--json", "--status", "revoked"]).array().map { $0["username"] as? String },
-                       names)
+                       usernames)
     }
 }

@@ -4,10 +4,14 @@ import GRDB
 // The queries of `AppPINRecord`: reads for any snapshot, changes inside a write transaction.
 
 extension StoreReader {
-    public func appPIN(kid: String) throws -> AppPINRecord? { try AppPINRecord.fetchOne(db, key: kid) }
+    public func appPIN(kid: String) throws -> AppPINRecord? {
+        try checkedOne(AppPINRecord.self, "app_pins", sql: "SELECT * FROM app_pins WHERE kid = ?", arguments: [kid])
+    }
 
     /// Every PIN record (for re-wrapping under a new master key).
-    public func appPINs() throws -> [AppPINRecord] { try AppPINRecord.fetchAll(db) }
+    public func appPINs() throws -> [AppPINRecord] {
+        try checkedAll(AppPINRecord.self, "app_pins", sql: "SELECT * FROM app_pins ORDER BY kid")
+    }
 }
 
 extension StoreWriter {

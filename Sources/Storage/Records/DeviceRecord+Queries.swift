@@ -9,21 +9,18 @@ extension StoreReader {
     /// Read by column index, not through `Decodable` (with its snake_case key conversion): every command reads this
     /// row once at start-up, where that conversion cost more than the query.
     public func device() throws -> DeviceRecord? {
-        guard let row = try Row.fetchOne(db, sql: """
-            SELECT device_id, device_name, os_name, os_version, model, issuer, pin_retry, pin_min_length,
-                   argon2_memory_kib, argon2_iterations, argon2_parallelism, biometric_verifier, credential_verifier,
-                   master_key_check, created_at, integrity_mac
-            FROM device WHERE id = 1
-            """) else { return nil }
+        // Every column, in table order (later migrations only append): the row MAC is over all of them.
+        guard let found = try Row.fetchOne(db, sql: "SELECT * FROM device WHERE id = 1") else { return nil }
+        let row = try checked(DeviceRecord.databaseTableName, found, rowid: 1)
         var device = DeviceRecord(
-            deviceId: try row.decode(atIndex: 0), deviceName: try row.decode(atIndex: 1), osName: try row.decode(atIndex: 2),
-            osVersion: try row.decode(atIndex: 3), model: try row.decode(atIndex: 4), issuer: try row.decode(atIndex: 5),
-            pinRetry: try row.decode(atIndex: 6), pinMinLength: try row.decode(atIndex: 7),
-            argon2MemoryKib: try row.decode(atIndex: 8), argon2Iterations: try row.decode(atIndex: 9),
-            argon2Parallelism: try row.decode(atIndex: 10), biometricVerifier: try row.decode(atIndex: 11),
-            credentialVerifier: try row.decode(atIndex: 12), masterKeyCheck: try row.decode(atIndex: 13),
-            createdAt: try Self.requiredDate(row, 14))
-        device.integrityMac = try row.decode(atIndex: 15)
+            deviceId: try row.decode(atIndex: 1), deviceName: try row.decode(atIndex: 2), osName: try row.decode(atIndex: 3),
+            osVersion: try row.decode(atIndex: 4), model: try row.decode(atIndex: 5), issuer: try row.decode(atIndex: 6),
+            pinRetry: try row.decode(atIndex: 7), pinMinLength: try row.decode(atIndex: 8),
+            argon2MemoryKib: try row.decode(atIndex: 9), argon2Iterations: try row.decode(atIndex: 10),
+            argon2Parallelism: try row.decode(atIndex: 11), biometricVerifier: try row.decode(atIndex: 12),
+            credentialVerifier: try row.decode(atIndex: 13), masterKeyCheck: try row.decode(atIndex: 14),
+            createdAt: try Self.requiredDate(row, 15))
+        device.integrityMac = try row.decode(atIndex: 16)
         return device
     }
 }

@@ -5,13 +5,16 @@ import GRDB
 
 extension StoreReader {
     public func registration(userId: String, serverName: String) throws -> RegistrationRecord? {
-        try RegistrationRecord.fetchOne(db, key: ["user_id": userId, "server_name": serverName])
+        try checkedOne(RegistrationRecord.self, "registrations",
+                       sql: "SELECT * FROM registrations WHERE user_id = ? AND server_name = ?", arguments: [userId, serverName])
     }
 
     public func registrations(userId: String? = nil) throws -> [RegistrationRecord] {
-        var request = RegistrationRecord.all()
-        if let userId { request = request.filter(Column("user_id") == userId) }
-        return try request.fetchAll(db)
+        guard let userId else {
+            return try checkedAll(RegistrationRecord.self, "registrations", sql: "SELECT * FROM registrations ORDER BY user_id, server_name")
+        }
+        return try checkedAll(RegistrationRecord.self, "registrations",
+                              sql: "SELECT * FROM registrations WHERE user_id = ? ORDER BY server_name", arguments: [userId])
     }
 }
 

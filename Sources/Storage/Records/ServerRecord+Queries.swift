@@ -4,9 +4,13 @@ import GRDB
 // The queries of `ServerRecord`: reads for any snapshot, changes inside a write transaction.
 
 extension StoreReader {
-    public func server(name: String = "default") throws -> ServerRecord? { try ServerRecord.fetchOne(db, key: name) }
+    public func server(name: String = "default") throws -> ServerRecord? {
+        try checkedOne(ServerRecord.self, "servers", sql: "SELECT * FROM servers WHERE name = ?", arguments: [name])
+    }
 
-    public func servers() throws -> [ServerRecord] { try ServerRecord.order(Column("name")).fetchAll(db) }
+    public func servers() throws -> [ServerRecord] {
+        try checkedAll(ServerRecord.self, "servers", sql: "SELECT * FROM servers ORDER BY name")
+    }
 }
 
 extension StoreWriter {

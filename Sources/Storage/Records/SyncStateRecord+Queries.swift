@@ -5,13 +5,14 @@ import GRDB
 
 extension StoreReader {
     public func syncState(serverName: String = "default") throws -> SyncStateRecord? {
-        try SyncStateRecord.fetchOne(db, key: serverName)
+        try checkedOne(SyncStateRecord.self, "sync_state", sql: "SELECT * FROM sync_state WHERE server_name = ?",
+                       arguments: [serverName])
     }
 
     /// The most recent sync run over all servers.
     public func lastSync() throws -> SyncStateRecord? {
         // SQL text: `order()` first asks the schema whether the table exists (see `key(kid:)`).
-        try SyncStateRecord.fetchOne(db, sql: "SELECT * FROM sync_state ORDER BY started_at DESC LIMIT 1")
+        try checkedOne(SyncStateRecord.self, "sync_state", sql: "SELECT * FROM sync_state ORDER BY started_at DESC LIMIT 1")
     }
 }
 

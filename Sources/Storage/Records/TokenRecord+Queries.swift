@@ -5,13 +5,16 @@ import GRDB
 
 extension StoreReader {
     public func tokenSet(userId: String, serverName: String) throws -> TokenRecord? {
-        try TokenRecord.fetchOne(db, key: ["user_id": userId, "server_name": serverName])
+        try checkedOne(TokenRecord.self, "tokens",
+                       sql: "SELECT * FROM tokens WHERE user_id = ? AND server_name = ?", arguments: [userId, serverName])
     }
 
     public func tokenSets(userId: String? = nil) throws -> [TokenRecord] {
-        var request = TokenRecord.all()
-        if let userId { request = request.filter(Column("user_id") == userId) }
-        return try request.fetchAll(db)
+        guard let userId else {
+            return try checkedAll(TokenRecord.self, "tokens", sql: "SELECT * FROM tokens ORDER BY user_id, server_name")
+        }
+        return try checkedAll(TokenRecord.self, "tokens",
+                              sql: "SELECT * FROM tokens WHERE user_id = ? ORDER BY server_name", arguments: [userId])
     }
 }
 

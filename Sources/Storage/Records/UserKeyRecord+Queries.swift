@@ -6,7 +6,7 @@ import GRDB
 extension StoreReader {
     /// Keys whose kid starts with `prefix`, compared without regard to case (at most `limit`).
     public func keys(kidPrefix prefix: String, limit: Int) throws -> [UserKeyRecord] {
-        try UserKeyRecord.fetchAll(db, sql: """
+        try checkedAll(UserKeyRecord.self, "user_keys", sql: """
             SELECT * FROM user_keys WHERE upper(substr(kid, 1, ?)) = upper(?) ORDER BY kid LIMIT ?
             """, arguments: [prefix.count, prefix, limit])
     }
@@ -14,19 +14,36 @@ extension StoreReader {
     // Hot paths (sign, status) query with SQL text: the query interface's fetchOne(key:) and order() first ask the
     // schema for primary keys and tables, which costs a short process more than the query itself.
     public func key(kid: String) throws -> UserKeyRecord? {
-        try UserKeyRecord.fetchOne(db, sql: "SELECT * FROM user_keys WHERE kid = ?", arguments: [kid])
+        try checkedOne(UserKeyRecord.self, "user_keys", sql: "SELECT * FROM user_keys WHERE kid = ?", arguments: [kid])
     }
 
     /// The keys of one user (or of every user when `userId` is nil) whose status is in `statuses`, oldest first.
     public func keys(userId: String? = nil, statuses: Set<UserKeyRecord.Status>) throws -> [UserKeyRecord] {
-        var request = UserKeyRecord.filter(statuses.map(\.rawValue).contains(Column("status")))
-        if let userId { request = request.filter(Column("user_id") == userId) }
-        return try request.order(Column("user_id"), Column("created_at"), Column("kid")).fetchAll(db)
+        var keys: [UserKeyRecord] = []
+        try forEachKey(userId: userId, statuses: statuses) { keys.append($0) }
+        return keys
+    }
+
+    /// The keys `keys(userId:statuses:)` returns, in the same order, one at a time as SQLite steps, each row's MAC
+    /// checked (when this reader checks rows): what sync reads to decide, over every key of the store.
+    public func forEachKey(userId: String? = nil, statuses: Set<UserKeyRecord.Status>,
+                           _ body: (UserKeyRecord) throws -> Void) throws {
+        let placeholders = Array(repeating: "?", count: statuses.count).joined(separator: ", ")
+        var arguments: StatementArguments = StatementArguments(statuses.map(\.rawValue).sorted())
+        var sql = "SELECT * FROM user_keys WHERE status IN (\(placeholders))"
+        if let userId {
+            sql += " AND user_id = ?"
+            arguments += [userId]
+        }
+        sql += " ORDER BY user_id, created_at, kid"
+        let rows = try Row.fetchCursor(db, sql: withRowid(sql), arguments: arguments)
+        while let row = try rows.next() { try body(try UserKeyRecord(row: try checked("user_keys", row))) }
     }
 
     /// Keys in a given server state (e.g. those queued for deletion on the server).
     public func keys(serverState: UserKeyRecord.ServerState) throws -> [UserKeyRecord] {
-        try UserKeyRecord.filter(Column("server_state") == serverState.rawValue).order(Column("kid")).fetchAll(db)
+        try checkedAll(UserKeyRecord.self, "user_keys", sql: "SELECT * FROM user_keys WHERE server_state = ? ORDER BY kid",
+                       arguments: [serverState.rawValue])
     }
 
     /// Keys with their owners' usernames, for listing.

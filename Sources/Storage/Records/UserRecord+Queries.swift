@@ -6,12 +6,21 @@ import GRDB
 extension StoreReader {
     /// SQL text rather than `fetchOne(key:)`, which first asks the schema for the primary key (see `key(kid:)`).
     public func user(id userId: String) throws -> UserRecord? {
-        try UserRecord.fetchOne(db, sql: "SELECT * FROM users WHERE user_id = ?", arguments: [userId])
+        try checkedOne(UserRecord.self, "users", sql: "SELECT * FROM users WHERE user_id = ?", arguments: [userId])
     }
 
     /// Every user, by user id.
     public func users() throws -> [UserRecord] {
-        try UserRecord.fetchAll(db, sql: "SELECT * FROM users ORDER BY user_id")
+        try checkedAll(UserRecord.self, "users", sql: "SELECT * FROM users ORDER BY user_id")
+    }
+
+    /// The users `name` could stand for: whose user id is `name`, whose universal id's `id=` value is `name`, or
+    /// whose username is `name`, by user id.
+    public func users(matching name: String) throws -> [UserRecord] {
+        try checkedAll(UserRecord.self, "users", sql: """
+            SELECT * FROM users WHERE user_id = ?1 OR username = ?1 OR substr(user_id, 1, length(?1) + 4) = 'id=' || ?1 || ','
+            ORDER BY user_id
+            """, arguments: [name])
     }
 
     /// How many users and usable (active or locked) keys the store holds.

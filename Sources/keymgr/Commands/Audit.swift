@@ -8,7 +8,7 @@ import KeyManager
 struct Audit: KeymgrCommand {
     static let configuration = CommandConfiguration(
         commandName: "audit",
-        abstract: "Show the audit log, or verify its hash chain.",
+        abstract: "Show the audit log, or verify the whole store: every row's MAC, each table's set of rows, the audit chain.",
         usage: "keymgr audit [list] [<options>] [-n <n>] | keymgr audit verify",
         discussion: """
             `keymgr audit [options]` is `keymgr audit list [options]` (see `keymgr audit list --help`).
@@ -144,14 +144,18 @@ struct Audit: KeymgrCommand {
         }
     }
 
-    /// `keymgr audit verify`: recomputes the hash chain.
+    /// `keymgr audit verify`: checks the whole store, the audit chain included.
     struct Verify: KeymgrCommand {
         static let configuration = CommandConfiguration(
             commandName: "verify",
-            abstract: "Check that no audit entry was altered, removed, inserted or reordered.",
+            abstract: "Check the whole store: every row, each table's set of rows, and the audit chain.",
             discussion: """
-                Recomputes every entry's hash from the first one. Exits 0 when the chain holds and 1 when it does \
-                not, naming the first entry that fails. With --json: {"intact", "checked", "firstBadSeq", "reason"}.
+                Checks every row of every table keymgr trusts against its MAC under the master key, each table's set \
+                of rows against the one the store committed (so a deleted row, or a deleted row put back, shows), \
+                and recomputes the audit chain. Exits 0 when everything holds and 1 when something does not, naming \
+                each table and row, and the first audit entry that fails. This is the command a `tampered` error \
+                points to. With --json: {"intact", "checked", "firstBadSeq", "reason", "rowsChecked", \
+                "rowIssues": [{"table", "row", "reason"}]}.
 
                 Example:
                   keymgr audit verify --json
@@ -163,12 +167,24 @@ struct Audit: KeymgrCommand {
             let report = try globals.openManager(readOnly: true).verifyAudit()
             let console = globals.console
             if globals.json { console.answer(json: AuditVerificationJSON(report)) }
-            guard let bad = report.firstBad else {
-                if !globals.json { console.answer("audit log intact: \(report.checked) entries checked") }
+            if report.isIntact {
+                if !globals.json {
+                    console.answer("store intact: \(report.rowsChecked) rows and their tables' row sets checked; "
+                        + "audit log intact: \(report.checked) entries checked")
+                }
                 return
             }
-            StandardStream.error.write(
-                "keymgr: the audit log is broken at entry \(bad.seq): \(bad.reason) (\(report.checked) entries before it verified)\n")
+            for issue in report.rowIssues {
+                StandardStream.error.write("keymgr: tampered: table \(issue.table)"
+                    + (issue.row.map { ", row \(TextTable.printable($0))" } ?? "") + ": \(issue.reason)\n")
+            }
+            if let bad = report.firstBad {
+                StandardStream.error.write(
+                    "keymgr: the audit log is broken at entry \(bad.seq): \(bad.reason) (\(report.checked) entries before it verified)\n")
+            } else {
+                StandardStream.error.write("keymgr: the audit log itself is intact (\(report.checked) entries); restore the store "
+                    + "from a backup, or find what changed from the rows named above\n")
+            }
             throw ExitCode.failure
         }
     }

@@ -81,7 +81,7 @@ struct Init: KeymgrCommand {
         if globals.json {
             console.answer(json: StatusJSON(status))
         } else {
-            console.confirm("initialised a keymgr store in \(home.url.path) for device \"\(status.deviceName)\" (\(status.deviceId))")
+            console.confirm("initialised a keymgr store in \(home.url.path) for device \"\(TextTable.printable(status.deviceName))\" (\(status.deviceId))")
         }
     }
 

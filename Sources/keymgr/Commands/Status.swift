@@ -27,7 +27,8 @@ struct Status: KeymgrCommand {
         let lines: [(String, String)] = [
             ("home", globals.storeHome.url.path),
             ("device id", status.deviceId),
-            ("device name", status.deviceName),
+            // MAC'd with the device row, and printed without controls or bidi characters all the same.
+            ("device name", TextTable.printable(status.deviceName)),
             ("schema version", String(status.schemaVersion)),
             ("users", String(status.users)),
             ("keys", String(status.keys)),

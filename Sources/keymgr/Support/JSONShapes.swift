@@ -133,12 +133,23 @@ struct AuditVerificationJSON: Encodable {
     let checked: Int
     @Nullable var firstBadSeq: Int64?
     @Nullable var reason: String?
+    let rowsChecked: Int
+    let rowIssues: [RowIssueJSON]
+
+    /// `{"table", "row", "reason"}`: `row` is null for a problem with the table's set of rows.
+    struct RowIssueJSON: Encodable {
+        let table: String
+        @Nullable var row: String?
+        let reason: String
+    }
 
     init(_ report: AuditVerification) {
         intact = report.isIntact
         checked = report.checked
         firstBadSeq = report.firstBad?.seq
         reason = report.firstBad?.reason
+        rowsChecked = report.rowsChecked
+        rowIssues = report.rowIssues.map { RowIssueJSON(table: $0.table, row: $0.row, reason: $0.reason) }
     }
 }
 
