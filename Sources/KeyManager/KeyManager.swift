@@ -317,7 +317,7 @@ public final class KeyManager: Sendable {
         }
         guard !options.issuer.isEmpty else { throw KeyManagerError(.usage, "--issuer must not be empty") }
         // Shown by `status` and sent to servers: no terminal escapes, controls or bidi overrides.
-        if let deviceName = options.deviceName { try validateIdentifier(deviceName, what: "device name (--device-name)") }
+        if let deviceName = options.deviceName { try TextRules.checkIdentifier(deviceName, what: "device name (--device-name)") }
         for argv in [options.biometricVerifier, options.credentialVerifier].compactMap({ $0 }) {
             guard let program = argv.first, program.hasPrefix("/") else {
                 throw KeyManagerError(.usage, "a verifier command must start with an absolute path, e.g. /usr/bin/fprintd-verify")
