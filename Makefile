@@ -12,7 +12,8 @@ export PATH := $(SWIFT_BIN):$(PATH)
 # sudo brings visudo (the shared-device test checks the README's sudoers rule); time, valgrind, strace and
 # eatmydata are the benchmarks'.
 APT_PACKAGES := libsqlite3-dev libssl-dev libargon2-dev libcurl4-openssl-dev pkg-config sqlite3 openssl \
-	python3 python3-pip curl argon2 systemd make bsdutils sudo time valgrind strace eatmydata
+	python3 python3-pip curl argon2 systemd make bsdutils sudo time valgrind strace eatmydata \
+	swtpm swtpm-tools tpm2-tools libtss2-dev tpm2-openssl
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 PREFIX ?= /usr/local

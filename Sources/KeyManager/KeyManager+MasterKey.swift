@@ -63,6 +63,7 @@ extension KeyManager {
                 // blesses a row someone edited.
                 var device = try verifiedDevice(writer)
                 device.masterKeyCheck = try reseal(device.masterKeyCheck, .masterCheck(deviceId: device.deviceId)) ?? Data()
+                device.tpmLockoutAuth = try reseal(device.tpmLockoutAuth, .tpmLockoutAuth(deviceId: device.deviceId))
                 device.integrityMac = try nextIntegrity.mac(device)
                 try writer.save(device)
                 for var key in try writer.keys(statuses: Set(UserKeyRecord.Status.allCases)) {

@@ -59,7 +59,14 @@ public final class KeyManager: Sendable {
         let manager = try KeyManager(store: store, masterKey: masterKey, deviceId: deviceId, environment: environment,
                                      logger: logger, now: now)
         let created = now()
-        let device = try manager.stamped(DeviceRecord(
+        var (backend, reason) = try chooseBackend(options)
+        var sealedLockoutAuth: Data?
+        if backend == .tpm {
+            let lockout = try manager.takeTPMLockout(options, deviceId: deviceId)
+            sealedLockoutAuth = lockout.sealed
+            if let note = lockout.note { reason += "; \(note)" }
+        }
+        var record = DeviceRecord(
             deviceId: deviceId, deviceName: options.deviceName ?? Self.hostName(),
             osName: "linux", osVersion: Self.osVersion(), model: Self.machine(),
             issuer: options.issuer, pinRetry: options.pinRetry, pinMinLength: options.pinMinLength,
@@ -68,7 +75,12 @@ public final class KeyManager: Sendable {
             biometricVerifier: try options.biometricVerifier.map(Self.encodeArgv),
             credentialVerifier: try options.credentialVerifier.map(Self.encodeArgv),
             masterKeyCheck: try manager.hierarchy.seal(KeyHierarchy.masterCheckPlaintext, in: .masterCheck(deviceId: deviceId)),
-            createdAt: created))
+            createdAt: created)
+        record.keyBackend = backend.rawValue
+        record.keyBackendReason = reason
+        record.tpmTcti = backend == .tpm ? options.tpmTcti : nil
+        record.tpmLockoutAuth = sealedLockoutAuth
+        let device = try manager.stamped(record)
         try Self.mapped { try store.write(audit: manager.integrity.auditKeys) { writer in
             guard try writer.device() == nil else {
                 throw KeyManagerError(.config, "\(home.url.path) already holds a keymgr store: use it, or choose another --home")
@@ -77,6 +89,7 @@ public final class KeyManager: Sendable {
             try writer.appendAudit(manager.auditEvent("store.initialized", details: [
                 "deviceId": .string(deviceId), "issuer": .string(options.issuer),
                 "masterKeySource": .string(Self.sourceKind(source)),
+                "keyBackend": .string(backend.rawValue), "keyBackendReason": .string(reason),
             ]))
         } }
         return manager
@@ -156,8 +169,12 @@ public final class KeyManager: Sendable {
         return try read { reader in
             let device = try verifiedDevice(reader)
             let counts = try reader.counts()
-            return StoreStatus(deviceId: device.deviceId, deviceName: device.deviceName, schemaVersion: schemaVersion,
-                               users: counts.users, keys: counts.usableKeys, lastSync: try reader.lastSync()?.finishedAt)
+            var status = StoreStatus(deviceId: device.deviceId, deviceName: device.deviceName, schemaVersion: schemaVersion,
+                                     users: counts.users, keys: counts.usableKeys, lastSync: try reader.lastSync()?.finishedAt)
+            status.keyBackend = KeyBackendKind(rawValue: device.keyBackend) ?? .software
+            status.keyBackendReason = device.keyBackendReason
+            status.tpmTcti = device.tpmTcti
+            return status
         }
     }
 

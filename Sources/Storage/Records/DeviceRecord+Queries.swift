@@ -12,7 +12,8 @@ extension StoreReader {
         guard let row = try Row.fetchOne(db, sql: """
             SELECT device_id, device_name, os_name, os_version, model, issuer, pin_retry, pin_min_length,
                    argon2_memory_kib, argon2_iterations, argon2_parallelism, biometric_verifier, credential_verifier,
-                   master_key_check, created_at, integrity_mac
+                   master_key_check, created_at, integrity_mac, key_backend, key_backend_reason, tpm_tcti,
+                   tpm_lockout_auth
             FROM device WHERE id = 1
             """) else { return nil }
         var device = DeviceRecord(
@@ -24,6 +25,10 @@ extension StoreReader {
             credentialVerifier: try row.decode(atIndex: 12), masterKeyCheck: try row.decode(atIndex: 13),
             createdAt: try Self.requiredDate(row, 14))
         device.integrityMac = try row.decode(atIndex: 15)
+        device.keyBackend = try row.decode(atIndex: 16)
+        device.keyBackendReason = try row.decode(atIndex: 17)
+        device.tpmTcti = try row.decode(atIndex: 18)
+        device.tpmLockoutAuth = try row.decode(atIndex: 19)
         return device
     }
 }

@@ -29,6 +29,14 @@ public struct DeviceRecord: KeymgrRecord, Equatable {
     public var createdAt: Date
     /// HMAC under a master-derived key over the fields that gate access (nil only before a legacy store is stamped).
     public var integrityMac: Data?
+    /// Where new keys live: `software` or `tpm` (chosen at init).
+    public var keyBackend: String = "software"
+    /// Why init chose `keyBackend`, for `status`.
+    public var keyBackendReason: String?
+    /// The TCTI of the store's TPM, pinned at init.
+    public var tpmTcti: String?
+    /// The TPM's lockoutAuth keymgr set, sealed under the master key; nil when keymgr does not hold it.
+    public var tpmLockoutAuth: Data?
 
     public init(deviceId: String, deviceName: String, osName: String, osVersion: String, model: String,
                 issuer: String, pinRetry: Int, pinMinLength: Int,
