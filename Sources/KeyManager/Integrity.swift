@@ -38,9 +38,10 @@ struct Integrity: Sendable {
     /// A TPM store's backend, pinned TCTI and sealed lockoutAuth; nothing for a software store, whose MAC stays as
     /// it was before key backends existed.
     private static func backendFields(_ device: DeviceRecord) -> [String?] {
-        guard device.keyBackend != "software" || device.tpmTcti != nil || device.tpmLockoutAuth != nil else { return [] }
+        guard device.keyBackend != "software" || device.tpmTcti != nil || device.tpmSecrets != nil else { return [] }
         return ["backend", device.keyBackend, device.tpmTcti,
-                device.tpmLockoutAuth.map { Hex.encode(SHA256.hash([UInt8]($0))) }]
+                device.tpmSecrets.map { Hex.encode(SHA256.hash([UInt8]($0))) },
+                device.tpmCounterIndex.map { String($0) }, device.rollbackCounter.map { String($0) }]
     }
 
     func mac(_ key: UserKeyRecord) throws -> Data {

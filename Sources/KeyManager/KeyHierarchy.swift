@@ -19,8 +19,8 @@ struct SealedSlot: Sendable {
     }
 
     /// The TPM lockoutAuth keymgr set at `init --key-backend tpm`.
-    static func tpmLockoutAuth(deviceId: String) -> SealedSlot {
-        SealedSlot(purpose: "device.tpm_lockout_auth", parts: ["device", "tpm_lockout_auth", deviceId])
+    static func tpmSecrets(deviceId: String) -> SealedSlot {
+        SealedSlot(purpose: "device.tpm_secrets", parts: ["device", "tpm_secrets", deviceId])
     }
 
     static func privateKey(kid: String, userId: String) -> SealedSlot {

@@ -45,6 +45,7 @@ extension KeyManager {
 
         let count: Int
         let nextKeys: MasterKeys
+        var counter: RollbackCounter?
         do {
             let device = try Self.mapped { try store.read { try Self.requireDevice($0) } }
             nextKeys = try MasterKeys(master: newMaster, deviceId: device.deviceId)
@@ -53,6 +54,7 @@ extension KeyManager {
             count = try Self.mapped { try store.write(audit: keys.integrity.auditKeys) { writer -> Int in
                 // Re-checked inside the transaction: another rotation may have committed since this process loaded its key.
                 try requireCurrentMasterKey(writer, keys)
+                counter = try checkRollback(writer, keys)
                 var rewrapped = 0
                 func reseal(_ value: Data?, _ slot: SealedSlot) throws -> Data? {
                     guard let value else { return nil }
@@ -63,7 +65,7 @@ extension KeyManager {
                 // blesses a row someone edited.
                 var device = try verifiedDevice(writer)
                 device.masterKeyCheck = try reseal(device.masterKeyCheck, .masterCheck(deviceId: device.deviceId)) ?? Data()
-                device.tpmLockoutAuth = try reseal(device.tpmLockoutAuth, .tpmLockoutAuth(deviceId: device.deviceId))
+                device.tpmSecrets = try reseal(device.tpmSecrets, .tpmSecrets(deviceId: device.deviceId))
                 device.integrityMac = try nextIntegrity.mac(device)
                 try writer.save(device)
                 for var key in try writer.keys(statuses: Set(UserKeyRecord.Status.allCases)) {
@@ -106,6 +108,7 @@ extension KeyManager {
                         + "nothing was rotated; run `keymgr audit verify` and restore the store from a backup")
                 }
                 try writer.stampAuditChain(keys: nextIntegrity.auditKeys)
+                if let counter { try advanceRollbackCounter(counter, writer, nextKeys) }
                 return rewrapped
             } }
         } catch is MasterKeyMoved {
@@ -125,6 +128,7 @@ extension KeyManager {
         }
         MasterKey.syncDirectory(of: keyPath)
         replaceMasterKeys(nextKeys)
+        if let counter { try settleRollbackCounter(counter, nextKeys) }
         return MasterKeyRotation(secretsRewrapped: count)
     }
 }

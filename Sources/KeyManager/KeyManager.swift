@@ -60,11 +60,10 @@ public final class KeyManager: Sendable {
                                      logger: logger, now: now)
         let created = now()
         var (backend, reason) = try chooseBackend(options)
-        var sealedLockoutAuth: Data?
+        var tpm: TPMSetUp?
         if backend == .tpm {
-            let lockout = try manager.takeTPMLockout(options, deviceId: deviceId)
-            sealedLockoutAuth = lockout.sealed
-            if let note = lockout.note { reason += "; \(note)" }
+            tpm = try manager.setUpTPM(options, deviceId: deviceId)
+            if let note = tpm?.note { reason += "; \(note)" }
         }
         var record = DeviceRecord(
             deviceId: deviceId, deviceName: options.deviceName ?? Self.hostName(),
@@ -79,7 +78,9 @@ public final class KeyManager: Sendable {
         record.keyBackend = backend.rawValue
         record.keyBackendReason = reason
         record.tpmTcti = backend == .tpm ? options.tpmTcti : nil
-        record.tpmLockoutAuth = sealedLockoutAuth
+        record.tpmSecrets = tpm?.sealedSecrets
+        record.tpmCounterIndex = tpm.map { Int64($0.counterIndex) }
+        record.rollbackCounter = tpm.map { Int64($0.counterValue) }
         let device = try manager.stamped(record)
         try Self.mapped { try store.write(audit: manager.integrity.auditKeys) { writer in
             guard try writer.device() == nil else {
@@ -256,12 +257,18 @@ public final class KeyManager: Sendable {
         while true {
             let keys = masterKeys
             do {
-                return try Self.mapped {
+                var counter: RollbackCounter?
+                let result = try Self.mapped {
                     try store.write(audit: keys.integrity.auditKeys) { writer in
                         try requireCurrentMasterKey(writer, keys)
-                        return try body(writer)
+                        counter = try checkRollback(writer, keys)
+                        let result = try body(writer)
+                        if let counter { try advanceRollbackCounter(counter, writer, keys) }
+                        return result
                     }
                 }
+                if let counter { try settleRollbackCounter(counter, keys) }
+                return result
             } catch let error where attempts < 3 && (error is MasterKeyMoved || (error as? KeyManagerError)?.code == .tampered) {
                 attempts += 1
                 guard try reloadIfMasterKeyMoved() else { throw error }

@@ -204,4 +204,54 @@ final class TPMBackendTests: KeyManagerTestCase {
         }
         assertCode(.tampered) { _ = try self.manager.status() }
     }
+
+    /// What a crash right after the TPM counter's increment leaves: the counter one step ahead of the store.
+    private func advanceCounterWithoutCommit() throws {
+        let device = try manager.device()
+        let auth = try manager.tpmSecrets(device, manager.hierarchy).counter
+        let index = try XCTUnwrap(device.tpmCounterIndex.flatMap { UInt32(exactly: $0) })
+        _ = try TPMConnection.with(tcti: tpm.tcti) { try $0.incrementCounter(index, auth: auth) }
+    }
+
+    /// Before: a restored copy of the home (a revoked key's old row with it) signs again. After: the TPM's rollback
+    /// counter is ahead of the copy (each commit steps it twice: once inside the transaction, once after), and keymgr
+    /// refuses it (`rolledBack`); one step behind (a crash between an increment and its commit) is accepted.
+    func testARestoredOlderHomeIsRefusedAndOneStepBehindIsAccepted() throws {
+        try reinitializeOnTPM()
+        try bind("jane")
+        let copy = scratch.appendingPathComponent("copy")
+        func snapshot() throws {
+            manager = nil
+            try? FileManager.default.removeItem(at: copy)
+            try FileManager.default.copyItem(at: home.url, to: copy)
+            manager = try reopen()
+        }
+        func restore() throws {
+            manager = nil
+            try FileManager.default.removeItem(at: home.url)
+            try FileManager.default.copyItem(at: copy, to: home.url)
+            manager = try reopen()
+        }
+
+        // A crash between the counter's increment and the commit leaves the store one step behind: accepted.
+        try advanceCounterWithoutCommit()
+        _ = try sign("jane")
+        try advanceCounterWithoutCommit()
+        try advanceCounterWithoutCommit()
+        assertCode(.rolledBack) { _ = try self.sign("jane") }
+        assertCode(.rolledBack) { _ = try self.bind("jane") }
+
+        try reinitializeOnTPM()
+        try bind("jane")
+        try snapshot()
+        _ = try manager.revoke(userId: "jane", kid: nil, reason: "lost laptop")
+        try restore()
+        XCTAssertEqual(try manager.keys(userId: "jane", statuses: [.active]).count, 1, "the copy still holds the key as active")
+        do {
+            _ = try sign("jane")
+            XCTFail("a restored copy signed with a revoked key")
+        } catch let error as KeyManagerError {
+            XCTAssertEqual(error.code, .rolledBack, error.message)
+        }
+    }
 }

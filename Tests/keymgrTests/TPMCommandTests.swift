@@ -138,4 +138,17 @@ final class TPMCommandTests: XCTestCase {
                       "\(status)")
         XCTAssertEqual(try sandbox.keymgr(["tpm", "status"]).status, 64)
     }
+
+    func testARestoredOlderHomeIsRefused() throws {
+        try initialiseOnTPM()
+        try sandbox.bind("kim")
+        let copy = sandbox.root.appendingPathComponent("home-copy")
+        try FileManager.default.copyItem(at: sandbox.home, to: copy)
+        try sandbox.succeed(["revoke", "--user", "kim", "--yes"])
+        try FileManager.default.removeItem(at: sandbox.home)
+        try FileManager.default.copyItem(at: copy, to: sandbox.home)
+        let refused = try sandbox.keymgr(["sign", "--user", "kim", "--json"])
+        try assertJSONError(refused, status: 1, code: "rolledBack")
+        XCTAssertTrue(refused.stderr.contains("rollback counter"), refused.stderr)
+    }
 }

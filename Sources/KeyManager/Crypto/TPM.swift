@@ -174,7 +174,7 @@ package final class TPMConnection {
                              &pcrs, &outPrivate, &outPublic, &creationData, &creationHash, &ticket)
         defer { Esys_Free(outPrivate); Esys_Free(outPublic); Esys_Free(creationData); Esys_Free(creationHash); Esys_Free(ticket) }
         // The sensitive area held the authValue: wipe the stack copy.
-        withUnsafeMutableBytes(of: &sensitive) { $0.initializeMemory(as: UInt8.self, repeating: 0) }
+        wipe(&sensitive)
         guard rc == 0, let outPrivate, let outPublic else { throw Self.failure("Create", rc) }
         return TPMKeyBlob(publicKey: try Self.publicKey(of: outPublic.pointee),
                           blob: try Self.marshal(public: outPublic.pointee, private: outPrivate.pointee))
@@ -212,7 +212,7 @@ package final class TPMConnection {
         var authValue = TPM2B_AUTH()
         try Self.fill(&authValue, auth.bytes)
         let set = Esys_TR_SetAuth(esys, handle, &authValue)
-        withUnsafeMutableBytes(of: &authValue) { $0.initializeMemory(as: UInt8.self, repeating: 0) }
+        wipe(&authValue)
         guard set == 0 else { throw Self.failure("TR_SetAuth", set) }
         var digest = TPM2B_DIGEST()
         try Self.fill(&digest, SHA256.hash(message))
@@ -243,8 +243,8 @@ package final class TPMConnection {
         try Self.fill(&new, newAuth.bytes)
         var outPrivate: UnsafeMutablePointer<TPM2B_PRIVATE>?
         let rc = Esys_ObjectChangeAuth(esys, handle, parent, Self.password, Self.none, Self.none, &new, &outPrivate)
-        withUnsafeMutableBytes(of: &old) { $0.initializeMemory(as: UInt8.self, repeating: 0) }
-        withUnsafeMutableBytes(of: &new) { $0.initializeMemory(as: UInt8.self, repeating: 0) }
+        wipe(&old)
+        wipe(&new)
         defer { Esys_Free(outPrivate) }
         guard rc == 0, let outPrivate else { throw Self.failure("ObjectChangeAuth", rc) }
         return try Self.marshal(public: try Self.unmarshal(blob).public, private: outPrivate.pointee)
@@ -297,7 +297,7 @@ package final class TPMConnection {
         var auth = TPM2B_AUTH()
         try Self.fill(&auth, new.bytes)
         let rc = Esys_HierarchyChangeAuth(esys, Self.rhLockout, Self.password, Self.none, Self.none, &auth)
-        withUnsafeMutableBytes(of: &auth) { $0.initializeMemory(as: UInt8.self, repeating: 0) }
+        wipe(&auth)
         guard rc == 0 else { throw Self.failure("HierarchyChangeAuth", rc) }
     }
 
@@ -305,9 +305,72 @@ package final class TPMConnection {
         var auth = TPM2B_AUTH()
         if let lockoutAuth { try Self.fill(&auth, lockoutAuth.bytes) }
         let rc = Esys_TR_SetAuth(try esys, Self.rhLockout, &auth)
-        withUnsafeMutableBytes(of: &auth) { $0.initializeMemory(as: UInt8.self, repeating: 0) }
+        wipe(&auth)
         guard rc == 0 else { throw Self.failure("TR_SetAuth", rc) }
     }
+
+    // MARK: The rollback counter
+
+    /// Defines an NV counter (nt=counter: it only ever goes up, and deleting and re-defining it does not restart it
+    /// lower) authorised by `auth` (noDA), at a free index of keymgr's range, and increments it once (a counter
+    /// cannot be read before). Returns the index and its value.
+    package func defineCounter(auth: SecretBytes) throws -> (index: UInt32, value: UInt64) {
+        let esys = try esys
+        var authValue = TPM2B_AUTH()
+        try Self.fill(&authValue, auth.bytes)
+        defer { wipe(&authValue) }
+        for _ in 0..<16 {
+            let index = Self.counterRange | UInt32.random(in: 0...0xFFFF)
+            var info = TPM2B_NV_PUBLIC()
+            info.nvPublic.nvIndex = index
+            info.nvPublic.nameAlg = Self.algSHA256
+            info.nvPublic.attributes = 0x1 << 4 | 0x4 | 0x4_0000 | 0x200_0000  // counter, AUTHWRITE, AUTHREAD, NO_DA
+            info.nvPublic.dataSize = 8
+            var handle: ESYS_TR = 0
+            let rc = Esys_NV_DefineSpace(esys, Self.rhOwner, Self.password, Self.none, Self.none, &authValue, &info, &handle)
+            if UInt32(rc) >> 16 == 0, Self.base(rc) == 0x14C { continue }  // TPM_RC_NV_DEFINED: taken, try another
+            guard rc == 0 else { throw Self.failure("NV_DefineSpace", rc) }
+            return (index, try incrementCounter(index, auth: auth))
+        }
+        throw TPMFailure.other(operation: "NV_DefineSpace", code: 0, text: "no free NV index in keymgr's range")
+    }
+
+    /// Increments the counter at `index` and returns its new value.
+    package func incrementCounter(_ index: UInt32, auth: SecretBytes) throws -> UInt64 {
+        let handle = try counterHandle(index, auth: auth)
+        let rc = Esys_NV_Increment(try esys, handle, handle, Self.password, Self.none, Self.none)
+        guard rc == 0 else { throw Self.failure("NV_Increment", rc) }
+        return try readCounter(index, auth: auth)
+    }
+
+    /// The counter's value.
+    package func readCounter(_ index: UInt32, auth: SecretBytes) throws -> UInt64 {
+        let handle = try counterHandle(index, auth: auth)
+        var data: UnsafeMutablePointer<TPM2B_MAX_NV_BUFFER>?
+        let rc = Esys_NV_Read(try esys, handle, handle, Self.password, Self.none, Self.none, 8, 0, &data)
+        defer { Esys_Free(data) }
+        guard rc == 0, let data, data.pointee.size == 8 else { throw Self.failure("NV_Read", rc) }
+        return withUnsafeBytes(of: data.pointee.buffer) { $0.prefix(8).reduce(UInt64(0)) { $0 << 8 | UInt64($1) } }
+    }
+
+    private func counterHandle(_ index: UInt32, auth: SecretBytes) throws -> ESYS_TR {
+        let esys = try esys
+        var handle: ESYS_TR = 0
+        let found = Esys_TR_FromTPMPublic(esys, index, Self.none, Self.none, Self.none, &handle)
+        guard found == 0 else {
+            throw TPMFailure.other(operation: String(format: "find NV index 0x%08x", index), code: UInt32(found),
+                                   text: Self.text(found))
+        }
+        var authValue = TPM2B_AUTH()
+        try Self.fill(&authValue, auth.bytes)
+        let set = Esys_TR_SetAuth(esys, handle, &authValue)
+        wipe(&authValue)
+        guard set == 0 else { throw Self.failure("TR_SetAuth", set) }
+        return handle
+    }
+
+    /// keymgr's NV indices: 0x013C0000 to 0x013CFFFF, in the owner's range.
+    static let counterRange: UInt32 = 0x013C_0000
 
     // MARK: Templates, marshalling, codes
 
@@ -457,6 +520,11 @@ package struct TPMSigningKey: ES256Signer {
             return try connection.sign(handle, auth: auth, message: message)
         }
     }
+}
+
+/// Zeroes a C struct that held an authValue.
+private func wipe<T>(_ value: inout T) {
+    withUnsafeMutableBytes(of: &value) { for index in $0.indices { $0[index] = 0 } }
 }
 
 /// What signs an ES256 JWS: a software P-256 key or a key inside a TPM.

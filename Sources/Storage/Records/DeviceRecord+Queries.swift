@@ -13,7 +13,7 @@ extension StoreReader {
             SELECT device_id, device_name, os_name, os_version, model, issuer, pin_retry, pin_min_length,
                    argon2_memory_kib, argon2_iterations, argon2_parallelism, biometric_verifier, credential_verifier,
                    master_key_check, created_at, integrity_mac, key_backend, key_backend_reason, tpm_tcti,
-                   tpm_lockout_auth
+                   tpm_secrets, tpm_counter_index, rollback_counter
             FROM device WHERE id = 1
             """) else { return nil }
         var device = DeviceRecord(
@@ -28,7 +28,9 @@ extension StoreReader {
         device.keyBackend = try row.decode(atIndex: 16)
         device.keyBackendReason = try row.decode(atIndex: 17)
         device.tpmTcti = try row.decode(atIndex: 18)
-        device.tpmLockoutAuth = try row.decode(atIndex: 19)
+        device.tpmSecrets = try row.decode(atIndex: 19)
+        device.tpmCounterIndex = try row.decode(atIndex: 20)
+        device.rollbackCounter = try row.decode(atIndex: 21)
         return device
     }
 }

@@ -35,8 +35,12 @@ public struct DeviceRecord: KeymgrRecord, Equatable {
     public var keyBackendReason: String?
     /// The TCTI of the store's TPM, pinned at init.
     public var tpmTcti: String?
-    /// The TPM's lockoutAuth keymgr set, sealed under the master key; nil when keymgr does not hold it.
-    public var tpmLockoutAuth: Data?
+    /// Sealed under the master key: the rollback counter's authValue, then the TPM's lockoutAuth when keymgr holds it.
+    public var tpmSecrets: Data?
+    /// The NV index of the store's TPM rollback counter.
+    public var tpmCounterIndex: Int64?
+    /// The counter's value the last commit saw.
+    public var rollbackCounter: Int64?
 
     public init(deviceId: String, deviceName: String, osName: String, osVersion: String, model: String,
                 issuer: String, pinRetry: Int, pinMinLength: Int,
