@@ -54,27 +54,34 @@ extension KeyManager {
     }
 
     /// Inside a write transaction of a TPM store: refuses a store behind its TPM's rollback counter (more than the
-    /// one step a crash between increment and commit leaves). Returns what `advanceRollbackCounter` needs.
-    func checkRollback(_ writer: StoreWriter, _ keys: MasterKeys) throws -> RollbackCounter? {
+    /// one step a crash between increment and commit leaves). With `step`, also increments the counter on the same
+    /// connection and records the new value in the device row. Returns what `settleRollbackCounter` needs.
+    func checkRollback(_ writer: StoreWriter, _ keys: MasterKeys, step: Bool = false) throws -> RollbackCounter? {
         let device = try Self.requireDevice(writer)
         guard device.keyBackend == KeyBackendKind.tpm.rawValue else { return nil }
         guard keys.integrity.holds(device.integrityMac, try keys.integrity.mac(device)) else {
             throw Self.tampered("the device settings (verifier commands, Argon2 parameters, PIN policy, TPM)")
         }
         guard let tcti = device.tpmTcti, let index = device.tpmCounterIndex, let stored = device.rollbackCounter,
-              let index32 = UInt32(exactly: index) else {
+              let index32 = UInt32(exactly: index), stored >= 0 else {
             throw Self.tampered("the device settings (a TPM store without its rollback counter)")
         }
         let auth = try tpmSecrets(device, keys.hierarchy).counter
-        let current = try TPMKeyBackend.mapped(tcti) {
-            try TPMConnection.with(tcti: tcti) { try $0.readCounter(index32, auth: auth) }
+        let counter = RollbackCounter(tcti: tcti, index: index32, auth: auth)
+        let (current, stepped) = try TPMKeyBackend.mapped(tcti) {
+            try TPMConnection.with(tcti: tcti) { connection -> (UInt64, UInt64?) in
+                let current = try connection.readCounter(index32, auth: auth)
+                let fresh = UInt64(stored) + 1 >= current && UInt64(stored) <= current
+                return (current, step && fresh ? try connection.incrementCounter(index32, auth: auth) : nil)
+            }
         }
-        guard stored >= 0, UInt64(stored) + 1 >= current, UInt64(stored) <= current else {
+        guard UInt64(stored) + 1 >= current, UInt64(stored) <= current else {
             throw KeyManagerError(.rolledBack, "this store is older than its TPM's rollback counter (the store says "
                 + "\(stored), the TPM \(current)): it is a restored copy or lost its latest commits, so keymgr will not "
                 + "use it; restore the newest copy of the home, or re-initialise and bind the users again")
         }
-        return RollbackCounter(tcti: tcti, index: index32, auth: auth)
+        if let stepped { try record(stepped, writer, keys) }
+        return counter
     }
 
     /// Right after a write transaction of a TPM store committed: a second step of the counter, in a transaction of its
@@ -88,12 +95,16 @@ extension KeyManager {
         }
     }
 
-    /// At the end of a write transaction of a TPM store: increments the counter and records its value in the MAC'd
-    /// device row. A crash after the increment leaves the store one step behind, which `checkRollback` accepts.
+    /// Increments the counter and records its value in the MAC'd device row. A crash after the increment leaves the
+    /// store one step behind, which `checkRollback` accepts.
     func advanceRollbackCounter(_ counter: RollbackCounter, _ writer: StoreWriter, _ keys: MasterKeys) throws {
         let value = try TPMKeyBackend.mapped(counter.tcti) {
             try TPMConnection.with(tcti: counter.tcti) { try $0.incrementCounter(counter.index, auth: counter.auth) }
         }
+        try record(value, writer, keys)
+    }
+
+    private func record(_ value: UInt64, _ writer: StoreWriter, _ keys: MasterKeys) throws {
         var device = try Self.requireDevice(writer)
         guard keys.integrity.holds(device.integrityMac, try keys.integrity.mac(device)) else {
             throw Self.tampered("the device settings")

@@ -261,9 +261,9 @@ public final class KeyManager: Sendable {
                 let result = try Self.mapped {
                     try store.write(audit: keys.integrity.auditKeys) { writer in
                         try requireCurrentMasterKey(writer, keys)
-                        counter = try checkRollback(writer, keys)
                         let result = try body(writer)
-                        if let counter { try advanceRollbackCounter(counter, writer, keys) }
+                        // Checked at the end: a store behind the counter throws, and the whole transaction with it.
+                        counter = try checkRollback(writer, keys, step: true)
                         return result
                     }
                 }
