@@ -131,7 +131,7 @@ struct TPMKeyBackend: KeyBackend {
 
     static func error(_ failure: TPMFailure, tcti: String, lockoutState: TPMLockoutState?) -> Error {
         switch failure {
-        case .unreachable(let tcti, let detail):
+        case .unreachable(_, let detail):
             return KeyManagerError(.serverUnavailable, "no TPM answers at TCTI \(tcti) (\(detail)): start the TPM "
                 + "(or its resource manager) and try again; this store's keys live in that TPM")
         case .lockout:

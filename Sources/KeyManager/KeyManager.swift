@@ -42,6 +42,8 @@ public final class KeyManager: Sendable {
                                   logger: Logger = KeyManager.silentLogger,
                                   now: @escaping @Sendable () -> Date = { Date() }) throws -> KeyManager {
         try validate(options)
+        // Before anything is written: a TPM asked for that does not answer leaves no half-made store behind.
+        var (backend, reason) = try chooseBackend(options)
         let home = location.home
         let store = try mapped { try Store.open(home: home, create: true, digest: SHA256.hash) }
         if try mapped({ try store.read { try $0.device() } }) != nil {
@@ -59,7 +61,6 @@ public final class KeyManager: Sendable {
         let manager = try KeyManager(store: store, masterKey: masterKey, deviceId: deviceId, environment: environment,
                                      logger: logger, now: now)
         let created = now()
-        var (backend, reason) = try chooseBackend(options)
         var tpm: TPMSetUp?
         if backend == .tpm {
             tpm = try manager.setUpTPM(options, deviceId: deviceId)

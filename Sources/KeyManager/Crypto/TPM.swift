@@ -47,6 +47,7 @@ package final class TPMConnection {
     private var context: OpaquePointer?
     package let tcti: String
     private var storageKey: ESYS_TR?
+    private var counterHandles: [UInt32: ESYS_TR] = [:]
 
     /// Silences libtss2 before its first use: it logs to stderr otherwise.
     private static let quiet: Void = { setenv("TSS2_LOG", "all+none", 1) }()
@@ -68,15 +69,6 @@ package final class TPMConnection {
             throw TPMFailure.unreachable(tcti: tcti, detail: Self.text(initRC))
         }
         self.context = context
-        // One round trip proves something answers (a TCTI to a closed socket may initialise lazily).
-        var more: TPMI_YES_NO = 0
-        var data: UnsafeMutablePointer<TPMS_CAPABILITY_DATA>?
-        let probe = Esys_GetCapability(context, Self.none, Self.none, Self.none, 6, 0x100, 1, &more, &data)
-        Esys_Free(data)
-        guard probe == 0 else {
-            close()
-            throw TPMFailure.unreachable(tcti: tcti, detail: Self.text(probe))
-        }
     }
 
     deinit { close() }
@@ -91,6 +83,7 @@ package final class TPMConnection {
 
     private func close() {
         storageKey = nil  // Esys_Finalize releases every ESYS_TR
+        counterHandles = [:]
         if context != nil { Esys_Finalize(&context) }
         if tctiContext != nil { Tss2_TctiLdr_Finalize(&tctiContext) }
     }
@@ -106,11 +99,17 @@ package final class TPMConnection {
 
     /// keymgr's persistent storage key, made (and made persistent) when absent; a key at the handle that is not
     /// keymgr's template (not noDA, not a restricted P-256 decryption key) is refused, never used.
-    package func storagePrimary() throws -> ESYS_TR {
+    /// `checkTemplate` reads the key's public area and compares it with keymgr's template (for making keys: a key
+    /// under a foreign parent would not be keymgr's); loading a blob needs no check, as a blob does not load under
+    /// any other parent.
+    package func storagePrimary(checkTemplate: Bool = true) throws -> ESYS_TR {
         if let storageKey { return storageKey }
         let esys = try esys
         var handle: ESYS_TR = 0
         let found = Esys_TR_FromTPMPublic(esys, Self.storageKeyHandle, Self.none, Self.none, Self.none, &handle)
+        if found == 0, !checkTemplate {
+            return handle
+        }
         if found == 0 {
             var outPublic: UnsafeMutablePointer<TPM2B_PUBLIC>?
             var name: UnsafeMutablePointer<TPM2B_NAME>?
@@ -187,7 +186,7 @@ package final class TPMConnection {
 
     /// Loads a key blob under the storage key. The caller flushes the handle (`flush`).
     package func load(_ blob: [UInt8]) throws -> ESYS_TR {
-        let parent = try storagePrimary()
+        let parent = try storagePrimary(checkTemplate: false)
         var (publicPart, privatePart) = try Self.unmarshal(blob)
         var handle: ESYS_TR = 0
         let rc = Esys_Load(try esys, parent, Self.password, Self.none, Self.none, &privatePart, &publicPart, &handle)
@@ -233,7 +232,7 @@ package final class TPMConnection {
     /// A new blob of the same key with `newAuth` as its authValue (TPM2_ObjectChangeAuth); `oldAuth` authorises it.
     package func changeAuth(_ blob: [UInt8], oldAuth: SecretBytes, newAuth: SecretBytes) throws -> [UInt8] {
         let esys = try esys
-        let parent = try storagePrimary()
+        let parent = try storagePrimary(checkTemplate: false)
         let handle = try load(blob)
         defer { flush(handle) }
         var old = TPM2B_AUTH()
@@ -354,6 +353,7 @@ package final class TPMConnection {
     }
 
     private func counterHandle(_ index: UInt32, auth: SecretBytes) throws -> ESYS_TR {
+        if let handle = counterHandles[index] { return handle }
         let esys = try esys
         var handle: ESYS_TR = 0
         let found = Esys_TR_FromTPMPublic(esys, index, Self.none, Self.none, Self.none, &handle)
@@ -366,6 +366,7 @@ package final class TPMConnection {
         let set = Esys_TR_SetAuth(esys, handle, &authValue)
         wipe(&authValue)
         guard set == 0 else { throw Self.failure("TR_SetAuth", set) }
+        counterHandles[index] = handle
         return handle
     }
 
@@ -485,6 +486,10 @@ package final class TPMConnection {
     static func failure(_ operation: String, _ rc: TSS2_RC) -> TPMFailure {
         let layer = UInt32(rc) >> 16
         let code = UInt32(rc) & 0xFFFF
+        // The TCTI's own failures, or ESYS's "no connection" / "IO error": nothing (any more) answers.
+        if layer == 10 || (layer == 7 && (code == 8 || code == 10)) {
+            return .unreachable(tcti: "", detail: text(rc))
+        }
         if layer == 0 {
             if base(rc) == 0x08E || base(rc) == 0x0A2 { return .authFailed }  // AUTH_FAIL (counted), BAD_AUTH (noDA)
             if code == 0x921 { return .lockout }
