@@ -54,8 +54,9 @@ extension KeyManager {
     }
 
     /// Inside a write transaction of a TPM store: refuses a store behind its TPM's rollback counter (more than the
-    /// one step a crash between increment and commit leaves). With `step`, also increments the counter on the same
-    /// connection and records the new value in the device row. Returns what `settleRollbackCounter` needs.
+    /// one step a crash between increment and commit leaves). With `step`, also brings the store one step ahead of
+    /// where it was (incrementing the counter on the same connection, unless a crash already did) and records the
+    /// value in the device row. Returns what `settleRollbackCounter` needs.
     func checkRollback(_ writer: StoreWriter, _ keys: MasterKeys, step: Bool = false) throws -> RollbackCounter? {
         let device = try Self.requireDevice(writer)
         guard device.keyBackend == KeyBackendKind.tpm.rawValue else { return nil }
@@ -71,8 +72,10 @@ extension KeyManager {
         let (current, stepped) = try TPMKeyBackend.mapped(tcti) {
             try TPMConnection.with(tcti: tcti) { connection -> (UInt64, UInt64?) in
                 let current = try connection.readCounter(index32, auth: auth)
-                let fresh = UInt64(stored) + 1 >= current && UInt64(stored) <= current
-                return (current, step && fresh ? try connection.incrementCounter(index32, auth: auth) : nil)
+                // Stepped only when the store is level with the counter: a store one step behind (a crash after an
+                // increment) records the counter's value instead, so repeated crashes never leave it two behind.
+                guard step, UInt64(stored) + 1 >= current, UInt64(stored) <= current else { return (current, nil) }
+                return (current, UInt64(stored) == current ? try connection.incrementCounter(index32, auth: auth) : current)
             }
         }
         guard UInt64(stored) + 1 >= current, UInt64(stored) <= current else {
