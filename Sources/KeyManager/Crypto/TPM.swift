@@ -75,8 +75,54 @@ package final class TPMConnection {
 
     /// One connection for `body`, one at a time in this process: the TPM's few object and session slots, and a swtpm
     /// that serves one connection at a time, are never raced for by keymgr's own threads.
+    ///
+    /// swtpm (no resource manager, unlike /dev/tpmrm0) keeps the objects a killed process had loaded, and has room
+    /// for only three: when it answers "out of memory for objects" (TPM_RC_OBJECT_MEMORY), keymgr, holding the lock
+    /// below so that no other keymgr is mid-operation, flushes every transient object and tries once more.
+    /// swtpm serves each command on a connection of its own, so keymgr processes sharing one also take an OS lock
+    /// (`flock` on the directory of its socket) for the length of an operation.
     package static func with<T>(tcti: String, _ body: (TPMConnection) throws -> T) throws -> T {
-        try exclusive.withLock { try body(try TPMConnection(tcti: tcti)) }
+        try exclusive.withLock {
+            let lock = lockDirectory(tcti).map { open($0, O_RDONLY | O_DIRECTORY | O_CLOEXEC) } ?? -1
+            if lock >= 0 { _ = flock(lock, LOCK_EX) }
+            defer { if lock >= 0 { _ = Glibc.close(lock) } }
+            do {
+                return try body(try TPMConnection(tcti: tcti))
+            } catch TPMFailure.other(_, let code, _) where lock >= 0 && code & 0xFFFF_FF7F == 0x902 {
+                try TPMConnection(tcti: tcti).flushTransientObjects()
+                return try body(try TPMConnection(tcti: tcti))
+            }
+        }
+    }
+
+    /// The directory of a `swtpm:path=SOCKET` TCTI's socket; nil for other TCTIs (a kernel resource manager,
+    /// /dev/tpmrm0, keeps each process's objects apart).
+    private static func lockDirectory(_ tcti: String) -> String? {
+        guard tcti.hasPrefix("swtpm:") else { return nil }
+        for option in tcti.dropFirst("swtpm:".count).split(separator: ",") where option.hasPrefix("path=") {
+            let path = String(option.dropFirst("path=".count))
+            return (path as NSString).deletingLastPathComponent
+        }
+        return nil
+    }
+
+    /// Flushes every loaded transient object (TPM2_GetCapability of the transient handles, then TPM2_FlushContext).
+    private func flushTransientObjects() throws {
+        let esys = try esys
+        var more: TPMI_YES_NO = 0
+        var data: UnsafeMutablePointer<TPMS_CAPABILITY_DATA>?
+        let rc = Esys_GetCapability(esys, Self.none, Self.none, Self.none, 1, 0x8000_0000, 64, &more, &data)
+        defer { Esys_Free(data) }
+        guard rc == 0, let data else { throw Self.failure("GetCapability", rc) }
+        let handles = data.pointee.data.handles
+        let found: [UInt32] = withUnsafeBytes(of: handles.handle) { raw in
+            Array(raw.bindMemory(to: UInt32.self).prefix(Int(handles.count)))
+        }
+        for tpmHandle in found {
+            var handle: ESYS_TR = 0
+            guard Esys_TR_FromTPMPublic(esys, tpmHandle, Self.none, Self.none, Self.none, &handle) == 0 else { continue }
+            _ = Esys_FlushContext(esys, handle)
+        }
     }
 
     private static let exclusive = NSLock()
