@@ -14,7 +14,8 @@ export PATH := $(SWIFT_BIN):$(PATH)
 # eatmydata are the benchmarks'; man-db renders the man page in its test, dpkg-dev and lintian build and check
 # `make deb`.
 APT_PACKAGES := libsqlite3-dev libssl-dev libargon2-dev libcurl4-openssl-dev pkg-config sqlite3 openssl \
-	python3 python3-pip curl argon2 systemd make bsdutils sudo time valgrind strace eatmydata man-db dpkg-dev lintian
+	python3 python3-pip curl argon2 systemd make bsdutils sudo time valgrind strace eatmydata man-db dpkg-dev lintian \
+	swtpm swtpm-tools tpm2-tools libtss2-dev tpm2-openssl
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 PREFIX ?= /usr/local

@@ -28,6 +28,9 @@ let package = Package(
         // System libraries: the distribution's libcrypto (OpenSSL 3) and libargon2.
         .systemLibrary(name: "COpenSSL", pkgConfig: "libcrypto", providers: [.apt(["libssl-dev"])]),
         .systemLibrary(name: "CArgon2", pkgConfig: "libargon2", providers: [.apt(["libargon2-dev"])]),
+        // tpm2-tss (ESYS, the TCTI loader, marshalling, error texts) for keys inside a TPM 2.0; used only from
+        // Sources/KeyManager/Crypto, beside libcrypto. The module map links tss2-tctildr, tss2-mu and tss2-rc too.
+        .systemLibrary(name: "CTSS2", pkgConfig: "tss2-esys", providers: [.apt(["libtss2-dev"])]),
         // The system libcurl, loaded with dlopen on first network use (headers from libcurl4-openssl-dev).
         .target(name: "CCurl"),
         // sqlite3_db_config, which Swift cannot call (it is variadic), for the store's connections.
@@ -45,7 +48,7 @@ let package = Package(
         .target(
             name: "KeyManager",
             dependencies: [
-                "Storage", "COpenSSL", "CArgon2",
+                "Storage", "COpenSSL", "CArgon2", "CTSS2",
                 .product(name: "Logging", package: "swift-log"),
             ],
             swiftSettings: fuzzed),
@@ -100,11 +103,13 @@ let package = Package(
             swiftSettings: fuzzed + (fuzzing ? [.define("KEYMGR_FUZZ")] : []),
             linkerSettings: fuzzing ? [.unsafeFlags(["-sanitize=fuzzer"])] : []),
 
+        // A swtpm of each test's own (a temporary directory, a Unix socket, under `timeout`), for the TPM tests.
+        .target(name: "SWTPMSupport", path: "Tests/SWTPMSupport", swiftSettings: strict),
         .testTarget(name: "StorageTests", dependencies: ["Storage", "KeyManager"], swiftSettings: strict),
-        .testTarget(name: "KeyManagerTests", dependencies: ["KeyManager", "Storage"], swiftSettings: strict),
+        .testTarget(name: "KeyManagerTests", dependencies: ["KeyManager", "Storage", "SWTPMSupport"], swiftSettings: strict),
         .testTarget(name: "SyncTests", dependencies: ["Sync", "ServerClients", "KeyManager", "Storage", "RefServer"], swiftSettings: strict),
         .testTarget(name: "ServerClientsTests", dependencies: ["ServerClients", "KeyManager"], swiftSettings: strict),
         .testTarget(name: "RefServerTests", dependencies: ["RefServer", "KeyManager"], swiftSettings: strict),
-        .testTarget(name: "keymgrTests", dependencies: ["keymgr", "KeyManager", "Storage"], swiftSettings: strict),
+        .testTarget(name: "keymgrTests", dependencies: ["keymgr", "KeyManager", "Storage", "SWTPMSupport"], swiftSettings: strict),
     ]
 )

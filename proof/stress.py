@@ -795,8 +795,9 @@ class Harness:
         made = getattr(self, method)()
         return made if len(made) == 4 else made + (self.home,)
 
-    def setup(self, server_user_count):
-        self.must(["init", "--device-name", "stress"] + FAST_ARGON2)
+    def setup(self, server_user_count, tpm_tcti=None):
+        backend = ["--key-backend", "tpm", "--tpm-tcti", tpm_tcti] if tpm_tcti else []
+        self.must(["init", "--device-name", "stress"] + FAST_ARGON2 + backend)
         self.must(["init", "--device-name", "stress oauth"] + FAST_ARGON2, home=self.ohome)
         self.server_users = ["srv%d" % i for i in range(server_user_count)]
         self.start_server(self.server_users)
@@ -1087,6 +1088,22 @@ class Harness:
             self.check_oauth_user(user, "after the soak")
 
 
+def start_swtpm(state):
+    """A swtpm for the run (state in `state`, a Unix socket there, under `timeout`); its process and TCTI."""
+    os.makedirs(state)
+    socket = os.path.join(state, "tpm.sock")
+    process = subprocess.Popen(["timeout", "3600", "swtpm", "socket", "--tpm2", "--tpmstate", f"dir={state}",
+                                "--server", f"type=unixio,path={socket}", "--ctrl", f"type=unixio,path={socket}.ctrl",
+                                "--flags", "not-need-init,startup-clear"],
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 10
+    while not os.path.exists(socket):
+        if time.monotonic() > deadline or process.poll() is not None:
+            raise RuntimeError("swtpm did not start (run `make deps`)")
+        time.sleep(0.01)
+    return process, f"swtpm:path={socket}"
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--bin-dir", required=True, help="directory holding keymgr and keymgr-refserver")
@@ -1099,6 +1116,8 @@ def main():
     parser.add_argument("--soak-rotate", action=argparse.BooleanOptionalAction, default=True,
                         help="mix `master rotate` into the soak (default: yes)")
     parser.add_argument("--keep", action="store_true", help="keep the temporary directory")
+    parser.add_argument("--tpm", action="store_true",
+                        help="keep the main store's keys in a swtpm of the run's own (`make stress STRESS_ARGS=--tpm`)")
     parser.add_argument("--verbose", action="store_true")
     options = parser.parse_args()
     if options.short:
@@ -1113,8 +1132,12 @@ def main():
             return 1
     root = tempfile.mkdtemp(prefix="keymgr-stress-")
     harness = Harness(binary, refserver, root, random.Random(seed), options.verbose)
+    swtpm = None
     try:
-        harness.setup(options.server_users)
+        tcti = None
+        if options.tpm:
+            swtpm, tcti = start_swtpm(os.path.join(root, "tpm"))
+        harness.setup(options.server_users, tcti)
         durations = harness.calibrate()
         print("operation times (s): " + ", ".join(f"{k} {v:.2f}" for k, v in durations.items()), flush=True)
         by_operation = harness.crash_phase(options.kills, options.round, durations)
@@ -1129,6 +1152,9 @@ def main():
         harness.failures.add(f"harness stopped: {error!r}")
     finally:
         harness.stop_server()
+        if swtpm is not None:
+            swtpm.terminate()
+            swtpm.wait()
         if options.keep or harness.failures.items:
             print(f"store kept in {root}", flush=True)
         else:

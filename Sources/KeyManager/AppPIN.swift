@@ -61,12 +61,14 @@ struct PINPolicy: Sendable {
     }
 }
 
-/// The two secrets one Argon2id evaluation of a PIN yields: the verifier and the key of the PIN layer.
+/// The secrets one Argon2id evaluation of a PIN yields: the verifier and the key of the PIN layer (software keys), and
+/// the authValue a TPM checks (TPM keys, which keep no verifier: only the TPM can tell a right PIN).
 ///
 /// Both derive (HKDF) from the same Argon2id output, so an unlock costs one KDF and nothing more.
 struct PINDerivation {
     let verifier: SecretBytes
     let wrappingKey: SecretBytes
+    let tpmAuth: SecretBytes
 
     static let saltLength = 16
 
@@ -76,6 +78,8 @@ struct PINDerivation {
                                       info: Array("keymgr/v1/pin-verifier|\(kid)".utf8), outputByteCount: 32)
         wrappingKey = try HKDF.deriveKey(inputKeyMaterial: stretched, salt: salt,
                                          info: Array("keymgr/v1/pin-wrap|\(kid)".utf8), outputByteCount: 32)
+        tpmAuth = try HKDF.deriveKey(inputKeyMaterial: stretched, salt: salt,
+                                     info: Array("keymgr/v1/pin-tpm-auth|\(kid)".utf8), outputByteCount: 32)
     }
 }
 

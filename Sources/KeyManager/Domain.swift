@@ -95,6 +95,11 @@ public struct StoreStatus: Sendable, Equatable {
     public var users: Int
     public var keys: Int
     public var lastSync: Date?
+    /// Where new keys live (`software` or `tpm`), and why init chose it.
+    public var keyBackend: KeyBackendKind = .software
+    public var keyBackendReason: String?
+    /// The pinned TCTI of a TPM store.
+    public var tpmTcti: String?
 }
 
 /// Settings chosen when a store is created.
@@ -111,6 +116,14 @@ public struct InitOptions: Sendable {
     public var biometricVerifier: [String]?
     /// argv of the device-credential verifier command (the fallback of BIOMETRIC_ALLOW_FALLBACK).
     public var credentialVerifier: [String]?
+    /// Where keys live: `software`, `tpm`, or `auto` (the TPM when one answers at `tpmTcti`, else software).
+    public var keyBackend: KeyBackendChoice = .auto
+    /// The TCTI keymgr talks to the TPM through, pinned in the device row (libtss2 never chooses one).
+    public var tpmTcti: String = TPMKeyBackend.defaultTCTI
+    /// Dictionary-attack parameters `init --key-backend tpm` sets: failures before lockout, and seconds after which
+    /// the TPM forgets one (see docs/security.md "TPM key backend").
+    public var tpmMaxTries: UInt32 = 32
+    public var tpmRecoveryTime: UInt32 = 600
 
     public init() {}
 }

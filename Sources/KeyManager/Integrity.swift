@@ -36,14 +36,23 @@ struct Integrity: Sendable {
             device.deviceId, device.issuer, String(device.pinRetry), String(device.pinMinLength),
             String(device.argon2MemoryKib), String(device.argon2Iterations), String(device.argon2Parallelism),
             device.biometricVerifier, device.credentialVerifier,
-        ])
+        ] + Self.backendFields(device))
+    }
+
+    /// A TPM store's backend, pinned TCTI and sealed lockoutAuth; nothing for a software store, whose MAC stays as
+    /// it was before key backends existed.
+    private static func backendFields(_ device: DeviceRecord) -> [String?] {
+        guard device.keyBackend != "software" || device.tpmTcti != nil || device.tpmSecrets != nil else { return [] }
+        return ["backend", device.keyBackend, device.tpmTcti,
+                device.tpmSecrets.map { Hex.encode(SHA256.hash([UInt8]($0))) },
+                device.tpmCounterIndex.map { String($0) }, device.rollbackCounter.map { String($0) }]
     }
 
     func mac(_ key: UserKeyRecord) throws -> Data {
         try Self.mac(keyRowKey, "user_keys", [
             key.kid, key.userId, key.issuer, key.authType.rawValue, key.status.rawValue, key.algorithm, key.publicJwk,
             key.wrappedPrivateKey.map { Hex.encode(SHA256.hash([UInt8]($0))) },
-        ])
+        ] + (key.keyBackend == "software" ? [] : ["backend", key.keyBackend]))
     }
 
     func mac(_ pin: AppPINRecord) throws -> Data {

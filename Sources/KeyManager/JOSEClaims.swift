@@ -8,7 +8,7 @@ enum JOSEClaims {
 
     /// The binding JWS: the public JWK in the header, `platform` "linux" among the claims.
     static func bindingJWS(kid: String, jwk: JWK, userId: String, challenge: String, issuer: String, issuedAt: Date,
-                           expiresIn: Int, key: P256PrivateKey) throws -> String {
+                           expiresIn: Int, key: some ES256Signer) throws -> String {
         let header: [String: JSONValue] = ["typ": "JWS", "alg": "ES256", "kid": .string(kid), "jwk": jwk.jsonObject()]
         var claims = standardClaims(userId: userId, challenge: challenge, issuer: issuer, issuedAt: issuedAt, expiresIn: expiresIn)
         claims["platform"] = "linux"
@@ -17,7 +17,7 @@ enum JOSEClaims {
 
     /// The signing JWS: `alg`, `kid`, `typ` in the header; the standard claims plus the caller's custom claims.
     static func signingJWS(kid: String, userId: String, challenge: String, issuer: String, issuedAt: Date,
-                           expiresIn: Int, custom: [String: JSONValue], key: P256PrivateKey) throws -> String {
+                           expiresIn: Int, custom: [String: JSONValue], key: some ES256Signer) throws -> String {
         let header: [String: JSONValue] = ["typ": "JWS", "alg": "ES256", "kid": .string(kid)]
         var claims = custom
         for (name, value) in standardClaims(userId: userId, challenge: challenge, issuer: issuer, issuedAt: issuedAt, expiresIn: expiresIn) {

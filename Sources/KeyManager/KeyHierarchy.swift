@@ -18,6 +18,11 @@ struct SealedSlot: Sendable {
         SealedSlot(purpose: "device.master_key_check", parts: ["device", "master_key_check", deviceId])
     }
 
+    /// The TPM lockoutAuth keymgr set at `init --key-backend tpm`.
+    static func tpmSecrets(deviceId: String) -> SealedSlot {
+        SealedSlot(purpose: "device.tpm_secrets", parts: ["device", "tpm_secrets", deviceId])
+    }
+
     static func privateKey(kid: String, userId: String) -> SealedSlot {
         SealedSlot(purpose: "user_keys.private_key", parts: ["user_keys", "private_key", kid, userId])
     }

@@ -42,31 +42,35 @@ extension KeyManager {
         try verification.verify(request.authType, userId: request.userId, timeout: request.verifierTimeout)
 
         let kid = UUID().uuidString
-        let privateKey = try P256PrivateKey.generate()
-        let jwk = privateKey.publicKey.jwk(kid: kid)
+        let backend = try newKeyBackend(device)
         let created = now()
         // The slow part (Argon2) happens here; what needs the master key is sealed inside the transaction below.
-        var pinLayer: (parameters: Argon2Parameters, salt: [UInt8], derivation: PINDerivation, inner: [UInt8])?
+        var pinLayer: (parameters: Argon2Parameters, salt: [UInt8], verifier: SecretBytes, inner: [UInt8])?
+        let newKey: NewKey
         if let pin {
             let parameters = Argon2Parameters(device)
             let salt = try SecureRandom.bytes(count: PINDerivation.saltLength)
             let derivation = try PINDerivation(pin: pin, salt: salt, parameters: parameters, kid: kid)
-            let inner = try AESGCM.seal(privateKey.rawRepresentation, key: derivation.wrappingKey,
-                                        aad: SealedSlot.pinWrappedPrivateKey(kid: kid, userId: request.userId).aad)
-            pinLayer = (parameters, salt, derivation, inner)
+            newKey = try backend.makeKey(pinAuth: derivation.tpmAuth)
+            let layer = try pinLayerMaterial(newKey.material, backend: backend, derivation: derivation, kid: kid,
+                                             userId: request.userId)
+            pinLayer = (parameters, salt, layer.verifier, layer.inner)
+        } else {
+            newKey = try backend.makeKey(pinAuth: nil)
         }
+        let jwk = newKey.publicKey.jwk(kid: kid)
 
         var jws: String?
         if let challenge = request.challenge {
             jws = try JOSEClaims.bindingJWS(kid: kid, jwk: jwk, userId: request.userId, challenge: challenge,
-                                            issuer: issuer, issuedAt: created, expiresIn: request.expiresIn, key: privateKey)
+                                            issuer: issuer, issuedAt: created, expiresIn: request.expiresIn, key: newKey.signer)
         }
 
         return PendingBinding(
             kid: kid, userId: request.userId, username: request.username, issuer: issuer, authType: request.authType,
-            createdAt: created, privateKey: privateKey,
+            createdAt: created, backend: backend.kind, material: newKey.material,
             pinLayer: pinLayer.map {
-                PendingBinding.PINLayer(parameters: $0.parameters, salt: $0.salt, verifier: $0.derivation.verifier,
+                PendingBinding.PINLayer(parameters: $0.parameters, salt: $0.salt, verifier: $0.verifier,
                                         inner: $0.inner, pinRetry: device.pinRetry)
             },
             jwk: jwk, jws: jws)
@@ -94,12 +98,14 @@ extension KeyManager {
             // Sealed inside the transaction, under the master key the store holds now (a rotation may have run).
             let slot = SealedSlot.privateKey(kid: kid, userId: userId)
             let sealedKey = try pending.pinLayer.map { try hierarchy.seal(SecretBytes($0.inner), in: slot) }
-                ?? hierarchy.seal(pending.privateKey.rawRepresentation, in: slot)
-            let record = try stamped(UserKeyRecord(
+                ?? hierarchy.seal(pending.material, in: slot)
+            var row = UserKeyRecord(
                 kid: kid, userId: userId, issuer: pending.issuer, authType: pending.authType.record,
                 publicJwk: pending.jwk.jsonObject().canonicalJSON(), wrappedPrivateKey: sealedKey,
                 status: .active, serverState: deviceName == nil ? .unregistered : .registered, deviceName: deviceName,
-                createdAt: created))
+                createdAt: created)
+            row.keyBackend = pending.backend.rawValue
+            let record = try stamped(row)
             try writer.upsertUser(userId: userId, username: pending.username, at: created)
             let retired = try retireUsableKeys(writer, userId: userId, issuer: pending.issuer, supersededBy: kid, at: created)
             try writer.insert(record)
@@ -188,6 +194,20 @@ extension KeyManager {
         // The revoked keys' sealed blobs must not linger in -wal (secure_delete zeroes them in the file).
         store.checkpointDestroyedData()
         return revokedKeys
+    }
+
+    /// The PIN layer of an APPLICATION_PIN key's material. Software: AES-GCM under the PIN's wrapping key, with the
+    /// PIN's verifier. TPM: the blob as it is (the TPM checks the PIN's authValue) and a random verifier that no PIN
+    /// matches, so that the store holds nothing a PIN can be checked against offline.
+    func pinLayerMaterial(_ material: SecretBytes, backend: any KeyBackend, derivation: PINDerivation, kid: String,
+                          userId: String) throws -> (verifier: SecretBytes, inner: [UInt8]) {
+        switch backend.kind {
+        case .software:
+            return (derivation.verifier, try AESGCM.seal(material, key: derivation.wrappingKey,
+                                                         aad: SealedSlot.pinWrappedPrivateKey(kid: kid, userId: userId).aad))
+        case .tpm:
+            return (SecretBytes(try SecureRandom.bytes(count: 32)), material.bytes)
+        }
     }
 
     /// The keys `request` would supersede: the user's active and locked keys for the same issuer.
@@ -287,7 +307,9 @@ public struct PendingBinding: Sendable {
     let issuer: String
     let authType: AuthType
     let createdAt: Date
-    let privateKey: P256PrivateKey
+    let backend: KeyBackendKind
+    /// What is sealed under the master key when the key has no PIN layer: the software scalar or the TPM blob.
+    let material: SecretBytes
     let pinLayer: PINLayer?
     /// The new key's public JWK.
     public let jwk: JWK

@@ -59,6 +59,7 @@ extension KeyManager {
 
         let count: Int
         let nextKeys: MasterKeys
+        var counter: RollbackCounter?
         do {
             let device = try Self.mapped { try store.read { try Self.requireDevice($0) } }
             nextKeys = try MasterKeys(master: newMaster, deviceId: device.deviceId)
@@ -69,6 +70,7 @@ extension KeyManager {
                 try requireCurrentMasterKey(writer, keys)
                 // Every row and each table's set hold under the old key before anything is re-stamped under the new.
                 try writer.verifyRowsOrThrow(keys: keys.integrity.rowKeys)
+                counter = try checkRollback(writer, keys)
                 var rewrapped = 0
                 func reseal(_ value: Data?, _ slot: SealedSlot) throws -> Data? {
                     guard let value else { return nil }
@@ -79,6 +81,7 @@ extension KeyManager {
                 // blesses a row someone edited.
                 var device = try verifiedDevice(writer)
                 device.masterKeyCheck = try reseal(device.masterKeyCheck, .masterCheck(deviceId: device.deviceId)) ?? Data()
+                device.tpmSecrets = try reseal(device.tpmSecrets, .tpmSecrets(deviceId: device.deviceId))
                 device.integrityMac = try nextIntegrity.mac(device)
                 try writer.save(device)
                 for var key in try writer.keys(statuses: Set(UserKeyRecord.Status.allCases)) {
@@ -121,6 +124,8 @@ extension KeyManager {
                         + "nothing was rotated; run `keymgr audit verify` and restore the store from a backup")
                 }
                 try writer.stampAuditChain(keys: nextIntegrity.auditKeys)
+                if let counter { try advanceRollbackCounter(counter, writer, nextKeys) }
+                // Last: every row (the device row with its new counter value included) stamped under the new key.
                 try writer.stampAllRows(keys: nextIntegrity.rowKeys)
                 return rewrapped
             } }
@@ -141,6 +146,7 @@ extension KeyManager {
         }
         MasterKey.syncDirectory(of: keyPath)
         replaceMasterKeys(nextKeys)
+        if let counter { try settleRollbackCounter(counter, nextKeys) }
         return MasterKeyRotation(secretsRewrapped: count)
     }
 }

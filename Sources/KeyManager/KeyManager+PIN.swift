@@ -30,8 +30,10 @@ extension KeyManager {
         let parameters = Argon2Parameters(device)
         let salt = try SecureRandom.bytes(count: PINDerivation.saltLength)
         let derivation = try PINDerivation(pin: pin, salt: salt, parameters: parameters, kid: key.kid)
-        let inner = try AESGCM.seal(unlocked.privateKey.rawRepresentation, key: derivation.wrappingKey,
-                                    aad: SealedSlot.pinWrappedPrivateKey(kid: key.kid, userId: key.userId).aad)
+        let backend = try self.backend(for: key, device: device)
+        let material = try backend.changeAuth(opened.material, pinAuth: opened.tpmAuth, newPinAuth: derivation.tpmAuth)
+        let layer = try pinLayerMaterial(material, backend: backend, derivation: derivation, kid: key.kid, userId: key.userId)
+        let inner = layer.inner
         let changedAt = now()
         return try write { writer in
             guard var row = try verifiedKey(writer, kid: key.kid), row.status == .active else {
@@ -46,7 +48,7 @@ extension KeyManager {
             try writer.update(try stamped(row))
             let record = AppPINRecord(kid: key.kid, argon2MemoryKib: parameters.memoryKiB,
                                       argon2Iterations: parameters.iterations, argon2Parallelism: parameters.parallelism,
-                                      salt: Data(salt), verifier: try hierarchy.seal(derivation.verifier, in: .pinVerifier(kid: key.kid)),
+                                      salt: Data(salt), verifier: try hierarchy.seal(layer.verifier, in: .pinVerifier(kid: key.kid)),
                                       failedAttempts: 0, pinRetry: device.pinRetry, updatedAt: changedAt)
             try writer.save(try stamped(record))
             try writer.appendAudit(auditEvent("pin.changed", userId: row.userId, kid: row.kid))

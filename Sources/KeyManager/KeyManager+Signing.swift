@@ -33,7 +33,7 @@ extension KeyManager {
 
     /// A private key opened for use, and what its PIN unlock leaves to do once the use commits.
     struct UnlockedKey {
-        let privateKey: P256PrivateKey
+        let privateKey: any ES256Signer
         let pin: UnlockedPIN?
     }
 
@@ -42,6 +42,10 @@ extension KeyManager {
     struct UnlockedPIN {
         let salt: Data
         let upgrade: PINUpgrade?
+        /// The key's material as the PIN opened it (software: the scalar; TPM: the blob) and the PIN's TPM
+        /// authValue, for a PIN change.
+        let material: SecretBytes
+        let tpmAuth: SecretBytes
     }
 
     /// A PIN record re-derived under new Argon2 parameters: the inner (PIN) layer is done; the master-key layer and
@@ -97,14 +101,15 @@ extension KeyManager {
             return try unlockWithPIN(key, pin: pin)
         }
         // Re-read in one snapshot with the master key that opens it (a rotation may have run meanwhile).
-        let privateKey = try read { reader -> P256PrivateKey in
+        let (backend, material) = try read { reader -> (any KeyBackend, SecretBytes) in
             guard let row = try verifiedKey(reader, kid: key.kid), row.status == .active, let sealed = row.wrappedPrivateKey,
                   row.authType == key.authType else {
                 throw KeyManagerError(.clientNotRegistered, "key \(key.kid) was revoked or changed while unlocking: try again")
             }
-            return try P256PrivateKey(rawRepresentation: try openSealed(sealed, .privateKey(kid: key.kid, userId: key.userId)))
+            return (try self.backend(for: row, device: try verifiedDevice(reader)),
+                    try openSealed(sealed, .privateKey(kid: key.kid, userId: key.userId)))
         }
-        return UnlockedKey(privateKey: privateKey, pin: nil)
+        return UnlockedKey(privateKey: try backend.signer(for: material, pinAuth: nil), pin: nil)
     }
 
     /// One PIN guess. Everything that needs only the master key (the MACs of the key row and the PIN record, both
@@ -123,6 +128,7 @@ extension KeyManager {
             let expected: SecretBytes
             let inner: SecretBytes
             let attempts: Int
+            let backend: String
         }
         let outcome = try write { writer -> Guess? in
             guard let row = try verifiedKey(writer, kid: key.kid) else {
@@ -146,34 +152,50 @@ extension KeyManager {
             record.failedAttempts += 1
             try writer.setPINFailures(kid: key.kid, salt: record.salt, count: record.failedAttempts,
                                       integrityMac: try integrity.mac(record), at: now())
-            return Guess(record: record, expected: expected, inner: inner, attempts: record.failedAttempts)
+            return Guess(record: record, expected: expected, inner: inner, attempts: record.failedAttempts,
+                         backend: row.keyBackend)
         }
         guard let outcome else { throw lockedError(key) }
         let record = outcome.record
 
         let derivation = try PINDerivation(pin: guess, salt: [UInt8](record.salt), parameters: Argon2Parameters(record), kid: key.kid)
-        guard derivation.verifier == outcome.expected else {
+        let wrongPIN = { () throws -> KeyManagerError in
             let locked = outcome.attempts >= record.pinRetry
-            try write { writer in
-                try writer.appendAudit(auditEvent("pin.failed", userId: key.userId, kid: key.kid,
-                                                  details: ["attempt": .int(Int64(outcome.attempts))]))
-                if locked { try lock(writer, kid: key.kid, attempts: outcome.attempts) }
+            try self.write { writer in
+                try writer.appendAudit(self.auditEvent("pin.failed", userId: key.userId, kid: key.kid,
+                                                       details: ["attempt": .int(Int64(outcome.attempts))]))
+                if locked { try self.lock(writer, kid: key.kid, attempts: outcome.attempts) }
             }
-            if locked { throw lockedError(key) }
+            if locked { return self.lockedError(key) }
             let left = record.pinRetry - outcome.attempts
-            throw KeyManagerError(.unAuthorize, "wrong PIN for user \(key.userId): \(left) attempt\(left == 1 ? "" : "s") left before the key locks")
+            return KeyManagerError(.unAuthorize, "wrong PIN for user \(key.userId): \(left) attempt\(left == 1 ? "" : "s") left before the key locks")
         }
+        if outcome.backend != KeyBackendKind.software.rawValue {
+            // A TPM key keeps no verifier: the TPM checks the PIN's authValue (and counts a wrong one toward its
+            // dictionary-attack lockout, the backstop when keymgr's own counter was rolled back).
+            let backend = try self.backend(for: key, device: try device())
+            do {
+                let signer = try backend.signer(for: outcome.inner, pinAuth: derivation.tpmAuth)
+                return UnlockedKey(privateKey: signer, pin: UnlockedPIN(salt: record.salt, upgrade: nil,
+                                                                        material: outcome.inner, tpmAuth: derivation.tpmAuth))
+            } catch is TPMWrongAuth {
+                throw try wrongPIN()
+            }
+        }
+        guard derivation.verifier == outcome.expected else { throw try wrongPIN() }
         // The PIN is right (the peppered verifier matched): if its layer does not open, the sealed key was swapped.
         guard let raw = try? AESGCM.open(outcome.inner.bytes, key: derivation.wrappingKey,
                                          aad: SealedSlot.pinWrappedPrivateKey(kid: key.kid, userId: key.userId).aad) else {
             try write { writer in
-                try settle(UnlockedPIN(salt: record.salt, upgrade: nil), key: key, writer: writer, at: now())
+                try settle(UnlockedPIN(salt: record.salt, upgrade: nil, material: SecretBytes([]), tpmAuth: SecretBytes([])),
+                           key: key, writer: writer, at: now())
             }
             throw Self.tampered("the sealed private key of key \(key.kid)")
         }
         let privateKey = try P256PrivateKey(rawRepresentation: raw)
         return UnlockedKey(privateKey: privateKey,
-                           pin: UnlockedPIN(salt: record.salt, upgrade: try upgrade(record, key: key, pin: guess, privateKey: privateKey)))
+                           pin: UnlockedPIN(salt: record.salt, upgrade: try upgrade(record, key: key, pin: guess, privateKey: privateKey),
+                                            material: raw, tpmAuth: derivation.tpmAuth))
     }
 
     /// When the store's Argon2 cost is higher than the one this PIN record was made with, re-derives under it

@@ -42,6 +42,8 @@ public final class KeyManager: Sendable {
                                   logger: Logger = KeyManager.silentLogger,
                                   now: @escaping @Sendable () -> Date = { Date() }) throws -> KeyManager {
         try validate(options)
+        // Before anything is written: a TPM asked for that does not answer leaves no half-made store behind.
+        var (backend, reason) = try chooseBackend(options)
         let home = location.home
         let store = try mapped { try Store.open(home: home, create: true, digest: SHA256.hash) }
         if try mapped({ try store.read { try $0.device() } }) != nil {
@@ -59,7 +61,12 @@ public final class KeyManager: Sendable {
         let manager = try KeyManager(store: store, masterKey: masterKey, deviceId: deviceId, environment: environment,
                                      logger: logger, now: now)
         let created = now()
-        let device = try manager.stamped(DeviceRecord(
+        var tpm: TPMSetUp?
+        if backend == .tpm {
+            tpm = try manager.setUpTPM(options, deviceId: deviceId)
+            if let note = tpm?.note { reason += "; \(note)" }
+        }
+        var record = DeviceRecord(
             deviceId: deviceId, deviceName: options.deviceName ?? Self.hostName(),
             osName: "linux", osVersion: Self.osVersion(), model: Self.machine(),
             issuer: options.issuer, pinRetry: options.pinRetry, pinMinLength: options.pinMinLength,
@@ -68,7 +75,14 @@ public final class KeyManager: Sendable {
             biometricVerifier: try options.biometricVerifier.map(Self.encodeArgv),
             credentialVerifier: try options.credentialVerifier.map(Self.encodeArgv),
             masterKeyCheck: try manager.hierarchy.seal(KeyHierarchy.masterCheckPlaintext, in: .masterCheck(deviceId: deviceId)),
-            createdAt: created))
+            createdAt: created)
+        record.keyBackend = backend.rawValue
+        record.keyBackendReason = reason
+        record.tpmTcti = backend == .tpm ? options.tpmTcti : nil
+        record.tpmSecrets = tpm?.sealedSecrets
+        record.tpmCounterIndex = tpm.map { Int64($0.counterIndex) }
+        record.rollbackCounter = tpm.map { Int64($0.counterValue) }
+        let device = try manager.stamped(record)
         try Self.mapped { try store.write(audit: manager.integrity.auditKeys, rows: manager.integrity.rowKeys) { writer in
             guard try writer.device() == nil else {
                 throw KeyManagerError(.config, "\(home.url.path) already holds a keymgr store: use it (change its settings with `keymgr config set`), or choose another --home")
@@ -77,6 +91,7 @@ public final class KeyManager: Sendable {
             try writer.appendAudit(manager.auditEvent("store.initialized", details: [
                 "deviceId": .string(deviceId), "issuer": .string(options.issuer),
                 "masterKeySource": .string(Self.sourceKind(source)),
+                "keyBackend": .string(backend.rawValue), "keyBackendReason": .string(reason),
             ]))
         } }
         return manager
@@ -165,8 +180,12 @@ public final class KeyManager: Sendable {
         return try read { reader in
             let device = try verifiedDevice(reader)
             let counts = try reader.counts()
-            return StoreStatus(deviceId: device.deviceId, deviceName: device.deviceName, schemaVersion: schemaVersion,
-                               users: counts.users, keys: counts.usableKeys, lastSync: try reader.lastSync()?.finishedAt)
+            var status = StoreStatus(deviceId: device.deviceId, deviceName: device.deviceName, schemaVersion: schemaVersion,
+                                     users: counts.users, keys: counts.usableKeys, lastSync: try reader.lastSync()?.finishedAt)
+            status.keyBackend = KeyBackendKind(rawValue: device.keyBackend) ?? .software
+            status.keyBackendReason = device.keyBackendReason
+            status.tpmTcti = device.tpmTcti
+            return status
         }
     }
 
@@ -261,12 +280,18 @@ public final class KeyManager: Sendable {
         while true {
             let keys = masterKeys
             do {
-                return try Self.mapped {
+                var counter: RollbackCounter?
+                let result = try Self.mapped {
                     try store.write(audit: keys.integrity.auditKeys, rows: keys.integrity.rowKeys) { writer in
                         try requireCurrentMasterKey(writer, keys)
-                        return try body(writer)
+                        let result = try body(writer)
+                        // Checked at the end: a store behind the counter throws, and the whole transaction with it.
+                        counter = try checkRollback(writer, keys, step: true)
+                        return result
                     }
                 }
+                if let counter { try settleRollbackCounter(counter, keys) }
+                return result
             } catch let error where attempts < 3 && (error is MasterKeyMoved || (error as? KeyManagerError)?.code == .tampered) {
                 attempts += 1
                 guard try reloadIfMasterKeyMoved() else { throw error }

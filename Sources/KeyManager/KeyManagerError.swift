@@ -31,6 +31,8 @@ public struct KeyManagerError: KeymgrFailure, Equatable, CustomStringConvertible
         case badInput
         case safetyValve
         case tampered
+        /// A TPM store older than its TPM's rollback counter: a restored copy, a replayed state, a deleted WAL.
+        case rolledBack
         case usage
         /// A person answered no to a confirmation: nothing was done.
         case declined

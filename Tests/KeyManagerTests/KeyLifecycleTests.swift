@@ -261,6 +261,13 @@ final class IntegrityUpgradeTests: KeyManagerTestCase {
                 ALTER TABLE servers DROP COLUMN allow_insecure_http;
                 ALTER TABLE servers DROP COLUMN integrity_mac;
                 ALTER TABLE audit_events DROP COLUMN mac;
+                ALTER TABLE device DROP COLUMN key_backend;
+                ALTER TABLE device DROP COLUMN key_backend_reason;
+                ALTER TABLE device DROP COLUMN tpm_tcti;
+                ALTER TABLE device DROP COLUMN tpm_secrets;
+                ALTER TABLE device DROP COLUMN tpm_counter_index;
+                ALTER TABLE device DROP COLUMN rollback_counter;
+                ALTER TABLE user_keys DROP COLUMN key_backend;
                 PRAGMA user_version = 1;
                 """)
         }

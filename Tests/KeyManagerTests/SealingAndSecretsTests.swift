@@ -29,7 +29,7 @@ final class SealingAndSecretsTests: KeyManagerTestCase {
         for (key, pinText) in [(none, nil), (pinned, pins[1]), (biometric, nil), (fallback, nil)] {
             let record = try XCTUnwrap(try manager.store.read { try $0.key(kid: key.key.kid) })
             let unlocked = try manager.unlock(record, pin: pinText.map(pin) ?? noPIN, timeout: 5)
-            privateKeys.append(unlocked.privateKey.rawRepresentation.bytes)
+            privateKeys.append(try XCTUnwrap(unlocked.privateKey as? P256PrivateKey).rawRepresentation.bytes)
         }
         let audit = try manager.auditEntries().map { "\($0)" }.joined(separator: "\n")
 

@@ -10,7 +10,8 @@ final class CommandTests: XCTestCase {
         XCTAssertEqual(initialised.status, 0, initialised.summary)
         XCTAssertEqual(initialised.stderr, "", "--json says nothing on stderr on success")
         let created = try initialised.object()
-        XCTAssertEqual(Set(created.keys), ["deviceId", "deviceName", "schemaVersion", "users", "keys", "lastSync"])
+        XCTAssertEqual(Set(created.keys), ["deviceId", "deviceName", "schemaVersion", "users", "keys", "lastSync",
+                                           "keyBackend", "keyBackendReason", "tpmTcti"])
         let deviceId = try XCTUnwrap(created["deviceId"] as? String)
         XCTAssertFalse(deviceId.isEmpty)
         XCTAssertEqual(created["deviceName"] as? String, "kiosk 7")

@@ -29,4 +29,20 @@ final class LayoutTests: XCTestCase {
             }
         }
     }
+
+    /// libtss2 (like libcrypto) is reached only from Sources/KeyManager/Crypto: one place speaks to the TPM.
+    func testOnlyTheCryptoLayerImportsLibtss2() throws {
+        let sources = Self.cliSources.deletingLastPathComponent()
+        let enumerator = FileManager.default.enumerator(at: sources, includingPropertiesForKeys: nil)
+        var importers: [String] = []
+        while let url = enumerator?.nextObject() as? URL {
+            guard url.pathExtension == "swift" else { continue }
+            let text = try String(contentsOf: url, encoding: .utf8)
+            if text.contains("import CTSS2") { importers.append(url.path) }
+        }
+        XCTAssertFalse(importers.isEmpty, "found TPM.swift under \(sources.path)")
+        for path in importers {
+            XCTAssertTrue(path.contains("/Sources/KeyManager/Crypto/"), "\(path) imports CTSS2 outside the crypto layer")
+        }
+    }
 }

@@ -8,7 +8,7 @@ package enum JWS {
     /// Header and payload are encoded as canonical JSON (sorted keys, no whitespace). `header` must contain
     /// `"alg": "ES256"`; otherwise this throws `.badInput`.
     package static func sign(
-        header: [String: JSONValue], claims: [String: JSONValue], key: P256PrivateKey
+        header: [String: JSONValue], claims: [String: JSONValue], key: some ES256Signer
     ) throws -> String {
         guard header["alg"] == .string(algorithm) else {
             throw KeyManagerError(.badInput, "a JWS header must say \"alg\": \"ES256\"")

@@ -29,6 +29,18 @@ public struct DeviceRecord: KeymgrRecord, Equatable {
     public var createdAt: Date
     /// HMAC under a master-derived key over the fields that gate access (nil only before a legacy store is stamped).
     public var integrityMac: Data?
+    /// Where new keys live: `software` or `tpm` (chosen at init).
+    public var keyBackend: String = "software"
+    /// Why init chose `keyBackend`, for `status`.
+    public var keyBackendReason: String?
+    /// The TCTI of the store's TPM, pinned at init.
+    public var tpmTcti: String?
+    /// Sealed under the master key: the rollback counter's authValue, then the TPM's lockoutAuth when keymgr holds it.
+    public var tpmSecrets: Data?
+    /// The NV index of the store's TPM rollback counter.
+    public var tpmCounterIndex: Int64?
+    /// The counter's value the last commit saw.
+    public var rollbackCounter: Int64?
 
     public init(deviceId: String, deviceName: String, osName: String, osVersion: String, model: String,
                 issuer: String, pinRetry: Int, pinMinLength: Int,

@@ -177,6 +177,7 @@ extension UserKeyRecord {
         revokedAt = try StoreReader.date(text: row.decode(forColumn: "revoked_at"))
         revokeReason = try row.decode(forColumn: "revoke_reason")
         integrityMac = try row.decode(forColumn: "integrity_mac")
+        keyBackend = try row.decode(forColumn: "key_backend")
     }
 }
 

@@ -43,6 +43,8 @@ public struct UserKeyRecord: KeymgrRecord, Equatable {
     public var revokeReason: String?
     /// HMAC under a master-derived key over the fields that gate access (nil only before a legacy store is stamped).
     public var integrityMac: Data?
+    /// Where the private half lives: `software` (sealed P-256 scalar) or `tpm` (sealed TPM-wrapped blob).
+    public var keyBackend: String = "software"
 
     public init(kid: String, userId: String, issuer: String, authType: AuthType, publicJwk: String,
                 wrappedPrivateKey: Data?, status: Status, serverState: ServerState, deviceName: String? = nil,

@@ -50,7 +50,26 @@ struct Init: KeymgrCommand {
         "The device-credential command BIOMETRIC_ALLOW_FALLBACK falls back to (e.g. a PAM helper).", valueName: "cmd"))
     var credentialVerifier: String?
 
+    @Option(help: ArgumentHelp(
+        "Where keys live: software, tpm (a TPM 2.0 at --tpm-tcti), or auto (the TPM when one answers, else software; "
+            + "`status` says which and why) (default: auto).", valueName: "backend"))
+    var keyBackend: KeyBackendChoice?
+
+    @Option(help: ArgumentHelp("The TCTI of the TPM, pinned in the store (default: device:/dev/tpmrm0; swtpm: "
+        + "swtpm:path=SOCKET).", valueName: "tcti"))
+    var tpmTcti: String?
+
+    @Option(help: ArgumentHelp("With a TPM: wrong PINs (over all keys) before the TPM locks PIN keys out (default: 32).",
+                               valueName: "n"))
+    var tpmMaxTries: UInt32?
+
+    @Option(help: ArgumentHelp("With a TPM: seconds after which the TPM forgets one wrong PIN (default: 600).",
+                               valueName: "s"))
+    var tpmRecoveryTime: UInt32?
+
     func validate() throws {
+        if let tpmMaxTries, tpmMaxTries < 1 { throw ValidationError("--tpm-max-tries must be 1 or more") }
+        if let tpmTcti, tpmTcti.isEmpty { throw ValidationError("--tpm-tcti needs a TCTI, e.g. device:/dev/tpmrm0") }
         for (name, value) in [("--pin-retry", pinRetry), ("--pin-min-length", pinMinLength),
                               ("--argon2-memory", argon2Memory), ("--argon2-iterations", argon2Iterations),
                               ("--argon2-parallelism", argon2Parallelism)] {
@@ -72,6 +91,10 @@ struct Init: KeymgrCommand {
         if let argon2Parallelism { options.argon2.parallelism = argon2Parallelism }
         options.biometricVerifier = biometricVerifier.map(Self.argv)
         options.credentialVerifier = credentialVerifier.map(Self.argv)
+        if let keyBackend { options.keyBackend = keyBackend }
+        if let tpmTcti { options.tpmTcti = tpmTcti }
+        if let tpmMaxTries { options.tpmMaxTries = tpmMaxTries }
+        if let tpmRecoveryTime { options.tpmRecoveryTime = tpmRecoveryTime }
 
         let console = globals.console
         let home = globals.storeHome
@@ -81,10 +104,13 @@ struct Init: KeymgrCommand {
         if globals.json {
             console.answer(json: StatusJSON(status))
         } else {
-            console.confirm("initialised a keymgr store in \(home.url.path) for device \"\(TextTable.printable(status.deviceName))\" (\(status.deviceId))")
+            console.confirm("initialised a keymgr store in \(home.url.path) for device \"\(TextTable.printable(status.deviceName))\" (\(status.deviceId)); "
+                + "keys: \(status.keyBackend.rawValue) (\(status.keyBackendReason ?? ""))")
         }
     }
 
     /// A verifier command line as argv: split on spaces, empty pieces dropped.
     static func argv(_ commandLine: String) -> [String] { KeyManager.verifierArgv(commandLine) }
 }
+
+extension KeyBackendChoice: ExpressibleByArgument {}

@@ -8,7 +8,9 @@ struct Status: KeymgrCommand {
         abstract: "Show this device's identity and what the store holds.",
         discussion: """
             `keys` counts usable (active or locked) keys. With --json: \
-            {"deviceId", "deviceName", "schemaVersion", "users", "keys", "lastSync"}.
+            {"deviceId", "deviceName", "schemaVersion", "users", "keys", "lastSync", "keyBackend", \
+            "keyBackendReason", "tpmTcti"}. `keyBackend` is where new keys live (software or tpm) and \
+            `keyBackendReason` why init chose it.
 
             Example:
               keymgr status --json
@@ -33,7 +35,8 @@ struct Status: KeymgrCommand {
             ("users", String(status.users)),
             ("keys", String(status.keys)),
             ("last sync", status.lastSync.map { HumanText.time($0) } ?? "never"),
-        ]
+            ("key backend", status.keyBackend.rawValue + (status.keyBackendReason.map { " (\($0))" } ?? "")),
+        ] + (status.tpmTcti.map { [("tpm tcti", $0)] } ?? [])
         let width = lines.map(\.0.count).max() ?? 0
         console.answer(lines.map { $0.0 + String(repeating: " ", count: width - $0.0.count + 2) + $0.1 }
             .joined(separator: "\n"))

@@ -6,7 +6,7 @@ import KeyManager
 extension KeyManagerError.Code {
     var exitStatus: Int32 {
         switch self {
-        case .failure, .tampered, .declined: 1
+        case .failure, .tampered, .declined, .rolledBack: 1
         case .safetyValve: 3
         case .usage: 64
         case .badInput, .invalidCustomClaims: 65

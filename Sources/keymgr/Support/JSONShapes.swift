@@ -76,6 +76,9 @@ struct StatusJSON: Encodable {
     let users: Int
     let keys: Int
     @Nullable var lastSync: Date?
+    let keyBackend: String
+    @Nullable var keyBackendReason: String?
+    @Nullable var tpmTcti: String?
 
     init(_ status: StoreStatus) {
         deviceId = status.deviceId
@@ -84,6 +87,9 @@ struct StatusJSON: Encodable {
         users = status.users
         keys = status.keys
         lastSync = status.lastSync
+        keyBackend = status.keyBackend.rawValue
+        keyBackendReason = status.keyBackendReason
+        tpmTcti = status.tpmTcti
     }
 }
 

@@ -1,0 +1,154 @@
+import Foundation
+import SWTPMSupport
+import XCTest
+
+/// The binary against a swtpm of each test's own: `init --key-backend tpm`, the commands on TPM keys, and the exit
+/// statuses of the TPM's failures.
+final class TPMCommandTests: XCTestCase {
+    private var tpm: SoftwareTPM!
+    private var sandbox: Sandbox!
+
+    override func setUpWithError() throws {
+        tpm = try SoftwareTPM()
+        sandbox = try Sandbox()
+    }
+
+    override func tearDownWithError() throws {
+        sandbox = nil
+        tpm = nil
+    }
+
+    private func initialiseOnTPM(_ extra: [String] = []) throws {
+        try sandbox.initialise(["--key-backend", "tpm", "--tpm-tcti", tpm.tcti] + extra)
+    }
+
+    /// The independent verifier (Tests/tools/verify_jws.py) on a JWS and its key's JWK.
+    private func assertVerifies(_ jws: String, jwk: Any, file: StaticString = #filePath, line: UInt = #line) throws {
+        let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+            .appendingPathComponent("tools/verify_jws.py")
+        let jwkText = String(decoding: try JSONSerialization.data(withJSONObject: jwk), as: UTF8.self)
+        let outcome = try sandbox.run(URL(fileURLWithPath: "/usr/bin/python3"), [script.path, jwkText, jws])
+        XCTAssertEqual(outcome.status, 0, outcome.summary, file: file, line: line)
+    }
+
+    func testTheCommandsWorkOnATPMStoreAndStatusSaysSo() throws {
+        try initialiseOnTPM()
+        let status = try sandbox.succeed(["status", "--json"]).object()
+        XCTAssertEqual(status["keyBackend"] as? String, "tpm")
+        XCTAssertEqual(status["tpmTcti"] as? String, tpm.tcti)
+        let human = try sandbox.succeed(["status"]).stdout
+        XCTAssertTrue(human.contains("key backend     tpm"), human)
+
+        let bound = try sandbox.bind("alice", ["--challenge", "c1"])
+        let jwk = try XCTUnwrap(bound["jwk"])
+        try assertVerifies(try XCTUnwrap(bound["jws"] as? String), jwk: jwk)
+        let signed = try sandbox.succeed(["sign", "--user", "alice", "--challenge", "c2", "--claim", "a=b"]).stdout
+        try assertVerifies(signed.trimmingCharacters(in: .whitespacesAndNewlines), jwk: jwk)
+
+        let pinned = try sandbox.bind("bob", ["--auth-type", "app-pin", "--pin-stdin"], stdin: "482915\n")
+        let pinJWK = try XCTUnwrap(pinned["jwk"])
+        let wrong = try sandbox.keymgr(["sign", "--user", "bob", "--pin-stdin"], stdin: "111111\n")
+        XCTAssertEqual(wrong.status, 77, wrong.summary)
+        try sandbox.succeed(["pin", "change", "--user", "bob", "--pin-stdin"], stdin: "482915\n693027\n")
+        try sandbox.succeed(["master", "rotate", "--yes"])
+        let afterRotation = try sandbox.succeed(["sign", "--user", "bob", "--pin-stdin"], stdin: "693027\n").stdout
+        try assertVerifies(afterRotation.trimmingCharacters(in: .whitespacesAndNewlines), jwk: pinJWK)
+        let tpmStatus = try sandbox.succeed(["tpm", "status", "--json"]).object()
+        XCTAssertEqual(tpmStatus["failures"] as? Int, 1, "the TPM counted the wrong PIN")
+        XCTAssertEqual(tpmStatus["holdsLockoutAuth"] as? Bool, true)
+        try sandbox.succeed(["rebind", "--user", "bob", "--auth-type", "none"])
+        try sandbox.succeed(["sign", "--user", "bob"])
+        try sandbox.succeed(["revoke", "--user", "alice", "--yes"])
+        XCTAssertEqual(try sandbox.keymgr(["sign", "--user", "alice"]).status, 66)
+        // list and export never need the TPM.
+        tpm.stop()
+        try sandbox.succeed(["list"])
+        try sandbox.succeed(["list", "--status", "all", "--json"])
+    }
+
+    /// The issue's attack, before and after: someone who holds the database puts the PIN row back every few wrong
+    /// guesses. A software store never locks; a TPM store's TPM locks PIN keys out at maxTries (3 here), and the
+    /// right PIN then gets 77 saying when the lockout lifts, until `tpm reset-lockout`.
+    func testRestoringThePINRowBetweenGuessesIsStoppedByTheTPM() throws {
+        func guessAndRestore(rounds: Int, wrongPerRound: Int, kid: String) throws -> [Int32] {
+            let saved = try sandbox.run(URL(fileURLWithPath: "/usr/bin/sqlite3"), [
+                sandbox.database.path, "SELECT failed_attempts || ',' || hex(integrity_mac) FROM app_pins WHERE kid = '\(kid)'",
+            ]).stdout.trimmingCharacters(in: .whitespacesAndNewlines).split(separator: ",")
+            XCTAssertEqual(saved.count, 2)
+            var statuses: [Int32] = []
+            for _ in 0..<rounds {
+                for _ in 0..<wrongPerRound {
+                    statuses.append(try sandbox.keymgr(["sign", "--user", "carol", "--pin-stdin"], stdin: "000000\n").status)
+                }
+                let restore = try sandbox.run(URL(fileURLWithPath: "/usr/bin/sqlite3"), [sandbox.database.path,
+                    "UPDATE app_pins SET failed_attempts = \(saved[0]), integrity_mac = X'\(saved[1])' WHERE kid = '\(kid)'"])
+                XCTAssertEqual(restore.status, 0, restore.summary)
+            }
+            return statuses
+        }
+
+        // Before: a software store.
+        try sandbox.initialise(["--key-backend", "software", "--pin-retry", "5"])
+        var kid = try XCTUnwrap(sandbox.bind("carol", ["--auth-type", "app-pin", "--pin-stdin"], stdin: "482915\n")["kid"] as? String)
+        XCTAssertEqual(try guessAndRestore(rounds: 3, wrongPerRound: 4, kid: kid), Array(repeating: 77, count: 12))
+        try sandbox.succeed(["sign", "--user", "carol", "--pin-stdin"], stdin: "482915\n")
+
+        // After: a TPM store that locks out at 3 wrong PINs.
+        sandbox = try Sandbox()
+        try initialiseOnTPM(["--pin-retry", "5", "--tpm-max-tries", "3"])
+        kid = try XCTUnwrap(sandbox.bind("carol", ["--auth-type", "app-pin", "--pin-stdin"], stdin: "482915\n")["kid"] as? String)
+        try sandbox.bind("dan")
+        _ = try guessAndRestore(rounds: 2, wrongPerRound: 2, kid: kid)
+        let refused = try sandbox.keymgr(["sign", "--user", "carol", "--pin-stdin"], stdin: "482915\n")
+        XCTAssertEqual(refused.status, 77, refused.summary)
+        XCTAssertTrue(refused.stderr.contains("dictionary-attack lockout") && refused.stderr.contains("lifts within"),
+                      refused.stderr)
+        try sandbox.succeed(["sign", "--user", "dan"])  // noDA keys keep working
+        let status = try sandbox.succeed(["tpm", "status", "--json"]).object()
+        XCTAssertEqual(status["inLockout"] as? Bool, true)
+
+        try sandbox.succeed(["tpm", "reset-lockout"])
+        try sandbox.succeed(["sign", "--user", "carol", "--pin-stdin"], stdin: "482915\n")
+    }
+
+    func testAnUnreachableTPMExits69NamingTheTCTIAndAMovedKeyIsTampered() throws {
+        try initialiseOnTPM()
+        try sandbox.bind("erin")
+        tpm.stop()
+        let unreachable = try sandbox.keymgr(["sign", "--user", "erin"])
+        XCTAssertEqual(unreachable.status, 69, unreachable.summary)
+        XCTAssertTrue(unreachable.stderr.contains(tpm.tcti), unreachable.stderr)
+
+        try tpm.start()
+        try sandbox.succeed(["sign", "--user", "erin"])  // persistence across a TPM restart
+        tpm.stop()
+        let other = try SoftwareTPM(socket: tpm.socket)
+        let moved = try sandbox.keymgr(["sign", "--user", "erin"])
+        XCTAssertEqual(moved.status, 1, moved.summary)
+        XCTAssertTrue(moved.stderr.contains("does not load"), moved.stderr)
+        other.stop()
+    }
+
+    func testAutoFallsBackToSoftwareAndSaysWhy() throws {
+        let nowhere = "swtpm:path=\(sandbox.root.appendingPathComponent("none.sock").path)"
+        try sandbox.initialise(["--tpm-tcti", nowhere])
+        let status = try sandbox.succeed(["status", "--json"]).object()
+        XCTAssertEqual(status["keyBackend"] as? String, "software")
+        XCTAssertTrue((status["keyBackendReason"] as? String)?.contains("no TPM answered at \(nowhere)") == true,
+                      "\(status)")
+        XCTAssertEqual(try sandbox.keymgr(["tpm", "status"]).status, 64)
+    }
+
+    func testARestoredOlderHomeIsRefused() throws {
+        try initialiseOnTPM()
+        try sandbox.bind("kim")
+        let copy = sandbox.root.appendingPathComponent("home-copy")
+        try FileManager.default.copyItem(at: sandbox.home, to: copy)
+        try sandbox.succeed(["revoke", "--user", "kim", "--yes"])
+        try FileManager.default.removeItem(at: sandbox.home)
+        try FileManager.default.copyItem(at: copy, to: sandbox.home)
+        let refused = try sandbox.keymgr(["sign", "--user", "kim", "--json"])
+        try assertJSONError(refused, status: 1, code: "rolledBack")
+        XCTAssertTrue(refused.stderr.contains("rollback counter"), refused.stderr)
+    }
+}
