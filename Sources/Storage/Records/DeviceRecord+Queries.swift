@@ -22,12 +22,12 @@ extension StoreReader {
             createdAt: try Self.requiredDate(row, 15))
         device.integrityMac = try row.decode(atIndex: 16)
         // The key-backend columns (migration 0004) by name: they follow 0003's row_mac and row_sets.
-        device.keyBackend = try row.decode(forKey: "key_backend")
-        device.keyBackendReason = try row.decode(forKey: "key_backend_reason")
-        device.tpmTcti = try row.decode(forKey: "tpm_tcti")
-        device.tpmSecrets = try row.decode(forKey: "tpm_secrets")
-        device.tpmCounterIndex = try row.decode(forKey: "tpm_counter_index")
-        device.rollbackCounter = try row.decode(forKey: "rollback_counter")
+        device.keyBackend = try row.decode(forColumn: "key_backend")
+        device.keyBackendReason = try row.decode(forColumn: "key_backend_reason")
+        device.tpmTcti = try row.decode(forColumn: "tpm_tcti")
+        device.tpmSecrets = try row.decode(forColumn: "tpm_secrets")
+        device.tpmCounterIndex = try row.decode(forColumn: "tpm_counter_index")
+        device.rollbackCounter = try row.decode(forColumn: "rollback_counter")
         return device
     }
 }
