@@ -225,7 +225,7 @@ final class IntegrityUpgradeTests: KeyManagerTestCase {
     }
 
     /// What keymgr before migration 0002 (schema 1, no MAC columns, the version 1 master key check) or before
-    /// migration 0003 (schema 2, no row MACs, the version 2 check) left.
+    /// migration 0003 (schema 2, no row MACs, the version 2 check, no key backends) left.
     private func makeLegacyStore(schema: Int = 1) throws -> BindResult {
         let plain = try bind("ada")
         try bind("bea", .applicationPIN, pin: "482916")
@@ -235,7 +235,15 @@ final class IntegrityUpgradeTests: KeyManagerTestCase {
                                                      in: .masterCheck(deviceId: deviceId))
         manager = nil
         try rawConnection().writeWithoutTransaction { db in
+            // Migration 0004's key-backend columns, then 0003's row MACs.
             try db.execute(sql: """
+                ALTER TABLE device DROP COLUMN key_backend;
+                ALTER TABLE device DROP COLUMN key_backend_reason;
+                ALTER TABLE device DROP COLUMN tpm_tcti;
+                ALTER TABLE device DROP COLUMN tpm_secrets;
+                ALTER TABLE device DROP COLUMN tpm_counter_index;
+                ALTER TABLE device DROP COLUMN rollback_counter;
+                ALTER TABLE user_keys DROP COLUMN key_backend;
                 ALTER TABLE device DROP COLUMN row_sets;
                 ALTER TABLE device DROP COLUMN row_mac;
                 ALTER TABLE users DROP COLUMN row_mac;
@@ -261,13 +269,6 @@ final class IntegrityUpgradeTests: KeyManagerTestCase {
                 ALTER TABLE servers DROP COLUMN allow_insecure_http;
                 ALTER TABLE servers DROP COLUMN integrity_mac;
                 ALTER TABLE audit_events DROP COLUMN mac;
-                ALTER TABLE device DROP COLUMN key_backend;
-                ALTER TABLE device DROP COLUMN key_backend_reason;
-                ALTER TABLE device DROP COLUMN tpm_tcti;
-                ALTER TABLE device DROP COLUMN tpm_secrets;
-                ALTER TABLE device DROP COLUMN tpm_counter_index;
-                ALTER TABLE device DROP COLUMN rollback_counter;
-                ALTER TABLE user_keys DROP COLUMN key_backend;
                 PRAGMA user_version = 1;
                 """)
         }

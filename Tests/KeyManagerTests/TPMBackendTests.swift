@@ -106,10 +106,12 @@ final class TPMBackendTests: KeyManagerTestCase {
         let saved = try XCTUnwrap(try rawConnection().read { try Row.fetchOne($0, sql: "SELECT * FROM app_pins WHERE kid = ?", arguments: [key.key.kid]) })
         for _ in 0..<2 {
             assertCode(.unAuthorize) { _ = try self.sign("dave", pin: "000000") }
-            // The attacker puts the PIN row back (its MAC is the old, valid one): keymgr's counter starts again.
+            // The attacker puts the whole PIN row back (its MACs are the old, valid ones): keymgr's counter starts again.
             try rawConnection().write { db in
-                try db.execute(sql: "UPDATE app_pins SET failed_attempts = ?, integrity_mac = ? WHERE kid = ?",
-                               arguments: [saved["failed_attempts"], saved["integrity_mac"], key.key.kid])
+                let columns = Array(saved.columnNames)
+                try db.execute(sql: "INSERT OR REPLACE INTO app_pins (\(columns.joined(separator: ", "))) VALUES ("
+                                   + columns.map { _ in "?" }.joined(separator: ", ") + ")",
+                               arguments: StatementArguments(columns.map { saved[$0] as DatabaseValue }))
             }
         }
         assertCode(.unAuthorize) { _ = try self.sign("dave", pin: "000001") }
