@@ -1,7 +1,7 @@
 import Foundation
 import Storage
 
-/// MACs over what is not secret but decides security (DESIGN.md "Integrity of what is not secret"): a key's owner,
+/// MACs over what is not secret but decides security (docs/security.md, "What the database file alone cannot change"): a key's owner,
 /// issuer, auth type, status and sealed key; a PIN record's cost, counter and retry limit; the device's verifier
 /// commands, Argon2 parameters and PIN policy; every server profile; and the keyed audit chain.
 ///

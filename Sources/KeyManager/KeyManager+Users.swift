@@ -2,7 +2,7 @@ import Foundation
 import Storage
 
 extension KeyManager {
-    /// The userId that `name` (what a person typed after `--user`) stands for, as DESIGN.md's CLI contract says:
+    /// The userId that `name` (what a person typed after `--user`) stands for, as the CLI contract (docs/cli.md) says:
     /// the user whose userId is `name`, else whose universalId's `id=` value is `name`, else whose username is
     /// `name`. A name nobody on this device matches comes back unchanged (a new user, or a "no key" error later).
     ///

@@ -114,7 +114,7 @@ struct AuditLog: ParsableCommand {
     }
 }
 
-/// The in-process signature rate (DESIGN.md "Targets": at least half of `openssl speed ecdsap256`): ES256 signatures
+/// The in-process signature rate (benchmarks/README.md, the targets: at least half of `openssl speed ecdsap256`): ES256 signatures
 /// through `P256PrivateKey.signature(for:)`, the one path every keymgr signature takes. Like keymgr, it imports the
 /// private scalar into a fresh OpenSSL key for each signature and erases it after. Prints one JSON line:
 /// `{"signatures","seconds","perSecond"}`.

@@ -6,7 +6,7 @@ import Storage
 @testable import Sync
 import XCTest
 
-/// DESIGN.md's sync rules against the reference server over loopback: one test per rule.
+/// The sync rules of docs/sync.md against the reference server over loopback: one test per rule.
 final class SyncRulesTests: SyncTestCase {
     func testJourneyRegistersTheKeyEndToEnd() async throws {
         let key = try await register("alice")

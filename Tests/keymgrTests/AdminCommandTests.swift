@@ -4,7 +4,7 @@ import XCTest
 /// Issue 13: an administrator audits the fleet and revokes a stolen device, end to end, with the built binary
 /// against the reference server on loopback. Home A is the device that gets stolen; home B is the administrator's.
 final class AdminCommandTests: ServerTestCase {
-    /// The members of `admin devices --json` and `admin stale --json` objects (DESIGN.md).
+    /// The members of `admin devices --json` and `admin stale --json` objects (docs/cli.md).
     static let bindingFields: Set<String> = ["userId", "uuid", "kid", "deviceId", "deviceName", "createdAt", "lastAccessAt",
                                              "thisDevice"]
 

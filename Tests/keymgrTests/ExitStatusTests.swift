@@ -1,7 +1,7 @@
 import Foundation
 import XCTest
 
-/// Each exit status of DESIGN.md's table that a local command can produce, with its JSON error object.
+/// Each exit status of docs/cli.md's table that a local command can produce, with its JSON error object.
 final class ExitStatusTests: XCTestCase {
 
     func testUsageErrorsExit64() throws {

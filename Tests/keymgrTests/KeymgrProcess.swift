@@ -154,7 +154,7 @@ final class Sandbox {
 
 // MARK: - Assertions
 
-/// The members of DESIGN.md's key object.
+/// The members of the key object (docs/cli.md, JSON).
 let keyObjectFields: Set<String> = ["kid", "userId", "username", "authType", "status", "serverState", "createdAt",
                                     "lastUsedAt", "deviceName"]
 

@@ -22,7 +22,7 @@ public enum OAuthEndpoint: String, Sendable, CaseIterable {
 }
 
 /// A misbehaviour of the authorization server, on one endpoint: outages, and the ways real servers
-/// differ from the RFCs that DESIGN.md lists (so keymgr is tested against them).
+/// differ from the RFCs as docs/wire-formats.md lists (so keymgr is tested against them).
 public enum OAuthFault: Sendable, Equatable {
     /// Answer `500` with an OAuth error body `server_error`.
     case status500
