@@ -47,6 +47,20 @@ FAST_ARGON2 = ["--argon2-memory", "64", "--argon2-iterations", "1", "--argon2-pa
 SQLITE3 = shutil.which("sqlite3") or "/usr/bin/sqlite3"
 
 
+
+# The six-digit entries of the PIN policy's block list (Sources/KeyManager/AppPIN.swift): refused like runs and repeats.
+BLOCKED_PINS = {"123456", "654321", "121212", "112233", "123123", "123321", "696969", "159753", "147258", "258369",
+                "987654", "123654", "789456", "456789", "102030", "131313"}
+
+
+def acceptable_pin(rng):
+    """Six digits the PIN policy accepts: not one repeated digit, not an ascending or descending run, not blocked."""
+    while True:
+        pin = "%06d" % rng.randrange(100000, 999999)
+        steps = {(int(b) - int(a)) % 10 for a, b in zip(pin, pin[1:])}
+        if len(set(pin)) > 1 and steps not in ({1}, {9}) and pin not in BLOCKED_PINS:
+            return pin
+
 class Failures:
     def __init__(self):
         self.items = []
@@ -318,12 +332,7 @@ class Harness:
     # home is the OAuth store's for its operations, else the device store.
 
     def new_pin(self):
-        # Six digits the PIN policy accepts: not one repeated digit, not an ascending or descending run.
-        while True:
-            pin = "%06d" % self.rng.randrange(100000, 999999)
-            steps = {(int(b) - int(a)) % 10 for a, b in zip(pin, pin[1:])}
-            if len(set(pin)) > 1 and steps not in ({1}, {9}):
-                return pin
+        return acceptable_pin(self.rng)
 
     def active_key(self, users):
         keys = self.keys()
@@ -912,7 +921,7 @@ class Harness:
                 if choice < 0.3 or not mine:
                     serial += 1
                     user = f"soak-{index}-{serial}"
-                    pin = "%06d" % rng.randrange(100000, 999999) if rng.random() < 0.5 else None
+                    pin = acceptable_pin(rng) if rng.random() < 0.5 else None
                     args = ["bind", "--user", user, "--json"] + (["--auth-type", "app-pin", "--pin-stdin"] if pin else [])
                     status, out, err = self.run(args, (pin + "\n") if pin else "")
                     if self.soak_outcome(args, status, out, err, tally):
@@ -928,7 +937,7 @@ class Harness:
                 elif choice < 0.7:
                     user = rng.choice(sorted(mine))
                     kid, pin = mine[user]
-                    new = "%06d" % rng.randrange(100000, 999999)
+                    new = acceptable_pin(rng)
                     args = ["rebind", "--user", user, "--auth-type", "app-pin", "--pin-stdin", "--json"]
                     status, out, err = self.run(args, new + "\n")
                     if self.soak_outcome(args, status, out, err, tally):
@@ -940,7 +949,7 @@ class Harness:
                         continue
                     user = rng.choice(pinned)
                     kid, pin = mine[user]
-                    new = "%06d" % rng.randrange(100000, 999999)
+                    new = acceptable_pin(rng)
                     args = ["pin", "change", "--user", user, "--pin-stdin", "--json"]
                     status, out, err = self.run(args, f"{pin}\n{new}\n")
                     if self.soak_outcome(args, status, out, err, tally):
