@@ -36,7 +36,8 @@ public enum TextRules {
         }
     }
 
-    /// The Unicode bidirectional formatting characters: embeddings, overrides, isolates and marks.
-    static let bidiControls: Set<UInt32> = [0x061C, 0x200E, 0x200F, 0x202A, 0x202B, 0x202C, 0x202D, 0x202E,
+    /// The Unicode bidirectional formatting characters: embeddings, overrides, isolates and marks. The one list:
+    /// what keymgr refuses to store and what the CLI keeps off the terminal.
+    public static let bidiControls: Set<UInt32> = [0x061C, 0x200E, 0x200F, 0x202A, 0x202B, 0x202C, 0x202D, 0x202E,
                                             0x2066, 0x2067, 0x2068, 0x2069]
 }

@@ -28,7 +28,8 @@ extension Terminal {
         let tty = open("/dev/tty", O_RDWR | O_CLOEXEC)
         guard tty >= 0 else { throw KeyManagerError(.abort, "cannot open the terminal to ask: pass --yes") }
         defer { close(tty) }
-        StandardStream(descriptor: tty).write(question + " [y/N] ")
+        // A question may quote what a server gave (a client id): nothing of it may rewrite the terminal.
+        StandardStream(descriptor: tty).write(TextTable.printable(question) + " [y/N] ")
         guard let line = try LineInput(descriptor: tty, name: "the terminal").line(0) else { return false }
         let answer = String(decoding: line, as: UTF8.self).trimmingCharacters(in: .whitespaces).lowercased()
         return answer == "y" || answer == "yes"

@@ -36,7 +36,7 @@ struct Console {
     /// JSON with DEL, C1 controls and bidi controls written as `\uXXXX` (the encoder escapes only C0): the same
     /// values for a JSON reader, but nothing a server sent can move the cursor or reorder text on a terminal.
     static func escapingInvisibles(_ json: String) -> String {
-        let unsafe = { (value: UInt32) in (0x7F...0x9F).contains(value) || PrintableText.bidiControls.contains(value) }
+        let unsafe = { (value: UInt32) in (0x7F...0x9F).contains(value) || TextRules.bidiControls.contains(value) }
         guard json.unicodeScalars.contains(where: { unsafe($0.value) }) else { return json }
         var out = String.UnicodeScalarView()
         for scalar in json.unicodeScalars {

@@ -90,13 +90,10 @@ enum FailureReport {
 
 /// Text from elsewhere (a server's error description, a device name it lists) made safe to print.
 enum PrintableText {
-    /// `text` without C0/C1 control characters (but tab and line feed), DEL and Unicode bidirectional controls, which could
-    /// rewrite the terminal or make text display other than it is.
-    static let bidiControls: Set<UInt32> = [0x061C, 0x200E, 0x200F, 0x202A, 0x202B, 0x202C, 0x202D, 0x202E,
-                                            0x2066, 0x2067, 0x2068, 0x2069]
-
+    /// `text` without C0/C1 control characters (but tab and line feed), DEL and Unicode bidirectional controls
+    /// (`TextRules.bidiControls`), which could rewrite the terminal or make text display other than it is.
     static func stripped(_ text: String) -> String {
-        let bidi = bidiControls
+        let bidi = TextRules.bidiControls
         var scalars = String.UnicodeScalarView()
         for scalar in text.unicodeScalars {
             let value = scalar.value

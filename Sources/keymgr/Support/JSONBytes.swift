@@ -52,7 +52,7 @@ struct JSONBytes {
                 case 0xD8, 0xE2:
                     // The bidi controls: U+061C (D8 9C), U+200E/F, U+202A–E, U+2066–9 (E2 80 xx, E2 81 xx).
                     let scalar = Self.scalar(utf8, at: index)
-                    if let scalar, PrintableText.bidiControls.contains(scalar.value) {
+                    if let scalar, TextRules.bidiControls.contains(scalar.value) {
                         escaped(scalar.value)
                         index += byte == 0xD8 ? 1 : 2
                     } else {
