@@ -12,10 +12,13 @@ export PATH := $(SWIFT_BIN):$(PATH)
 # systemd-creds (the unit and shared-device tests), make and bsdutils (`script`) are called by tests and demo,
 # sudo brings visudo (the shared-device test checks the README's sudoers rule); time, valgrind, strace and
 # eatmydata are the benchmarks'; man-db renders the man page in its test, dpkg-dev and lintian build and check
-# `make deb`.
+# `make deb`; systemd-container (systemd-nspawn) and debootstrap boot a real systemd in a container for the agent's
+# deployment test; libnss-wrapper resolves the test's temporary OS users for the agent; softhsm2 and opensc are the
+# agent benchmark's peer (a PKCS#11 token per user, pkcs11-tool).
 APT_PACKAGES := libsqlite3-dev libssl-dev libargon2-dev libcurl4-openssl-dev pkg-config sqlite3 openssl \
 	python3 python3-pip curl argon2 systemd make bsdutils sudo time valgrind strace eatmydata man-db dpkg-dev lintian \
-	swtpm swtpm-tools tpm2-tools libtss2-dev tpm2-openssl
+	swtpm swtpm-tools tpm2-tools libtss2-dev tpm2-openssl \
+	systemd-container debootstrap libnss-wrapper softhsm2 opensc
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 PREFIX ?= /usr/local
