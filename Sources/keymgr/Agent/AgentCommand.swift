@@ -57,7 +57,8 @@ struct AgentCommand: KeymgrCommand {
         let server = AgentServer(
             listener: listener.descriptor,
             limits: .init(workers: maxWorkers, workersPerUser: maxWorkersPerUser),
-            idleExit: idleExit)
+            idleExit: idleExit,
+            home: globals.home)
         try server.serve()
     }
 
@@ -111,14 +112,14 @@ struct AgentListener {
             guard info.st_mode & S_IFMT == S_IFSOCK else {
                 throw KeyManagerError(.config, "\(path) exists and is not a socket: keymgr will not replace it; choose another --socket")
             }
-            let probe = cas_connect_unix(path)
+            let probe = agent_socket_connect(path)
             if probe >= 0 {
                 close(probe)
                 throw KeyManagerError(.config, "an agent already serves \(path): stop it first, or choose another --socket")
             }
             unlink(path)  // a socket left by an agent that is gone
         }
-        let descriptor = cas_listen_unix(path, 128)
+        let descriptor = agent_socket_listen(path, 128)
         guard descriptor >= 0 else {
             throw KeyManagerError(.config, "cannot listen on \(path): \(String(cString: strerror(errno))): "
                 + "check its directory exists and is writable by this user")

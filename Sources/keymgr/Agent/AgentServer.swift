@@ -27,10 +27,13 @@ final class AgentServer {
     private let listener: Int32
     private let limits: Limits
     private let idleExit: Int?
+    /// The `--home` the agent was given, which every worker serves.
+    private let home: String?
     private var workers: [Worker] = []
 
-    init(listener: Int32, limits: Limits, idleExit: Int?) {
+    init(listener: Int32, limits: Limits, idleExit: Int?, home: String?) {
         self.listener = listener
+        self.home = home
         self.limits = limits
         self.idleExit = idleExit
     }
@@ -82,11 +85,15 @@ final class AgentServer {
     /// Accepts every pending connection.
     private func acceptAll() {
         while true {
-            let connection = accept4(listener, nil, nil, Int32(SOCK_CLOEXEC))
+            // accept4 is not in Swift's Glibc module; one thread, so nothing can exec between accept and fcntl.
+            let connection = accept(listener, nil, nil)
             if connection < 0 {
                 if errno == EINTR { continue }
                 return  // EAGAIN: none left; anything else (EMFILE, ECONNABORTED): try again on the next poll
             }
+            _ = fcntl(connection, F_SETFD, FD_CLOEXEC)
+            // Blocking in the worker (the listener's O_NONBLOCK is not inherited on Linux, but say so).
+            _ = fcntl(connection, F_SETFL, fcntl(connection, F_GETFL) & ~O_NONBLOCK)
             admit(connection)
         }
     }
@@ -94,17 +101,15 @@ final class AgentServer {
     /// Forks a worker for `connection`, or answers busy when the limits are reached.
     private func admit(_ connection: Int32) {
         var uid: UInt32 = 0, gid: UInt32 = 0, pid: Int32 = 0
-        guard cas_peer_credentials(connection, &uid, &gid, &pid) == 0 else {
+        var list: UnsafeMutablePointer<UInt32>?
+        var count = 0
+        guard agent_socket_peer_credentials(connection, &uid, &gid, &pid) == 0,
+              agent_socket_peer_groups(connection, &list, &count) == 0 else {
             close(connection)
             return
         }
-        var groups = [UInt32](repeating: 0, count: 64)
-        var count = cas_peer_groups(connection, &groups, Int32(groups.count))
-        if count > groups.count {
-            groups = [UInt32](repeating: 0, count: Int(count))
-            count = cas_peer_groups(connection, &groups, Int32(groups.count))
-        }
-        groups = Array(groups.prefix(max(0, Int(count))))
+        let groups = list.map { Array(UnsafeBufferPointer(start: $0, count: count)) } ?? []
+        free(list)
 
         let running = workers.count
         let mine = workers.filter { $0.uid == uid }.count
@@ -120,7 +125,7 @@ final class AgentServer {
 
         let child = fork()
         if child == 0 {
-            AgentWorker.serve(connection: connection, uid: uid, gid: gid, pid: pid, groups: groups)
+            AgentWorker.serve(connection: connection, uid: uid, gid: gid, pid: pid, groups: groups, home: home)
         }
         if child < 0 {
             let answer = AgentResponseFrame.encode(status: KeyManagerError.Code.busy.exitStatus, error: (
@@ -164,7 +169,8 @@ enum AgentSignals {
 
     static func install() throws {
         var ends: [Int32] = [-1, -1]
-        guard pipe2(&ends, O_CLOEXEC | O_NONBLOCK) == 0 else {
+        guard pipe(&ends) == 0,
+              ends.allSatisfy({ fcntl($0, F_SETFD, FD_CLOEXEC) == 0 && fcntl($0, F_SETFL, O_NONBLOCK) == 0 }) else {
             throw KeyManagerError(.failure, "cannot make the agent's signal pipe: \(String(cString: strerror(errno)))")
         }
         wakeRead = ends[0]

@@ -11,11 +11,11 @@ enum AgentWorker {
     static let requestDeadline: Double = 10
 
     /// Serves `connection` for the caller the kernel reported, and exits.
-    static func serve(connection: Int32, uid: UInt32, gid: UInt32, pid: Int32, groups: [UInt32]) -> Never {
+    static func serve(connection: Int32, uid: UInt32, gid: UInt32, pid: Int32, groups: [UInt32], home: String?) -> Never {
         _ = setpgid(0, 0)
         AgentSignals.resetInWorker()
         // Nothing of the agent's other connections, and not its listening socket: only this one and stdio.
-        _ = [0, 1, 2, connection].withUnsafeBufferPointer { cas_close_all_except($0.baseAddress, 4) }
+        closeAll(except: [0, 1, 2, connection])
 
         let request: AgentRequestFrame
         let passed: [Int32]
@@ -47,7 +47,7 @@ enum AgentWorker {
         AgentCaller.serve(caller)
         ControllingTerminal.serve(passed: terminal)
         CallerFiles.serve(passed: Set(request.fds))
-        ProcessEnvironment.serve(columns: request.columns)
+        ProcessEnvironment.serve(home: home, columns: request.columns)
 
         let status = KeymgrMain.run(arguments: arguments) { command in
             try AgentGate.authorize(command, caller: caller)
@@ -67,7 +67,7 @@ enum AgentWorker {
     /// Sends the response and exits with `status` (the worker never returns to the agent's loop).
     static func answer(_ socket: Int32, status: Int32, error: (code: String, message: String)?) -> Never {
         let frame = AgentResponseFrame.encode(status: status, error: error)
-        _ = frame.withUnsafeBytes { cas_send_with_fds(socket, $0.baseAddress, $0.count, nil, 0) }
+        _ = frame.withUnsafeBytes { agent_socket_send(socket, $0.baseAddress, $0.count, nil, 0) }
         _exit(status)
     }
 
@@ -112,20 +112,18 @@ enum AgentWorker {
             let polled = poll(&ready, 1, Int32(left * 1000) + 1)
             if polled < 0 && errno != EINTR { throw Refusal.usage("the request could not be read") }
             if polled <= 0 { continue }
-            var fds = [Int32](repeating: -1, count: Int(CAS_MAX_FDS))
-            var received: Int32 = 0
-            var truncated: Int32 = 0
+            let room = Int(AGENT_SOCKET_MAX_FDS) - passed.count
+            var fds = [Int32](repeating: -1, count: Int(AGENT_SOCKET_MAX_FDS))
+            var received = 0
             let got = buffer.withUnsafeMutableBytes { raw in
-                cas_recv_with_fds(connection, raw.baseAddress! + have, count - have, &fds, Int32(fds.count), &received, &truncated)
+                agent_socket_receive(connection, raw.baseAddress! + have, count - have, &fds, room, &received)
             }
-            for index in 0..<Int(received) {
-                if passed.count < Int(CAS_MAX_FDS) { passed.append(fds[index]) } else { close(fds[index]); truncated = 1 }
-            }
-            if truncated != 0 {
-                throw Refusal.usage("the request passed more than \(AgentRequestFrame.maxDescriptors) descriptors and a terminal")
-            }
+            passed += fds.prefix(received)
             if got < 0 {
                 if errno == EINTR || errno == EAGAIN { continue }
+                if errno == EMSGSIZE {
+                    throw Refusal.usage("the request passed more than \(AgentRequestFrame.maxDescriptors) descriptors and a terminal")
+                }
                 throw Refusal.usage("the request could not be read")
             }
             if got == 0 { throw Refusal.usage("the connection ended in the middle of the request") }
@@ -184,7 +182,20 @@ enum AgentWorker {
         let null = open("/dev/null", O_RDWR | O_CLOEXEC)
         for standard: Int32 in 0...2 where !targets.contains(standard) { _ = dup2(null, standard) }
         let keep = targets + [socket] + (tty.map { [$0] } ?? [])
-        _ = keep.withUnsafeBufferPointer { cas_close_all_except($0.baseAddress, Int32($0.count)) }
+        closeAll(except: keep)
         return (socket, tty)
+    }
+
+    /// Closes every open descriptor of the worker but `keep` (listed from /proc/self/fd).
+    static func closeAll(except keep: [Int32]) {
+        guard let directory = opendir("/proc/self/fd") else { return }
+        let own = dirfd(directory)
+        var open: [Int32] = []
+        while let entry = readdir(directory) {
+            let name = withUnsafeBytes(of: entry.pointee.d_name) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
+            if let descriptor = Int32(name), descriptor != own { open.append(descriptor) }
+        }
+        closedir(directory)
+        for descriptor in open where !keep.contains(descriptor) { close(descriptor) }
     }
 }

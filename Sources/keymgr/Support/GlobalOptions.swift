@@ -73,10 +73,16 @@ enum ProcessEnvironment {
         return variables
     }
 
-    /// The agent's worker: the agent's environment with the client's `COLUMNS` (or none), before the command runs.
-    static func serve(columns: Int?) {
+    /// The agent's worker: the agent's environment with the agent's store as `KEYMGR_HOME` (when it was given
+    /// `--home`) and the client's `COLUMNS` (or none), before the command runs.
+    static func serve(home: String?, columns: Int?) {
         var variables = Self.variables
+        if let home {
+            variables["KEYMGR_HOME"] = home
+            setenv("KEYMGR_HOME", home, 1)
+        }
         variables["COLUMNS"] = columns.map(String.init)
+        if let columns { setenv("COLUMNS", String(columns), 1) } else { unsetenv("COLUMNS") }
         read = variables
     }
 }
