@@ -24,14 +24,14 @@ final class AgentServer {
         var killed = false
     }
 
-    private let listener: Int32
+    private let listener: AgentListener
     private let limits: Limits
     private let idleExit: Int?
     /// The `--home` the agent was given, which every worker serves.
     private let home: String?
     private var workers: [Worker] = []
 
-    init(listener: Int32, limits: Limits, idleExit: Int?, home: String?) {
+    init(listener: AgentListener, limits: Limits, idleExit: Int?, home: String?) {
         self.listener = listener
         self.home = home
         self.limits = limits
@@ -44,12 +44,13 @@ final class AgentServer {
         var idleSince = Self.monotonicSeconds()
         while true {
             reap()
+            if AgentSignals.stopping { listener.close() }
             if AgentSignals.stopping && workers.isEmpty { return }
             if !workers.isEmpty { idleSince = Self.monotonicSeconds() }
 
             var polled = [pollfd(fd: AgentSignals.wakeRead, events: Int16(POLLIN), revents: 0)]
             let listening = !AgentSignals.stopping
-            if listening { polled.append(pollfd(fd: listener, events: Int16(POLLIN), revents: 0)) }
+            if listening { polled.append(pollfd(fd: listener.descriptor, events: Int16(POLLIN), revents: 0)) }
             let watched = workers.indices.filter { !workers[$0].killed }
             // No events asked: poll still reports POLLHUP/POLLERR, which is the client gone (not merely done sending).
             for index in watched { polled.append(pollfd(fd: workers[index].connection, events: 0, revents: 0)) }
@@ -86,7 +87,7 @@ final class AgentServer {
     private func acceptAll() {
         while true {
             // accept4 is not in Swift's Glibc module; one thread, so nothing can exec between accept and fcntl.
-            let connection = accept(listener, nil, nil)
+            let connection = accept(listener.descriptor, nil, nil)
             if connection < 0 {
                 if errno == EINTR { continue }
                 return  // EAGAIN: none left; anything else (EMFILE, ECONNABORTED): try again on the next poll
