@@ -322,6 +322,25 @@ final class AgentServerTests: XCTestCase {
         let served = try harness.request(["dcr", "register", "--user", "alice", "--metadata", secret.path, "--json"], as: 4242)
         try assertJSONError(served, status: 65, code: "badInput")
         XCTAssertTrue(served.stderr.contains("you (alice) may not read it"), served.summary)
+        // Readable by everyone, but inside a directory alice may not enter: not hers to name either.
+        let closed = harness.sandbox.root.appendingPathComponent("closed")
+        try FileManager.default.createDirectory(at: closed, withIntermediateDirectories: false)
+        let inside = closed.appendingPathComponent("open.json")
+        try "{\"client_name\":\"x\"}".write(to: inside, atomically: true, encoding: .utf8)
+        try FileManager.default.setAttributes([.posixPermissions: 0o644], ofItemAtPath: inside.path)
+        try FileManager.default.setAttributes([.posixPermissions: 0o700], ofItemAtPath: closed.path)
+        let hidden = try harness.request(["dcr", "register", "--user", "alice", "--metadata", inside.path, "--json"], as: 4242)
+        try assertJSONError(hidden, status: 65, code: "badInput")
+        XCTAssertTrue(hidden.stderr.contains("may not read it"), hidden.summary)
+        // A file alice may read gets past the check (and on to the server, which is not configured: 78).
+        try FileManager.default.setAttributes([.posixPermissions: 0o755], ofItemAtPath: closed.path)
+        let readable = try harness.request(["dcr", "register", "--user", "alice", "--metadata", inside.path, "--json"], as: 4242)
+        XCTAssertFalse(readable.stderr.contains("may not read it"), readable.summary)
+        XCTAssertNotEqual(readable.status, 65, readable.summary)
+        // The credential file `server set` names, which sync reads later as the agent, is checked the same way.
+        let credential = try harness.request(["server", "set", "--dialect", "pingam", "--base-url", "https://am.example.com/am",
+                                              "--credential-file", secret.path, "--json"], as: 4242)
+        try assertJSONError(credential, status: 65, code: "badInput")
         let relative = try harness.request(["dcr", "register", "--user", "alice", "--metadata", "root-only.json", "--json"])
         try assertJSONError(relative, status: 65, code: "badInput")
         XCTAssertTrue(relative.stderr.contains("absolute path"), relative.summary)

@@ -42,7 +42,10 @@ enum AgentWorker {
             answer(connection, status: 64, error: ("usage", "the request could not be read"))
         }
 
-        let (socket, terminal) = place(passed, at: request.fds, terminal: request.terminal, connection: connection)
+        guard let placed = place(passed, at: request.fds, terminal: request.terminal, connection: connection) else {
+            answer(connection, status: 75, error: ("busy", "the agent could not take the request's descriptors: try again in a moment"))
+        }
+        let (socket, terminal) = placed
         let caller = AgentCaller(uid: uid, gid: gid, pid: pid, groups: groups)
         AgentCaller.serve(caller)
         ControllingTerminal.serve(passed: terminal)
@@ -66,6 +69,7 @@ enum AgentWorker {
 
     /// Sends the response and exits with `status` (the worker never returns to the agent's loop).
     static func answer(_ socket: Int32, status: Int32, error: (code: String, message: String)?) -> Never {
+        fflush(nil)  // anything a library left in a stdio buffer goes out before the answer
         let frame = AgentResponseFrame.encode(status: status, error: error)
         _ = frame.withUnsafeBytes { agent_socket_send(socket, $0.baseAddress, $0.count, nil, 0) }
         _exit(status)
@@ -115,8 +119,9 @@ enum AgentWorker {
             let room = Int(AGENT_SOCKET_MAX_FDS) - passed.count
             var fds = [Int32](repeating: -1, count: Int(AGENT_SOCKET_MAX_FDS))
             var received = 0
-            let got = buffer.withUnsafeMutableBytes { raw in
-                agent_socket_receive(connection, raw.baseAddress! + have, count - have, &fds, room, &received)
+            let got = buffer.withUnsafeMutableBytes { raw -> Int in
+                guard let start = raw.baseAddress else { return -1 }
+                return agent_socket_receive(connection, start + have, count - have, &fds, room, &received)
             }
             passed += fds.prefix(received)
             if got < 0 {
@@ -163,16 +168,22 @@ enum AgentWorker {
 
     /// Puts passed descriptor i at number `targets[i]` (the connection moved out of the way first); stdin, stdout or
     /// stderr not passed become /dev/null; every other descriptor is closed. Returns the connection's and the
-    /// terminal's new numbers.
-    static func place(_ passed: [Int32], at targets: [Int32], terminal: Bool, connection: Int32) -> (Int32, Int32?) {
-        let above = (targets + [2]).max()! + 1
+    /// terminal's new numbers, or nil (the connection where it was) when the descriptors could not be moved.
+    static func place(_ passed: [Int32], at targets: [Int32], terminal: Bool,
+                      connection: Int32) -> (socket: Int32, terminal: Int32?)? {
+        let above = max(targets.max() ?? 2, 2) + 1
         // Every received descriptor and the connection first go above every target, so no dup2 below clobbers one.
         let socket = fcntl(connection, F_DUPFD_CLOEXEC, above)
+        guard socket >= 0 else { return nil }
         close(connection)
         var moved: [Int32] = []
         for descriptor in passed {
             moved.append(fcntl(descriptor, F_DUPFD_CLOEXEC, above))
             close(descriptor)
+        }
+        guard !moved.contains(where: { $0 < 0 }) else {
+            _ = dup2(socket, connection)
+            return nil
         }
         for (index, target) in targets.enumerated() {
             _ = dup2(moved[index], target)  // not close-on-exec: a verifier the command starts gets them too
