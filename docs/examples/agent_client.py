@@ -119,7 +119,7 @@ def main(argv):
         elif option == "--json-errors":
             json_errors = True
         else:
-            print(f"usage: agent_client.py [--socket PATH] [--json-errors] -- keymgr-arguments...", file=sys.stderr)
+            print("usage: agent_client.py [--socket PATH] [--json-errors] -- keymgr-arguments...", file=sys.stderr)
             return 64
     arguments = argv[1:]
     terminal = None
@@ -139,7 +139,8 @@ def main(argv):
         return 69
     if error is not None:
         print(f"keymgr: {error['message']}", file=sys.stderr)
-        if json_errors or "--json" in arguments:
+        options = arguments[:arguments.index("--")] if "--" in arguments else arguments
+        if json_errors or "--json" in options:
             print(json.dumps({"error": {"code": error["code"], "message": error["message"]}},
                              ensure_ascii=False, separators=(",", ":"), sort_keys=True))
     return status
