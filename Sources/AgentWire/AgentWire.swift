@@ -11,6 +11,10 @@ public enum AgentWire {
     public static let maximumFrameLength = 65536
     /// The most numbered descriptors (`fds`) a request may pass; the terminal, when passed, comes on top.
     public static let maximumDescriptors = 8
+    /// The highest number a passed descriptor may take in the command (the agent keeps its own above it).
+    public static let maximumDescriptorNumber: Int32 = 255
+    /// The widest `columns` accepted.
+    public static let maximumColumns = 100_000
     /// How long the agent waits for a whole request after accepting a connection, in seconds.
     public static let requestDeadlineSeconds = 10
 
@@ -59,11 +63,12 @@ public struct AgentRequest: Equatable, Sendable {
     /// The command's arguments, without the program name (`["sign", "--user", "alice"]`).
     public var arguments: [String]
     /// The number each passed descriptor takes in the command, in the order they were passed: 0, 1, 2 always, plus
-    /// the `--pin-fd`/`--password-fd` numbers the arguments name. At most `AgentWire.maximumDescriptors`, no repeats.
+    /// the `--pin-fd`/`--password-fd` numbers the arguments name. At most `AgentWire.maximumDescriptors`, no repeats,
+    /// each at most `AgentWire.maximumDescriptorNumber`.
     public var fds: [Int32]
     /// True when one more descriptor follows the `fds` ones: the client's controlling terminal, for prompts.
     public var terminal: Bool
-    /// The client's `COLUMNS`, when it holds a positive number.
+    /// The client's `COLUMNS`, when it holds a number from 1 to `AgentWire.maximumColumns`.
     public var columns: Int?
 
     public init(arguments: [String], fds: [Int32] = [0, 1, 2], terminal: Bool = false, columns: Int? = nil) {
@@ -127,8 +132,9 @@ public struct AgentRequest: Equatable, Sendable {
         }
         var fds: [Int32] = []
         for item in numbers {
-            guard case .integer(let fd) = item, fd >= 0, fd <= Int64(Int32.max) else {
-                throw AgentWireError("the request's \"fds\" holds something other than a descriptor number")
+            guard case .integer(let fd) = item, fd >= 0, fd <= Int64(AgentWire.maximumDescriptorNumber) else {
+                throw AgentWireError("the request's \"fds\" holds something other than a descriptor number from 0 to "
+                    + "\(AgentWire.maximumDescriptorNumber)")
             }
             guard !fds.contains(Int32(fd)) else { throw AgentWireError("the request's \"fds\" names \(fd) twice") }
             fds.append(Int32(fd))
@@ -143,8 +149,8 @@ public struct AgentRequest: Equatable, Sendable {
         }
         var columns: Int?
         if let value = members["columns"] {
-            guard case .integer(let number) = value, number > 0, number <= Int64(Int32.max) else {
-                throw AgentWireError("the request's \"columns\" is not a positive integer")
+            guard case .integer(let number) = value, number > 0, number <= Int64(AgentWire.maximumColumns) else {
+                throw AgentWireError("the request's \"columns\" is not a number of columns from 1 to \(AgentWire.maximumColumns)")
             }
             columns = Int(number)
         }

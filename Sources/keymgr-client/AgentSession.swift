@@ -27,6 +27,10 @@ struct AgentSession {
             }
         }
         for named in arguments.namedDescriptors where !numbers.contains(named) {
+            guard named <= AgentWire.maximumDescriptorNumber else {
+                return fail("usage", 64, "descriptor \(named) cannot be passed to the agent: use a descriptor from 3 to "
+                    + "\(AgentWire.maximumDescriptorNumber) for --pin-fd and --password-fd")
+            }
             // One that is not open is not passed: the command then fails on it as it would in embedded mode.
             guard fcntl(named, F_GETFD) >= 0 else { continue }
             guard numbers.count < AgentWire.maximumDescriptors else {
@@ -36,7 +40,7 @@ struct AgentSession {
             passed.append(named)
         }
         var columns: Int?
-        if let text = ClientEnvironment.value("COLUMNS"), let value = Int(text), value > 0, value <= Int(Int32.max) {
+        if let text = ClientEnvironment.value("COLUMNS"), let value = Int(text), value > 0, value <= AgentWire.maximumColumns {
             columns = value
         }
         let terminal = ClientTerminal.open()

@@ -162,8 +162,10 @@ let fuzzTargets: [String: @Sendable ([UInt8]) -> Void] = [
         }
         guard let request = try? AgentRequest.decode(body) else { return }
         guard request.fds.count <= AgentWire.maximumDescriptors, Set(request.fds).count == request.fds.count,
-              [0, 1, 2].allSatisfy(request.fds.contains), request.fds.allSatisfy({ $0 >= 0 }),
-              !request.arguments.contains(where: { $0.utf8.contains(0) }), (request.columns ?? 1) > 0
+              [0, 1, 2].allSatisfy(request.fds.contains),
+              request.fds.allSatisfy({ (0...AgentWire.maximumDescriptorNumber).contains($0) }),
+              !request.arguments.contains(where: { $0.utf8.contains(0) }),
+              (1...AgentWire.maximumColumns).contains(request.columns ?? 1)
         else { fatalError("a request the agent cannot act on was accepted: \(request)") }
         guard (try? AgentRequest.decode(request.encoded())) == request else {
             fatalError("a request does not survive re-encoding: \(request)")

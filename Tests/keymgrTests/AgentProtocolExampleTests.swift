@@ -21,13 +21,15 @@ final class AgentProtocolExampleTests: XCTestCase {
     private var example: String { packageRoot.appendingPathComponent("docs/examples/agent_client.py").path }
     private var socketPath: String { sandbox.root.appendingPathComponent("agent.sock").path }
 
-    /// Starts the agent on the sandbox's store with a policy that lets every caller do everything, and waits until
+    /// Starts the agent on the sandbox's store with a policy that lets this user do everything, and waits until
     /// its socket answers.
     private func startAgent() throws {
         try sandbox.initialise()
         _ = try sandbox.bind("alice")
         let policy = sandbox.root.appendingPathComponent("policy.toml")
-        try "[[rule]]\nwho = [\"*\"]\nmay = [\"*\"]\nfor = \"*\"\n".write(to: policy, atomically: true, encoding: .utf8)
+        // This user may do everything, for every identity user (`for` defaults to "*").
+        let login = String(cString: getpwuid(getuid()).pointee.pw_name)
+        try "[[rule]]\nwho = [\"user:\(login)\"]\nmay = [\"*\"]\n".write(to: policy, atomically: true, encoding: .utf8)
         XCTAssertEqual(chmod(policy.path, 0o600), 0)
         let log = sandbox.root.appendingPathComponent("agent.log")
         FileManager.default.createFile(atPath: log.path, contents: nil)
