@@ -13,7 +13,10 @@ let package = Package(
     name: "keymgr",
     platforms: [.macOS(.v14)],
     products: [
-        .executable(name: "keymgr", targets: ["keymgr"]),
+        // `keymgr` is the lean client (agent mode, else it execs keymgr-core); `keymgr-core` is the full program,
+        // whose module keeps the name and path `keymgr` (Sources/keymgr).
+        .executable(name: "keymgr", targets: ["keymgr-client"]),
+        .executable(name: "keymgr-core", targets: ["keymgr"]),
         .executable(name: "keymgr-refserver", targets: ["keymgr-refserver"]),
         .executable(name: "keymgr-benchdata", targets: ["keymgr-benchdata"]),
         .library(name: "KeyManager", targets: ["KeyManager"]),
@@ -73,6 +76,12 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
             ],
             swiftSettings: strict),
+        // The agent protocol's frames (docs/agent-protocol.md): a strict JSON reader and writer for exactly the
+        // request and response shapes. No Foundation: the lean client links it.
+        .target(name: "AgentWire", swiftSettings: fuzzed),
+        // The lean client: Glibc, AgentWire and CAgentSocket only (no Foundation, GRDB or OpenSSL).
+        .executableTarget(
+            name: "keymgr-client", dependencies: ["AgentWire", "CAgentSocket"], swiftSettings: strict),
 
         // The reference identity server: PingAM's device REST and journeys over loopback HTTP.
         .target(
@@ -102,7 +111,7 @@ let package = Package(
         // libFuzzer targets for what keymgr parses from outside; built with fuzzing only by `make fuzz`
         // (proof/fuzz.sh), empty otherwise.
         .executableTarget(
-            name: "keymgr-fuzz", dependencies: ["KeyManager", "ServerClients", "Storage"],
+            name: "keymgr-fuzz", dependencies: ["KeyManager", "ServerClients", "Storage", "AgentWire"],
             swiftSettings: fuzzed + (fuzzing ? [.define("KEYMGR_FUZZ")] : []),
             linkerSettings: fuzzing ? [.unsafeFlags(["-sanitize=fuzzer"])] : []),
 
@@ -113,6 +122,10 @@ let package = Package(
         .testTarget(name: "SyncTests", dependencies: ["Sync", "ServerClients", "KeyManager", "Storage", "RefServer"], swiftSettings: strict),
         .testTarget(name: "ServerClientsTests", dependencies: ["ServerClients", "KeyManager"], swiftSettings: strict),
         .testTarget(name: "RefServerTests", dependencies: ["RefServer", "KeyManager"], swiftSettings: strict),
-        .testTarget(name: "keymgrTests", dependencies: ["keymgr", "KeyManager", "Storage", "SWTPMSupport"], swiftSettings: strict),
+        .testTarget(
+            name: "keymgrTests",
+            dependencies: ["keymgr", "keymgr-client", "KeyManager", "Storage", "SWTPMSupport", "AgentWire", "CAgentSocket"],
+            swiftSettings: strict),
+        .testTarget(name: "AgentWireTests", dependencies: ["AgentWire", "CAgentSocket"], swiftSettings: strict),
     ]
 )

@@ -1,18 +1,20 @@
 #!/bin/sh
-# Builds keymgr's Debian package with dpkg-deb (`make deb`): deb.sh RELEASE_BINARY MANPAGE VERSION OUTPUT.deb
-# The tree is what `make install PREFIX=/usr` writes (binary, completions, systemd units, man page), plus the
+# Builds keymgr's Debian package with dpkg-deb (`make deb`): deb.sh CLIENT CORE MANPAGE VERSION OUTPUT.deb
+# (CLIENT = the release `keymgr`, CORE = the release `keymgr-core`).
+# The tree is what `make install PREFIX=/usr` writes (both binaries, completions, systemd units, man page), plus the
 # sysusers.d and tmpfiles.d files and the policy template when contrib/ has them, and the documentation Debian asks
-# for. Depends: the packages that own the libraries the binary links (ldd) and loads on first network use
+# for. Depends: the packages that own the libraries the binaries link (ldd) and load on first network use
 # (libcurl.so.4, through dlopen), each found with dpkg -S: not guessed, so a build on another release names its own.
 set -eu
-binary=$1; manpage=$2; version=$3; output=$4
+binary=$1; core=$2; manpage=$3; version=$4; output=$5
 root=$(dirname "$output")/deb-root
 rm -rf "$root"
 mkdir -p "$root/DEBIAN"
 make --no-print-directory install PREFIX=/usr DESTDIR="$(realpath "$root")" \
   SYSTEMD_UNIT_DIR=/usr/lib/systemd/system ZSH_COMPLETION_DIR=/usr/share/zsh/vendor-completions \
-  RELEASE_BIN="$binary" MANPAGE="$manpage" >/dev/null
-strip --strip-unneeded --remove-section=.comment --remove-section=.note "$root/usr/bin/keymgr"
+  RELEASE_BIN="$binary" RELEASE_CORE="$core" MANPAGE="$manpage" >/dev/null
+strip --strip-unneeded --remove-section=.comment --remove-section=.note "$root/usr/bin/keymgr" \
+  "$root/usr/libexec/keymgr/keymgr-core"
 gzip -9n "$root/usr/share/man/man1/keymgr.1"
 # bash-completion sources the script: no interpreter line.
 sed -i '1{/^#!/d}' "$root/usr/share/bash-completion/completions/keymgr"
@@ -43,7 +45,7 @@ owner() {
   dpkg -S "$1" 2>/dev/null | head -n 1 | cut -d: -f1 \
     || true
 }
-libraries=$(ldd "$binary" | awk '/=>/ { print $3 } /^\t\/.*ld-linux/ { print $1 }')
+libraries=$(ldd "$binary" "$core" | awk '/=>/ { print $3 } /^\t\/.*ld-linux/ { print $1 }' | sort -u)
 libraries="$libraries $(ldconfig -p | awk '/libcurl\.so\.4 .*x86-64/ { print $NF; exit }')"
 depends=""
 for library in $libraries; do
@@ -72,8 +74,9 @@ Description: device-bound signing keys for shared devices
  keymgr binds per-user ES256 signing keys on a device (a kiosk, a shared
  workstation), keeps them wrapped under a master key in a local SQLite store,
  signs challenges with them, and keeps the bindings in step with a PingAM or
- OAuth identity server. The package holds the keymgr command, its manual,
- shell completions and the systemd units of the periodic sync.
+ OAuth identity server. The package holds the keymgr command (a small
+ client, and the full program keymgr-core it runs or asks the agent to run),
+ its manual, shell completions and the systemd units of the periodic sync.
 CONTROL
 chmod 0644 "$root/DEBIAN/control" "$root/DEBIAN/md5sums"
 dpkg-deb --root-owner-group -Zgzip --build "$root" "$output" >/dev/null

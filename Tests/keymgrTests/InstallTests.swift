@@ -63,13 +63,15 @@ final class InstallTests: XCTestCase {
         XCTAssertEqual(install.status, 0, install.summary)
 
         let binary = prefix.appendingPathComponent("bin/keymgr")
+        let core = prefix.appendingPathComponent("libexec/keymgr/keymgr-core")
         let expected = [
             "bin/keymgr", "share/bash-completion/completions/keymgr", "share/zsh/site-functions/_keymgr",
             "share/fish/vendor_completions.d/keymgr.fish", "lib/systemd/system/keymgr-sync.service",
-            "lib/systemd/system/keymgr-sync.timer", "share/man/man1/keymgr.1",
+            "lib/systemd/system/keymgr-sync.timer", "share/man/man1/keymgr.1", "libexec/keymgr/keymgr-core",
         ]
         XCTAssertEqual(Set(regularFiles(under: prefix)), Set(expected.map { prefix.appendingPathComponent($0).path }))
         XCTAssertTrue(FileManager.default.isExecutableFile(atPath: binary.path))
+        XCTAssertTrue(FileManager.default.isExecutableFile(atPath: core.path))
 
         // Completions are the scripts the binary generates, for the right shell.
         let bash = try String(contentsOf: prefix.appendingPathComponent(expected[1]), encoding: .utf8)
@@ -96,18 +98,26 @@ final class InstallTests: XCTestCase {
         let status = try runClean(binary, ["status", "--json"], environment: ["KEYMGR_HOME": store.path])
         XCTAssertEqual(status.status, 0, status.summary)
         XCTAssertEqual(try status.object()["deviceName"] as? String, "installed kiosk", status.stdout)
-        let ldd = try sandbox.run(URL(fileURLWithPath: "/usr/bin/ldd"), [binary.path])
-        XCTAssertEqual(ldd.status, 0, ldd.summary)
-        XCTAssertTrue(ldd.stdout.contains("libc.so"), ldd.stdout)
-        XCTAssertFalse(ldd.stdout.contains("libswift"), ldd.stdout)
-        XCTAssertFalse(ldd.stdout.contains("libFoundation"), ldd.stdout)
-        XCTAssertFalse(ldd.stdout.contains("/opt/swift"), ldd.stdout)
+        for executable in [binary, core] {
+            let ldd = try sandbox.run(URL(fileURLWithPath: "/usr/bin/ldd"), [executable.path])
+            XCTAssertEqual(ldd.status, 0, ldd.summary)
+            XCTAssertTrue(ldd.stdout.contains("libc.so"), ldd.stdout)
+            XCTAssertFalse(ldd.stdout.contains("libswift"), ldd.stdout)
+            XCTAssertFalse(ldd.stdout.contains("libFoundation"), ldd.stdout)
+            XCTAssertFalse(ldd.stdout.contains("/opt/swift"), ldd.stdout)
+        }
+        // The client is the lean one: no database, crypto or Foundation in it, statically or not.
+        let clientLibraries = try sandbox.run(URL(fileURLWithPath: "/usr/bin/ldd"), [binary.path]).stdout
+        XCTAssertFalse(clientLibraries.contains("libsqlite3") || clientLibraries.contains("libcrypto"), clientLibraries)
+        let clientSymbols = try sandbox.run(URL(fileURLWithPath: "/usr/bin/nm"), ["--defined-only", binary.path]).stdout
+        XCTAssertFalse(clientSymbols.contains("Foundation") || clientSymbols.contains("GRDB"), "the release client holds Foundation or GRDB")
 
         try verifyUnits(service: prefix.appendingPathComponent(expected[4]), timer: prefix.appendingPathComponent(expected[5]))
 
         let uninstall = try make(["uninstall", "PREFIX=\(prefix.path)"])
         XCTAssertEqual(uninstall.status, 0, uninstall.summary)
         XCTAssertEqual(regularFiles(under: prefix), [], "make uninstall left files behind")
+        XCTAssertFalse(FileManager.default.fileExists(atPath: core.deletingLastPathComponent().path), "libexec/keymgr is left")
     }
 
     func testDestdirStagesUnderItWithThePrefixInTheUnit() throws {
@@ -116,10 +126,11 @@ final class InstallTests: XCTestCase {
         let install = try make(["install", "PREFIX=/usr", "DESTDIR=\(stage.path)", "SYSTEMD_UNIT_DIR=\(unitDirectory)"])
         XCTAssertEqual(install.status, 0, install.summary)
         XCTAssertTrue(FileManager.default.isExecutableFile(atPath: stage.appendingPathComponent("usr/bin/keymgr").path))
+        XCTAssertTrue(FileManager.default.isExecutableFile(atPath: stage.appendingPathComponent("usr/libexec/keymgr/keymgr-core").path))
         let service = try String(contentsOf: stage.appendingPathComponent("etc/systemd/system/keymgr-sync.service"),
                                  encoding: .utf8)
         XCTAssertTrue(service.contains("ExecStart=/usr/bin/keymgr sync --json"), service)
-        XCTAssertEqual(regularFiles(under: stage).count, 7, "\(regularFiles(under: stage))")
+        XCTAssertEqual(regularFiles(under: stage).count, 8, "\(regularFiles(under: stage))")
         let uninstall = try make(["uninstall", "PREFIX=/usr", "DESTDIR=\(stage.path)", "SYSTEMD_UNIT_DIR=\(unitDirectory)"])
         XCTAssertEqual(uninstall.status, 0, uninstall.summary)
         XCTAssertEqual(regularFiles(under: stage), [])
@@ -149,7 +160,7 @@ final class InstallTests: XCTestCase {
             guard !line.hasPrefix("d"), let path = line.split(separator: " ").last else { return nil }
             return String(path.dropFirst())  // "./usr/bin/keymgr" -> "/usr/bin/keymgr"
         }
-        for path in ["/usr/bin/keymgr", "/usr/share/man/man1/keymgr.1.gz", "/usr/share/bash-completion/completions/keymgr",
+        for path in ["/usr/bin/keymgr", "/usr/libexec/keymgr/keymgr-core", "/usr/share/man/man1/keymgr.1.gz", "/usr/share/bash-completion/completions/keymgr",
                      "/usr/share/zsh/vendor-completions/_keymgr", "/usr/share/fish/vendor_completions.d/keymgr.fish",
                      "/usr/lib/systemd/system/keymgr-sync.service", "/usr/lib/systemd/system/keymgr-sync.timer",
                      "/usr/share/doc/keymgr/copyright"] {
