@@ -23,11 +23,8 @@ final class AgentHarness {
         "[[rule]]\nwho = [\(logins.map { "\"user:\($0)\"" }.joined(separator: ", "))]\nmay = [\"*\"]\n"
     }
 
-    /// The `keymgr-core` beside the test bundle once the client is split off, else `keymgr`.
-    static let coreBinary: URL = {
-        let core = Sandbox.binary.deletingLastPathComponent().appendingPathComponent("keymgr-core")
-        return FileManager.default.isExecutableFile(atPath: core.path) ? core : Sandbox.binary
-    }()
+    /// The full program, which the agent is.
+    static let coreBinary = Sandbox.coreBinary
 
     init(policy text: String = AgentHarness.policy(allowing: ["root"]), initialise: Bool = true) throws {
         sandbox = try Sandbox()
@@ -95,20 +92,22 @@ final class AgentHarness {
         agent.waitUntilExit()
     }
 
-    /// Runs the protocol client: `keymgr <arguments>` through the agent, as root or as `uid`.
-    func request(_ arguments: [String], stdin: String = "", as uid: UInt32? = nil,
+    /// Which program talks to the agent: keymgr's own client, or the protocol client below (which sends what the
+    /// CLI's client would refuse to, such as `--home`).
+    enum Client { case keymgr, protocolScript }
+
+    /// Runs `keymgr <arguments>` through the agent, as root or as `uid`.
+    func request(_ arguments: [String], stdin: String = "", as uid: UInt32? = nil, via client: Client = .keymgr,
                  environment: [String: String] = [:]) throws -> Outcome {
-        let python = URL(fileURLWithPath: "/usr/bin/python3")
-        var outcome: Outcome
-        if let uid {
-            outcome = try sandbox.run(URL(fileURLWithPath: "/usr/bin/setpriv"),
-                                      ["--reuid=\(uid)", "--regid=\(uid)", "--clear-groups", python.path, client.path, socket.path]
-                                      + arguments, stdin: stdin, extraEnvironment: environment)
-        } else {
-            outcome = try sandbox.run(python, [client.path, socket.path] + arguments, stdin: stdin, extraEnvironment: environment)
+        var command: [String]
+        switch client {
+        case .keymgr: command = [Sandbox.binary.path, "--socket", socket.path]
+        case .protocolScript: command = ["/usr/bin/python3", self.client.path, socket.path]
         }
-        outcome = Outcome(status: outcome.status, stdout: outcome.stdout, stderr: outcome.stderr, arguments: arguments)
-        return outcome
+        if let uid { command = ["/usr/bin/setpriv", "--reuid=\(uid)", "--regid=\(uid)", "--clear-groups"] + command }
+        let outcome = try sandbox.run(URL(fileURLWithPath: command[0]), Array(command.dropFirst()) + arguments, stdin: stdin,
+                                      extraEnvironment: environment)
+        return Outcome(status: outcome.status, stdout: outcome.stdout, stderr: outcome.stderr, arguments: arguments)
     }
 
     /// Starts the protocol client without waiting for it (`mode`: see the script).
@@ -350,13 +349,15 @@ final class AgentServerTests: XCTestCase {
         let harness = try AgentHarness()
         try harness.start()
         for command in [["--home", "/tmp", "status"], ["status", "--home=/tmp"], ["init"], ["--json", "agent"]] {
-            let served = try harness.request(command)
+            let served = try harness.request(command, via: .protocolScript)
             XCTAssertEqual(served.status, 64, served.summary)
             XCTAssertTrue(served.stderr.hasPrefix("keymgr: "), served.summary)
         }
-        XCTAssertTrue(try harness.request(["--home", "/tmp", "status"]).stderr.contains("serves one store"))
+        XCTAssertTrue(try harness.request(["--home", "/tmp", "status"], via: .protocolScript).stderr.contains("serves one store"))
         // `--socket` is the client's: the agent drops it.
-        XCTAssertEqual(try harness.request(["--socket", "/elsewhere", "status"]).status, 0)
+        XCTAssertEqual(try harness.request(["--socket", "/elsewhere", "status"], via: .protocolScript).status, 0)
+        // keymgr's own client refuses `init` and `--home` with a socket before asking; the agent, if asked, too.
+        XCTAssertEqual(try harness.request(["init"]).status, 64)
     }
 
     func testAStartWithoutAStoreOrOverAFileThatIsNoSocketExits78() throws {
