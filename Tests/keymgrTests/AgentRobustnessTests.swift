@@ -82,10 +82,34 @@ final class AgentRobustnessTests: XCTestCase {
     func testTheAgentExitsWhenIdle() throws {
         let harness = try AgentHarness()
         let agent = try harness.start(["--idle-exit", "1"])
+        XCTAssertEqual(harness.keepers.count, 1, "the store's keeper")
         XCTAssertEqual(try harness.request(["status"]).status, 0)
         XCTAssertTrue(AgentHarness.eventually(30) { !agent.isRunning }, "the agent exits after a second with nothing to do")
         XCTAssertEqual(agent.terminationStatus, 0, harness.agentOutput)
         XCTAssertFalse(FileManager.default.fileExists(atPath: harness.socket.path), "the socket it bound is removed")
+        XCTAssertTrue(AgentHarness.eventually { harness.keepers.allSatisfy { !AgentHarness.isRunning($0) } },
+                      "the store's keeper ends with the agent")
+    }
+
+    func testASocketPassedBySocketActivationIsServedAndLeftInPlace() throws {
+        let harness = try AgentHarness()
+        // systemd-socket-activate binds the socket, then on the first connection execs the agent with LISTEN_FDS=1
+        // and LISTEN_PID set, as systemd does: no --socket (the default path under /run is not touched).
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/systemd-socket-activate")
+        process.arguments = ["-l", harness.socket.path, AgentHarness.coreBinary.path, "agent", "--home", harness.sandbox.home.path,
+                             "--policy", harness.policy.path, "--idle-exit", "1"]
+        process.environment = harness.agentEnvironment
+        process.standardOutput = FileHandle.nullDevice
+        process.standardError = FileHandle.nullDevice
+        try process.run()
+        defer { if process.isRunning { process.terminate() } }
+        XCTAssertTrue(AgentHarness.eventually { FileManager.default.fileExists(atPath: harness.socket.path) })
+        let served = try harness.request(["status", "--json"])
+        XCTAssertEqual(served.status, 0, served.summary)
+        XCTAssertTrue(AgentHarness.eventually(30) { !process.isRunning }, "idle exit")
+        XCTAssertEqual(process.terminationStatus, 0)
+        XCTAssertTrue(FileManager.default.fileExists(atPath: harness.socket.path), "systemd's socket is systemd's to remove")
     }
 
     func testSIGTERMLetsTheRunningWorkerFinish() throws {

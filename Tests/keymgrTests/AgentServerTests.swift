@@ -72,7 +72,10 @@ final class AgentHarness {
                 XCTFail("the agent exited at start (\(process.terminationStatus)): \(log(contents: agentLog))", file: file, line: line)
                 return process
             }
-            if Self.connects(socket.path) { return process }
+            if Self.connects(socket.path) {
+                keepers = Set(children)
+                return process
+            }
             usleep(20_000)
         }
         XCTFail("the agent did not listen within 30 s: \(log(contents: agentLog))", file: file, line: line)
@@ -154,13 +157,26 @@ final class AgentHarness {
         }
     }
 
-    /// The agent's worker processes now.
-    var workers: [Int32] {
+    /// The agent's child processes now.
+    private var children: [Int32] {
         guard let agent else { return [] }
         let pid = agent.processIdentifier
         let text = (try? String(contentsOfFile: "/proc/\(pid)/task/\(pid)/children", encoding: .utf8)) ?? ""
         return text.split(separator: " ").compactMap { Int32($0.trimmingCharacters(in: .whitespacesAndNewlines)) }
     }
+
+    /// The children the agent had once it listened (the store's keeper), which are no workers.
+    private(set) var keepers: Set<Int32> = []
+
+    /// Whether `pid` is a running process (not gone, not a zombie).
+    static func isRunning(_ pid: Int32) -> Bool {
+        guard let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
+              let close = stat.lastIndex(of: ")") else { return false }
+        return !stat[stat.index(after: close)...].trimmingCharacters(in: .whitespaces).hasPrefix("Z")
+    }
+
+    /// The agent's worker processes now.
+    var workers: [Int32] { children.filter { !keepers.contains($0) } }
 
     /// Waits up to `seconds` for `condition`.
     static func eventually(_ seconds: Double = 20, _ condition: () -> Bool) -> Bool {
@@ -208,6 +224,21 @@ final class AgentHarness {
             except ConnectionResetError:  # closed with bytes of the request unread
                 print("closed")
             sys.exit(0)
+        if sys.argv[1] == "--tty":
+            # stdin and the terminal are a new pseudo-terminal; the PIN is typed when the prompt appears.
+            import pty
+            master, slave = pty.openpty()
+            s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            s.connect(sys.argv[2])
+            body = json.dumps({"version": 1, "arguments": sys.argv[4:], "fds": [0, 1, 2], "terminal": True}).encode()
+            socket.send_fds(s, [struct.pack(">I", len(body)) + body], [slave, 1, 2, slave])
+            seen = b""
+            while not seen.endswith(b": "):
+                seen += os.read(master, 1)
+            os.write(master, sys.argv[3].encode() + b"\n")
+            reply = answer(s)
+            sys.stderr.write("terminal: %r\n" % seen.decode())
+            sys.exit(reply["status"])
         if sys.argv[1] == "--idle":
             s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
             s.connect(sys.argv[2])
@@ -345,6 +376,22 @@ final class AgentServerTests: XCTestCase {
         XCTAssertTrue(relative.stderr.contains("absolute path"), relative.summary)
     }
 
+    func testAPINPromptAppearsOnTheTerminalTheClientPassed() throws {
+        let harness = try AgentHarness()
+        try harness.sandbox.bind("pinny", ["--auth-type", "app-pin", "--pin-stdin"], stdin: "482916\n")
+        try harness.start()
+        let outcome = try harness.sandbox.run(URL(fileURLWithPath: "/usr/bin/python3"), [
+            harness.client.path, "--tty", harness.socket.path, "482916", "sign", "--user", "pinny", "--challenge", "c-3",
+        ])
+        XCTAssertEqual(outcome.status, 0, outcome.summary + harness.agentOutput)
+        XCTAssertTrue(outcome.stderr.contains("terminal: 'PIN for"), outcome.summary)
+        XCTAssertEqual(outcome.stdout.trimmingCharacters(in: .newlines).split(separator: ".").count, 3, outcome.summary)
+        let wrong = try harness.sandbox.run(URL(fileURLWithPath: "/usr/bin/python3"), [
+            harness.client.path, "--tty", harness.socket.path, "000000", "sign", "--user", "pinny",
+        ])
+        XCTAssertEqual(wrong.status, 77, wrong.summary)
+    }
+
     func testHomeInitAndAgentAreRefusedThroughTheAgent() throws {
         let harness = try AgentHarness()
         try harness.start()
@@ -371,6 +418,17 @@ final class AgentServerTests: XCTestCase {
         process.waitUntilExit()
         XCTAssertEqual(process.terminationStatus, 78)
         XCTAssertFalse(FileManager.default.fileExists(atPath: bare.socket.path), "no socket without a store")
+
+        // A master key that does not open the store.
+        let wrongKey = try AgentHarness()
+        let key = wrongKey.sandbox.home.appendingPathComponent("master.key")
+        try Data(repeating: 7, count: try Data(contentsOf: key).count).write(to: key)
+        let refused = try wrongKey.sandbox.run(AgentHarness.coreBinary, [
+            "agent", "--home", wrongKey.sandbox.home.path, "--socket", wrongKey.socket.path, "--policy", wrongKey.policy.path,
+        ])
+        XCTAssertEqual(refused.status, 78, refused.summary)
+        XCTAssertTrue(refused.stderr.contains("the agent cannot serve the store in"), refused.summary)
+        XCTAssertFalse(FileManager.default.fileExists(atPath: wrongKey.socket.path))
 
         let harness = try AgentHarness()
         try "not a socket".write(to: harness.socket, atomically: true, encoding: .utf8)

@@ -49,7 +49,7 @@ struct AgentCommand: KeymgrCommand {
     }
 
     func run() throws {
-        try checkStore()
+        try startKeeper()
         try AgentGate.load(policyFile: policy ?? Self.defaultPolicy)
         let listener = try AgentListener.open(path: socket ?? Self.defaultSocket)
         defer { listener.close() }
@@ -62,30 +62,60 @@ struct AgentCommand: KeymgrCommand {
         try server.serve()
     }
 
-    /// Opens the store and its master key once, in a child process, so that no SQLite connection, thread or
-    /// key schedule of it stays in the agent that forks the workers. Fails with 78 saying what is wrong.
-    private func checkStore() throws {
+    /// Opens the store and its master key in a child process, the store's keeper, so that no SQLite connection,
+    /// thread or key schedule of it stays in the agent that forks the workers. Fails with 78 saying what is wrong.
+    ///
+    /// The keeper then holds its connection open, idle (no transaction: checkpoints are not held back), until the
+    /// agent is gone. While one connection is open SQLite keeps the WAL index valid, so a worker's open does not
+    /// rebuild it by reading the whole WAL, as the first connection after the last one closed must (a worker exits
+    /// without closing, like every keymgr process).
+    private func startKeeper() throws {
         let home = globals.storeHome
+        var ready: [Int32] = [-1, -1]  // keeper → agent: one byte once the store is open and checked
+        var alive: [Int32] = [-1, -1]  // agent → keeper: end of file once the agent (and every worker) is gone
+        guard pipe(&ready) == 0, pipe(&alive) == 0 else {
+            throw KeyManagerError(.failure, "cannot make a pipe to check the store: \(String(cString: strerror(errno)))")
+        }
         let child = fork()
         if child == 0 {
-            var status: Int32 = 0
+            Glibc.close(ready[0])
+            Glibc.close(alive[1])
+            let manager: KeyManager
             do {
-                let manager = try globals.openManager(readOnly: true)
+                manager = try globals.openManager(readOnly: true)
                 _ = try manager.status()
             } catch {
                 let message = (error as? any KeymgrFailure)?.message ?? String(describing: error)
                 StandardStream.error.write("keymgr: the agent cannot serve the store in \(home.url.path): "
                     + "\(PrintableText.stripped(message))\n")
-                status = KeyManagerError.Code.config.exitStatus
+                _exit(KeyManagerError.Code.config.exitStatus)
             }
-            _exit(status)
+            var byte: UInt8 = 1
+            _ = write(ready[1], &byte, 1)
+            Glibc.close(ready[1])
+            withExtendedLifetime(manager) {
+                while true {
+                    let got = read(alive[0], &byte, 1)
+                    if got == 0 || (got < 0 && errno != EINTR) { break }
+                }
+            }
+            _exit(0)
         }
+        Glibc.close(ready[1])
+        Glibc.close(alive[0])
         guard child > 0 else {
             throw KeyManagerError(.failure, "cannot start a process to check the store: \(String(cString: strerror(errno)))")
         }
-        var status: Int32 = 0
-        while waitpid(child, &status, 0) < 0, errno == EINTR {}
-        guard status == 0 else { throw ExitCode(KeyManagerError.Code.config.exitStatus) }
+        _ = fcntl(alive[1], F_SETFD, FD_CLOEXEC)  // held for the agent's life; workers close it
+        var byte: UInt8 = 0
+        var got: Int
+        repeat { got = read(ready[0], &byte, 1) } while got < 0 && errno == EINTR
+        Glibc.close(ready[0])
+        guard got == 1 else {
+            var status: Int32 = 0
+            while waitpid(child, &status, 0) < 0, errno == EINTR {}
+            throw ExitCode(KeyManagerError.Code.config.exitStatus)
+        }
     }
 }
 
