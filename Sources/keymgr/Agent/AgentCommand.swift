@@ -51,6 +51,7 @@ struct AgentCommand: KeymgrCommand {
     func run() throws {
         try startKeeper()
         try AgentGate.load(policyFile: policy ?? Self.defaultPolicy)
+        Self.warmArgumentParser()
         let listener = try AgentListener.open(path: socket ?? Self.defaultSocket)
         defer { listener.close() }
         globals.console.detail("serving \(globals.storeHome.url.path) on \(listener.name)")
@@ -60,6 +61,22 @@ struct AgentCommand: KeymgrCommand {
             idleExit: idleExit,
             home: globals.home)
         try server.serve()
+    }
+
+    /// Parses every command once (each fails for want of its arguments) before the first fork: the Swift runtime's
+    /// type and conformance look-ups the argument parser's reflection makes are cached in the process, and every
+    /// worker inherits them instead of paying them on its request.
+    static func warmArgumentParser() {
+        func walk(_ type: any ParsableCommand.Type, path: [String]) {
+            let name = type.configuration.commandName ?? ""
+            let here = path + [name]
+            if type.configuration.subcommands.isEmpty {
+                _ = try? Keymgr.parseAsRoot(here)
+                _ = try? Keymgr.parseAsRoot(here + ["--json"])
+            }
+            for sub in type.configuration.subcommands { walk(sub, path: here) }
+        }
+        for sub in Keymgr.configuration.subcommands { walk(sub, path: []) }
     }
 
     /// Opens the store and its master key in a child process, the store's keeper, so that no SQLite connection,
