@@ -71,7 +71,7 @@ let package = Package(
         .executableTarget(
             name: "keymgr",
             dependencies: [
-                "KeyManager", "Sync", "CAgentSocket",
+                "KeyManager", "Sync", "CAgentSocket", "AgentWire",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ],

@@ -52,10 +52,10 @@ struct AgentCommand: KeymgrCommand {
         try checkStore()
         try AgentGate.load(policyFile: policy ?? Self.defaultPolicy)
         let listener = try AgentListener.open(path: socket ?? Self.defaultSocket)
-        defer { listener.remove() }
+        defer { listener.close() }
         globals.console.detail("serving \(globals.storeHome.url.path) on \(listener.name)")
         let server = AgentServer(
-            listener: listener.descriptor,
+            listener: listener,
             limits: .init(workers: maxWorkers, workersPerUser: maxWorkersPerUser),
             idleExit: idleExit,
             home: globals.home)
@@ -90,11 +90,16 @@ struct AgentCommand: KeymgrCommand {
 }
 
 /// The agent's listening socket: from systemd's socket activation, or bound here.
-struct AgentListener {
-    let descriptor: Int32
-    /// The path bound here (removed at exit), or nil for systemd's socket.
+final class AgentListener {
+    private(set) var descriptor: Int32
+    /// The path bound here (removed when the agent stops listening), or nil for systemd's socket.
     let bound: String?
     var name: String { bound ?? "the socket systemd passed" }
+
+    init(descriptor: Int32, bound: String?) {
+        self.descriptor = descriptor
+        self.bound = bound
+    }
 
     /// systemd's first socket when `LISTEN_PID` is this process, else a new socket bound at `path`.
     static func open(path: String) throws -> AgentListener {
@@ -114,7 +119,7 @@ struct AgentListener {
             }
             let probe = agent_socket_connect(path)
             if probe >= 0 {
-                close(probe)
+                Glibc.close(probe)
                 throw KeyManagerError(.config, "an agent already serves \(path): stop it first, or choose another --socket")
             }
             unlink(path)  // a socket left by an agent that is gone
@@ -137,8 +142,12 @@ struct AgentListener {
         }
     }
 
-    /// Removes the socket bound here, if it is still ours.
-    func remove() {
+    /// Stops listening (once): closes the socket, and removes the path bound here, so a client finds no agent
+    /// rather than a queue nobody serves. systemd keeps its own socket and queues for the next agent.
+    func close() {
+        guard descriptor >= 0 else { return }
+        Glibc.close(descriptor)
+        descriptor = -1
         if let bound { unlink(bound) }
     }
 }

@@ -1,3 +1,4 @@
+import AgentWire
 import CAgentSocket
 import Foundation
 import KeyManager
@@ -24,14 +25,26 @@ final class AgentServer {
         var killed = false
     }
 
-    private let listener: Int32
+    /// A connection answered busy: kept (reading and dropping what the client still sends) until the client
+    /// closes it or `until` passes, so the client's send does not fail before it reads the answer.
+    private struct Refused {
+        let connection: Int32
+        let until: Double
+    }
+
+    /// The most refused connections kept at once; beyond it one is closed at once.
+    static let maxRefused = 64
+    static let refusedLinger: Double = 10
+
+    private let listener: AgentListener
+    private var refused: [Refused] = []
     private let limits: Limits
     private let idleExit: Int?
     /// The `--home` the agent was given, which every worker serves.
     private let home: String?
     private var workers: [Worker] = []
 
-    init(listener: Int32, limits: Limits, idleExit: Int?, home: String?) {
+    init(listener: AgentListener, limits: Limits, idleExit: Int?, home: String?) {
         self.listener = listener
         self.home = home
         self.limits = limits
@@ -44,21 +57,25 @@ final class AgentServer {
         var idleSince = Self.monotonicSeconds()
         while true {
             reap()
+            if AgentSignals.stopping { listener.close() }
             if AgentSignals.stopping && workers.isEmpty { return }
             if !workers.isEmpty { idleSince = Self.monotonicSeconds() }
 
             var polled = [pollfd(fd: AgentSignals.wakeRead, events: Int16(POLLIN), revents: 0)]
             let listening = !AgentSignals.stopping
-            if listening { polled.append(pollfd(fd: listener, events: Int16(POLLIN), revents: 0)) }
+            if listening { polled.append(pollfd(fd: listener.descriptor, events: Int16(POLLIN), revents: 0)) }
             let watched = workers.indices.filter { !workers[$0].killed }
             // No events asked: poll still reports POLLHUP/POLLERR, which is the client gone (not merely done sending).
             for index in watched { polled.append(pollfd(fd: workers[index].connection, events: 0, revents: 0)) }
+            let lingering = polled.count
+            for entry in refused { polled.append(pollfd(fd: entry.connection, events: Int16(POLLIN), revents: 0)) }
 
-            var timeout: Int32 = -1
+            var timeout: Int32 = refused.isEmpty ? -1 : 1000
             if let idleExit, workers.isEmpty, !AgentSignals.stopping {
                 let left = Double(idleExit) - (Self.monotonicSeconds() - idleSince)
                 if left <= 0 { return }
-                timeout = Int32(min(left * 1000 + 1, Double(Int32.max)))
+                let idle = Int32(min(left * 1000 + 1, Double(Int32.max)))
+                timeout = timeout < 0 ? idle : min(timeout, idle)
             }
             let ready = poll(&polled, nfds_t(polled.count), timeout)
             if ready < 0 {
@@ -67,6 +84,7 @@ final class AgentServer {
                 }
                 continue
             }
+            dropRefused(polled[lingering...].map(\.revents))
             if ready == 0 { continue }  // the idle time is checked at the top
             AgentSignals.drain()
 
@@ -86,7 +104,7 @@ final class AgentServer {
     private func acceptAll() {
         while true {
             // accept4 is not in Swift's Glibc module; one thread, so nothing can exec between accept and fcntl.
-            let connection = accept(listener, nil, nil)
+            let connection = accept(listener.descriptor, nil, nil)
             if connection < 0 {
                 if errno == EINTR { continue }
                 return  // EAGAIN: none left; anything else (EMFILE, ECONNABORTED): try again on the next poll
@@ -115,11 +133,16 @@ final class AgentServer {
         let mine = workers.filter { $0.uid == uid }.count
         if running >= limits.workers || mine >= limits.workersPerUser {
             let who = running >= limits.workers ? "the agent" : "uid \(uid)"
-            let answer = AgentResponseFrame.encode(status: KeyManagerError.Code.busy.exitStatus, error: (
+            let answer = AgentWorker.frame(status: KeyManagerError.Code.busy.exitStatus, error: (
                 code: KeyManagerError.Code.busy.rawValue,
                 message: "\(who) already has \(running >= limits.workers ? running : mine) requests running: try again in a moment"))
             _ = answer.withUnsafeBytes { send(connection, $0.baseAddress, $0.count, Int32(MSG_DONTWAIT | MSG_NOSIGNAL)) }
-            close(connection)
+            _ = shutdown(connection, Int32(SHUT_WR))
+            if refused.count >= Self.maxRefused {
+                close(refused.removeFirst().connection)
+            }
+            _ = fcntl(connection, F_SETFL, O_NONBLOCK)
+            refused.append(Refused(connection: connection, until: Self.monotonicSeconds() + Self.refusedLinger))
             return
         }
 
@@ -128,7 +151,7 @@ final class AgentServer {
             AgentWorker.serve(connection: connection, uid: uid, gid: gid, pid: pid, groups: groups, home: home)
         }
         if child < 0 {
-            let answer = AgentResponseFrame.encode(status: KeyManagerError.Code.busy.exitStatus, error: (
+            let answer = AgentWorker.frame(status: KeyManagerError.Code.busy.exitStatus, error: (
                 code: KeyManagerError.Code.busy.rawValue, message: "the agent cannot start a worker now: try again in a moment"))
             _ = answer.withUnsafeBytes { send(connection, $0.baseAddress, $0.count, Int32(MSG_DONTWAIT | MSG_NOSIGNAL)) }
             close(connection)
@@ -137,6 +160,22 @@ final class AgentServer {
         // Its own process group from the parent's side too, so a kill right after the fork reaches it.
         _ = setpgid(child, child)
         workers.append(Worker(pid: child, connection: connection, uid: uid))
+    }
+
+    /// Reads and drops what refused clients still send; closes those that hung up or whose time is up.
+    private func dropRefused(_ events: [Int16]) {
+        let now = Self.monotonicSeconds()
+        var kept: [Refused] = []
+        var buffer = [UInt8](repeating: 0, count: 4096)
+        for (entry, revents) in zip(refused, events) {
+            var open = now < entry.until
+            if open, revents & Int16(POLLIN | POLLHUP | POLLERR) != 0 {
+                let got = recv(entry.connection, &buffer, buffer.count, Int32(MSG_DONTWAIT))
+                if got == 0 || (got < 0 && errno != EAGAIN && errno != EINTR) { open = false }
+            }
+            if open { kept.append(entry) } else { close(entry.connection) }
+        }
+        refused = kept
     }
 
     /// Collects every worker that has exited and closes its connection.

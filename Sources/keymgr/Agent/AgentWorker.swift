@@ -1,3 +1,4 @@
+import AgentWire
 import CAgentSocket
 import Foundation
 import KeyManager
@@ -8,7 +9,7 @@ import KeyManager
 /// `{"status":N}` and exits.
 enum AgentWorker {
     /// How long a client has to send its whole request.
-    static let requestDeadline: Double = 10
+    static let requestDeadline = Double(AgentWire.requestDeadlineSeconds)
 
     /// Serves `connection` for the caller the kernel reported, and exits.
     static func serve(connection: Int32, uid: UInt32, gid: UInt32, pid: Int32, groups: [UInt32], home: String?) -> Never {
@@ -17,7 +18,7 @@ enum AgentWorker {
         // Nothing of the agent's other connections, and not its listening socket: only this one and stdio.
         closeAll(except: [0, 1, 2, connection])
 
-        let request: AgentRequestFrame
+        let request: AgentRequest
         let passed: [Int32]
         do {
             (request, passed) = try read(connection)
@@ -42,7 +43,10 @@ enum AgentWorker {
             answer(connection, status: 64, error: ("usage", "the request could not be read"))
         }
 
-        let (socket, terminal) = place(passed, at: request.fds, terminal: request.terminal, connection: connection)
+        guard let placed = place(passed, at: request.fds, terminal: request.terminal, connection: connection) else {
+            answer(connection, status: 75, error: ("busy", "the agent could not take the request's descriptors: try again in a moment"))
+        }
+        let (socket, terminal) = placed
         let caller = AgentCaller(uid: uid, gid: gid, pid: pid, groups: groups)
         AgentCaller.serve(caller)
         ControllingTerminal.serve(passed: terminal)
@@ -66,13 +70,19 @@ enum AgentWorker {
 
     /// Sends the response and exits with `status` (the worker never returns to the agent's loop).
     static func answer(_ socket: Int32, status: Int32, error: (code: String, message: String)?) -> Never {
-        let frame = AgentResponseFrame.encode(status: status, error: error)
+        fflush(nil)  // anything a library left in a stdio buffer goes out before the answer
+        let frame = Self.frame(status: status, error: error)
         _ = frame.withUnsafeBytes { agent_socket_send(socket, $0.baseAddress, $0.count, nil, 0) }
         _exit(status)
     }
 
+    /// A framed answer.
+    static func frame(status: Int32, error: (code: String, message: String)?) -> [UInt8] {
+        AgentWire.frame(AgentResponse(status: status, error: error.map { .init(code: $0.code, message: $0.message) }).encoded())
+    }
+
     /// The request and the descriptors that came with it, within the deadline.
-    static func read(_ connection: Int32) throws -> (AgentRequestFrame, [Int32]) {
+    static func read(_ connection: Int32) throws -> (AgentRequest, [Int32]) {
         let deadline = AgentServer.monotonicSeconds() + requestDeadline
         var passed: [Int32] = []
         var header: [UInt8] = []
@@ -80,16 +90,16 @@ enum AgentWorker {
             try receive(connection, count: 4, into: &header, passed: &passed, deadline: deadline)
             let length: Int
             do {
-                length = try AgentRequestFrame.bodyLength(header: header)
-            } catch let malformed as AgentRequestFrame.Malformed {
-                throw Refusal.usage(malformed.message)
+                length = try AgentWire.bodyLength(header: header)
+            } catch {
+                throw Refusal.usage(error.message)
             }
             var body: [UInt8] = []
             try receive(connection, count: length, into: &body, passed: &passed, deadline: deadline)
             do {
-                return (try AgentRequestFrame.decodeBody(body), passed)
-            } catch let malformed as AgentRequestFrame.Malformed {
-                throw Refusal.usage(malformed.message)
+                return (try AgentRequest.decode(body), passed)
+            } catch {
+                throw Refusal.usage(error.message)
             }
         } catch {
             for descriptor in passed { close(descriptor) }
@@ -105,8 +115,7 @@ enum AgentWorker {
         while have < count {
             let left = deadline - AgentServer.monotonicSeconds()
             guard left > 0 else {
-                throw Refusal(status: 75, code: "timeout",
-                              message: "the request did not arrive within \(Int(requestDeadline)) seconds")
+                throw Refusal.usage("the request did not arrive within \(AgentWire.requestDeadlineSeconds) seconds")
             }
             var ready = [pollfd(fd: connection, events: Int16(POLLIN), revents: 0)]
             let polled = poll(&ready, 1, Int32(left * 1000) + 1)
@@ -115,14 +124,15 @@ enum AgentWorker {
             let room = Int(AGENT_SOCKET_MAX_FDS) - passed.count
             var fds = [Int32](repeating: -1, count: Int(AGENT_SOCKET_MAX_FDS))
             var received = 0
-            let got = buffer.withUnsafeMutableBytes { raw in
-                agent_socket_receive(connection, raw.baseAddress! + have, count - have, &fds, room, &received)
+            let got = buffer.withUnsafeMutableBytes { raw -> Int in
+                guard let start = raw.baseAddress else { return -1 }
+                return agent_socket_receive(connection, start + have, count - have, &fds, room, &received)
             }
             passed += fds.prefix(received)
             if got < 0 {
                 if errno == EINTR || errno == EAGAIN { continue }
                 if errno == EMSGSIZE {
-                    throw Refusal.usage("the request passed more than \(AgentRequestFrame.maxDescriptors) descriptors and a terminal")
+                    throw Refusal.usage("the request passed more than \(AgentWire.maximumDescriptors) descriptors and a terminal")
                 }
                 throw Refusal.usage("the request could not be read")
             }
@@ -163,16 +173,22 @@ enum AgentWorker {
 
     /// Puts passed descriptor i at number `targets[i]` (the connection moved out of the way first); stdin, stdout or
     /// stderr not passed become /dev/null; every other descriptor is closed. Returns the connection's and the
-    /// terminal's new numbers.
-    static func place(_ passed: [Int32], at targets: [Int32], terminal: Bool, connection: Int32) -> (Int32, Int32?) {
-        let above = (targets + [2]).max()! + 1
+    /// terminal's new numbers, or nil (the connection where it was) when the descriptors could not be moved.
+    static func place(_ passed: [Int32], at targets: [Int32], terminal: Bool,
+                      connection: Int32) -> (socket: Int32, terminal: Int32?)? {
+        let above = max(targets.max() ?? 2, 2) + 1
         // Every received descriptor and the connection first go above every target, so no dup2 below clobbers one.
         let socket = fcntl(connection, F_DUPFD_CLOEXEC, above)
+        guard socket >= 0 else { return nil }
         close(connection)
         var moved: [Int32] = []
         for descriptor in passed {
             moved.append(fcntl(descriptor, F_DUPFD_CLOEXEC, above))
             close(descriptor)
+        }
+        guard !moved.contains(where: { $0 < 0 }) else {
+            _ = dup2(socket, connection)
+            return nil
         }
         for (index, target) in targets.enumerated() {
             _ = dup2(moved[index], target)  // not close-on-exec: a verifier the command starts gets them too

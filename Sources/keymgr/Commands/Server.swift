@@ -113,6 +113,8 @@ struct Server: ParsableCommand {
         func run() throws {
             if let realmPath { try ServerSettings.checkRealmPath(realmPath) }  // before discovery talks to the issuer
             let console = globals.console
+            // Through the agent, sync reads this file as the agent later: only a file the caller may read is named.
+            if let credentialFile { try CallerFiles.checkCallerMayRead(credentialFile, what: "the credential file") }
             let credentialPath = credentialFile.map(Self.absolutePath)
             if let credentialPath { Self.checkCredentialFile(credentialPath, console: console) }
             let manager = try globals.openManager()

@@ -1,0 +1,131 @@
+import Foundation
+import XCTest
+
+/// Clients that are slow, die, lie about sizes or flood the agent, and an agent that is killed: each only ever
+/// costs its own worker, and the store stays whole.
+final class AgentRobustnessTests: XCTestCase {
+    func testASilentClientDoesNotStallAnotherAndIsAnsweredAtTheDeadline() throws {
+        let harness = try AgentHarness()
+        try harness.start()
+        let mark = harness.sandbox.root.appendingPathComponent("connected")
+        let silent = try harness.launch(["--idle", harness.socket.path, mark.path])
+        XCTAssertTrue(AgentHarness.eventually { FileManager.default.fileExists(atPath: mark.path) })
+
+        let served = try harness.request(["status", "--json"])
+        XCTAssertEqual(served.status, 0, served.summary)
+        XCTAssertTrue(silent.isRunning, "the silent client is still waiting while another was served")
+
+        // At the request deadline the silent client gets an answer of its own and its worker ends.
+        XCTAssertTrue(AgentHarness.eventually(30) { !silent.isRunning }, "answered within the deadline")
+        XCTAssertTrue(AgentHarness.eventually { harness.workers.isEmpty }, "its worker is gone")
+    }
+
+    func testTheWorkerOfAClientThatHangsUpIsKilled() throws {
+        let harness = try AgentHarness()
+        try harness.sandbox.bind("pinny", ["--auth-type", "app-pin", "--pin-stdin"], stdin: "482916\n")
+        try harness.start()
+        let mark = harness.sandbox.root.appendingPathComponent("sent")
+        // The worker waits for a PIN on descriptor 3, a pipe the client never writes.
+        let client = try harness.launch([harness.socket.path, "sign", "--user", "pinny", "--pin-fd", "3"],
+                                        environment: ["AGENT_HOLD_PIPE": "1", "AGENT_SENT_MARK": mark.path])
+        XCTAssertTrue(AgentHarness.eventually { FileManager.default.fileExists(atPath: mark.path) && harness.workers.count == 1 })
+        let worker = try XCTUnwrap(harness.workers.first)
+        kill(client.processIdentifier, SIGKILL)
+        client.waitUntilExit()
+        XCTAssertTrue(AgentHarness.eventually { kill(worker, 0) != 0 && harness.workers.isEmpty },
+                      "the worker of a client that hung up is killed and reaped")
+        XCTAssertEqual(try harness.request(["status"]).status, 0)
+        XCTAssertEqual(try harness.sandbox.keymgr(["audit", "verify"]).status, 0)
+    }
+
+    func testMalformedOversizedAndUnknownVersionRequestsAreAnsweredAndClosed() throws {
+        let harness = try AgentHarness()
+        try harness.start()
+        func frame(_ body: String) -> [UInt8] {
+            let bytes = Array(body.utf8)
+            let length = UInt32(bytes.count)
+            return [UInt8(length >> 24), UInt8(length >> 16 & 0xFF), UInt8(length >> 8 & 0xFF), UInt8(length & 0xFF)] + bytes
+        }
+        let cases: [(String, [UInt8])] = [
+            ("oversized", [0x00, 0x01, 0x00, 0x01] + Array(repeating: 0x20, count: 64)),
+            ("empty", [0, 0, 0, 0]),
+            ("not JSON", frame("{\"version\":1,")),
+            ("not an object", frame("[1,2]")),
+            ("no version", frame("{\"arguments\":[\"status\"]}")),
+            ("version 2", frame("{\"version\":2,\"arguments\":[\"status\"]}")),
+            ("arguments not strings", frame("{\"version\":1,\"arguments\":[1]}")),
+            ("descriptors not passed", frame("{\"version\":1,\"arguments\":[\"status\"],\"fds\":[0,1,2]}")),
+            ("fd out of range", frame("{\"version\":1,\"arguments\":[\"status\"],\"fds\":[0,1,2,256]}")),
+            ("no stdio", frame("{\"version\":1,\"arguments\":[\"status\"],\"fds\":[]}")),
+        ]
+        for (what, bytes) in cases {
+            let (answer, closed) = try harness.raw(bytes)
+            XCTAssertEqual(answer["status"] as? Int, 64, "\(what): \(answer)")
+            XCTAssertEqual((answer["error"] as? [String: Any])?["code"] as? String, "usage", what)
+            XCTAssertTrue(closed, "\(what): the agent closes the connection")
+        }
+        // After all that, the agent serves as before.
+        XCTAssertEqual(try harness.request(["status"]).status, 0)
+    }
+
+    func testRequestsBeyondTheLimitsAreAnsweredBusy() throws {
+        let harness = try AgentHarness()
+        try harness.start(["--max-workers-per-user", "1"])
+        let mark = harness.sandbox.root.appendingPathComponent("connected")
+        let silent = try harness.launch(["--idle", harness.socket.path, mark.path])
+        defer { kill(silent.processIdentifier, SIGKILL) }
+        XCTAssertTrue(AgentHarness.eventually { FileManager.default.fileExists(atPath: mark.path) && harness.workers.count == 1 })
+        let refused = try harness.request(["status", "--json"])
+        try assertJSONError(refused, status: 75, code: "busy")
+    }
+
+    func testTheAgentExitsWhenIdle() throws {
+        let harness = try AgentHarness()
+        let agent = try harness.start(["--idle-exit", "1"])
+        XCTAssertEqual(try harness.request(["status"]).status, 0)
+        XCTAssertTrue(AgentHarness.eventually(30) { !agent.isRunning }, "the agent exits after a second with nothing to do")
+        XCTAssertEqual(agent.terminationStatus, 0, harness.agentOutput)
+        XCTAssertFalse(FileManager.default.fileExists(atPath: harness.socket.path), "the socket it bound is removed")
+    }
+
+    func testSIGTERMLetsTheRunningWorkerFinish() throws {
+        let harness = try AgentHarness()
+        let agent = try harness.start()
+        let mark = harness.sandbox.root.appendingPathComponent("connected")
+        let silent = try harness.launch(["--idle", harness.socket.path, mark.path])
+        XCTAssertTrue(AgentHarness.eventually { FileManager.default.fileExists(atPath: mark.path) && harness.workers.count == 1 })
+        agent.terminate()
+        usleep(300_000)
+        XCTAssertTrue(agent.isRunning, "the agent waits for its worker")
+        XCTAssertFalse(AgentHarness.connects(harness.socket.path), "it accepts no new connection")
+        XCTAssertTrue(AgentHarness.eventually(30) { !silent.isRunning && !agent.isRunning })
+        XCTAssertEqual(agent.terminationStatus, 0, harness.agentOutput)
+    }
+
+    func testSIGKILLOfTheAgentMidRequestLosesNothing() throws {
+        let harness = try AgentHarness()
+        try harness.sandbox.bind("alice")
+        let agent = try harness.start()
+        // Several binds and signs in flight when the agent is killed.
+        var clients: [Process] = []
+        for index in 0..<6 {
+            let command = index % 2 == 0 ? ["bind", "--user", "user-\(index)"] : ["sign", "--user", "alice"]
+            clients.append(try harness.launch([harness.socket.path] + command))
+        }
+        XCTAssertTrue(AgentHarness.eventually { !harness.workers.isEmpty || clients.allSatisfy { !$0.isRunning } })
+        kill(agent.processIdentifier, SIGKILL)
+        agent.waitUntilExit()
+        for client in clients { client.waitUntilExit() }
+        // Orphaned workers finish or die on their own; then the store is whole.
+        let verified = try harness.sandbox.keymgr(["audit", "verify"])
+        XCTAssertEqual(verified.status, 0, verified.summary)
+        let listed = try harness.sandbox.keymgr(["list", "--json"])
+        XCTAssertEqual(listed.status, 0, listed.summary)
+
+        // The next agent takes over the socket path the killed one left behind and serves.
+        try harness.start()
+        let status = try harness.request(["status", "--json"])
+        XCTAssertEqual(status.status, 0, status.summary)
+        XCTAssertEqual(try harness.request(["audit", "verify"]).status, 0)
+    }
+}

@@ -1,0 +1,384 @@
+import Foundation
+import XCTest
+
+/// A `keymgr agent` of a test's own: a sandbox with a store, a policy, a socket in the sandbox, a passwd and group
+/// file served to the agent through libnss-wrapper (so the uids the tests act as have login names), and a small
+/// protocol client (Python's `socket.send_fds`) that behaves as the CLI's client does: it passes its stdin, stdout
+/// and stderr, prints the agent's own error answers, and exits with the status the agent sends.
+final class AgentHarness {
+    let sandbox: Sandbox
+    var socket: URL { sandbox.root.appendingPathComponent("agent.sock") }
+    var policy: URL { sandbox.root.appendingPathComponent("policy.toml") }
+    var client: URL { sandbox.root.appendingPathComponent("agent_client.py") }
+    var passwd: URL { sandbox.root.appendingPathComponent("passwd") }
+    var group: URL { sandbox.root.appendingPathComponent("group") }
+    var agentLog: URL { sandbox.root.appendingPathComponent("agent.err") }
+    private(set) var agent: Process?
+
+    /// The people the tests act as (uid, login): resolvable only through the agent's nss_wrapper files.
+    static let people: [(uid: UInt32, login: String)] = [(4242, "alice"), (4343, "mallory")]
+
+    /// The policy the stub gate understands: these logins may do everything.
+    static func policy(allowing logins: [String]) -> String {
+        "[[rule]]\nwho = [\(logins.map { "\"user:\($0)\"" }.joined(separator: ", "))]\nmay = [\"*\"]\n"
+    }
+
+    /// The full program, which the agent is.
+    static let coreBinary = Sandbox.coreBinary
+
+    init(policy text: String = AgentHarness.policy(allowing: ["root"]), initialise: Bool = true) throws {
+        sandbox = try Sandbox()
+        if initialise { try sandbox.initialise() }
+        try text.write(to: policy, atomically: true, encoding: .utf8)
+        try Self.clientScript.write(to: client, atomically: true, encoding: .utf8)
+        var users = "root:x:0:0:root:/root:/bin/sh\n"
+        var groups = "root:x:0:\n"
+        for person in Self.people {
+            users += "\(person.login):x:\(person.uid):\(person.uid):\(person.login):/nonexistent:/bin/sh\n"
+            groups += "\(person.login):x:\(person.uid):\n"
+        }
+        try users.write(to: passwd, atomically: true, encoding: .utf8)
+        try groups.write(to: group, atomically: true, encoding: .utf8)
+    }
+
+    deinit { stop() }
+
+    /// The environment the agent runs in: the sandbox's, with nss_wrapper's user database.
+    var agentEnvironment: [String: String] {
+        var environment = sandbox.environment
+        environment["LD_PRELOAD"] = "libnss_wrapper.so"
+        environment["NSS_WRAPPER_PASSWD"] = passwd.path
+        environment["NSS_WRAPPER_GROUP"] = group.path
+        return environment
+    }
+
+    /// Starts `keymgr agent --home H --socket S --policy P` and waits until it accepts connections.
+    @discardableResult
+    func start(_ extra: [String] = [], file: StaticString = #filePath, line: UInt = #line) throws -> Process {
+        let process = Process()
+        process.executableURL = Self.coreBinary
+        process.arguments = ["agent", "--home", sandbox.home.path, "--socket", socket.path, "--policy", policy.path] + extra
+        process.environment = agentEnvironment
+        _ = FileManager.default.createFile(atPath: agentLog.path, contents: nil)
+        let output = try FileHandle(forWritingTo: agentLog)
+        process.standardError = output
+        process.standardOutput = output
+        process.standardInput = FileHandle.nullDevice
+        try process.run()
+        agent = process
+        let deadline = Date().addingTimeInterval(30)
+        while Date() < deadline {
+            if !process.isRunning {
+                XCTFail("the agent exited at start (\(process.terminationStatus)): \(log(contents: agentLog))", file: file, line: line)
+                return process
+            }
+            if Self.connects(socket.path) { return process }
+            usleep(20_000)
+        }
+        XCTFail("the agent did not listen within 30 s: \(log(contents: agentLog))", file: file, line: line)
+        return process
+    }
+
+    private func log(contents url: URL) -> String { (try? String(contentsOf: url, encoding: .utf8)) ?? "" }
+    var agentOutput: String { log(contents: agentLog) }
+
+    /// Stops the agent (SIGTERM) and waits for it.
+    func stop() {
+        guard let agent, agent.isRunning else { return }
+        agent.terminate()
+        let deadline = Date().addingTimeInterval(20)
+        while agent.isRunning && Date() < deadline { usleep(10_000) }
+        if agent.isRunning { kill(agent.processIdentifier, SIGKILL) }
+        agent.waitUntilExit()
+    }
+
+    /// Which program talks to the agent: keymgr's own client, or the protocol client below (which sends what the
+    /// CLI's client would refuse to, such as `--home`).
+    enum Client { case keymgr, protocolScript }
+
+    /// Runs `keymgr <arguments>` through the agent, as root or as `uid`.
+    func request(_ arguments: [String], stdin: String = "", as uid: UInt32? = nil, via client: Client = .keymgr,
+                 environment: [String: String] = [:]) throws -> Outcome {
+        var command: [String]
+        switch client {
+        case .keymgr: command = [Sandbox.binary.path, "--socket", socket.path]
+        case .protocolScript: command = ["/usr/bin/python3", self.client.path, socket.path]
+        }
+        if let uid { command = ["/usr/bin/setpriv", "--reuid=\(uid)", "--regid=\(uid)", "--clear-groups"] + command }
+        let outcome = try sandbox.run(URL(fileURLWithPath: command[0]), Array(command.dropFirst()) + arguments, stdin: stdin,
+                                      extraEnvironment: environment)
+        return Outcome(status: outcome.status, stdout: outcome.stdout, stderr: outcome.stderr, arguments: arguments)
+    }
+
+    /// Starts the protocol client without waiting for it (`mode`: see the script).
+    func launch(_ arguments: [String], environment: [String: String] = [:]) throws -> Process {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/python3")
+        process.arguments = [client.path] + arguments
+        process.environment = sandbox.environment.merging(environment) { _, new in new }
+        process.standardInput = FileHandle.nullDevice
+        process.standardOutput = FileHandle.nullDevice
+        process.standardError = FileHandle.nullDevice
+        try process.run()
+        return process
+    }
+
+    /// Sends `bytes` as they are on a new connection; returns the answer's JSON body and whether the agent then
+    /// closed the connection.
+    func raw(_ bytes: [UInt8]) throws -> (answer: [String: Any], closed: Bool) {
+        let hex = bytes.map { String(format: "%02x", $0) }.joined()
+        let outcome = try sandbox.run(URL(fileURLWithPath: "/usr/bin/python3"), [client.path, "--raw", hex, socket.path])
+        let lines = outcome.stdout.split(separator: "\n").map(String.init)
+        guard lines.count == 2, let answer = try JSONSerialization.jsonObject(with: Data(lines[0].utf8)) as? [String: Any] else {
+            XCTFail("no answer: \(outcome.summary)")
+            return ([:], false)
+        }
+        return (answer, lines[1] == "closed")
+    }
+
+    /// Whether something accepts connections on `path`.
+    static func connects(_ path: String) -> Bool {
+        let descriptor = Glibc.socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
+        guard descriptor >= 0 else { return false }
+        defer { close(descriptor) }
+        var address = sockaddr_un()
+        address.sun_family = sa_family_t(AF_UNIX)
+        withUnsafeMutableBytes(of: &address.sun_path) { raw in
+            let bytes = Array(path.utf8.prefix(raw.count - 1))
+            raw.copyBytes(from: bytes)
+        }
+        return withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                connect(descriptor, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) == 0
+            }
+        }
+    }
+
+    /// The agent's worker processes now.
+    var workers: [Int32] {
+        guard let agent else { return [] }
+        let pid = agent.processIdentifier
+        let text = (try? String(contentsOfFile: "/proc/\(pid)/task/\(pid)/children", encoding: .utf8)) ?? ""
+        return text.split(separator: " ").compactMap { Int32($0.trimmingCharacters(in: .whitespacesAndNewlines)) }
+    }
+
+    /// Waits up to `seconds` for `condition`.
+    static func eventually(_ seconds: Double = 20, _ condition: () -> Bool) -> Bool {
+        let deadline = Date().addingTimeInterval(seconds)
+        while Date() < deadline {
+            if condition() { return true }
+            usleep(20_000)
+        }
+        return condition()
+    }
+
+    /// The protocol client. `client SOCKET ARGS…`: one request passing stdin, stdout and stderr (and with
+    /// AGENT_HOLD_PIPE=1 also the read end of a pipe it never writes, as descriptor 3; it then touches
+    /// $AGENT_SENT_MARK). `client --raw HEX SOCKET`: sends the bytes, prints the answer's JSON and then `closed` or
+    /// `open`. `client --idle SOCKET MARK`: connects, touches MARK, sends nothing and prints whatever answer comes.
+    static let clientScript = #"""
+        import json, os, socket, struct, sys
+
+        def exact(s, n):
+            b = b""
+            while len(b) < n:
+                try:
+                    c = s.recv(n - len(b))
+                except ConnectionResetError:
+                    return None
+                if not c:
+                    return None
+                b += c
+            return b
+
+        def answer(s):
+            head = exact(s, 4)
+            if head is None:
+                return None
+            return json.loads(exact(s, struct.unpack(">I", head)[0]))
+
+        if sys.argv[1] == "--raw":
+            s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            s.connect(sys.argv[3])
+            s.sendall(bytes.fromhex(sys.argv[2]))
+            print(json.dumps(answer(s)))
+            s.settimeout(15)
+            try:
+                print("closed" if s.recv(1) == b"" else "open")
+            except ConnectionResetError:  # closed with bytes of the request unread
+                print("closed")
+            sys.exit(0)
+        if sys.argv[1] == "--idle":
+            s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            s.connect(sys.argv[2])
+            open(sys.argv[3], "w").close()
+            print(json.dumps(answer(s)))
+            sys.exit(0)
+
+        path, args = sys.argv[1], sys.argv[2:]
+        fds = [0, 1, 2]
+        if os.environ.get("AGENT_HOLD_PIPE") == "1":
+            held, _writer = os.pipe()
+            os.dup2(held, 3)
+            fds.append(3)
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        s.connect(path)
+        body = json.dumps({"version": 1, "arguments": args, "fds": fds, "terminal": False}).encode()
+        try:
+            socket.send_fds(s, [struct.pack(">I", len(body)) + body], fds)
+        except (BrokenPipeError, ConnectionResetError):
+            pass  # a busy agent answers and closes before reading: its answer is still there to read
+        if os.environ.get("AGENT_SENT_MARK"):
+            open(os.environ["AGENT_SENT_MARK"], "w").close()
+        reply = answer(s)
+        if reply is None:
+            sys.stderr.write("keymgr: the agent closed the connection without an answer\n")
+            sys.exit(69)
+        error = reply.get("error")
+        if error:
+            options = args[:args.index("--")] if "--" in args else args
+            if "--json" in options:
+                print(json.dumps({"error": error}, sort_keys=True, separators=(",", ":")))
+            sys.stderr.write("keymgr: %s\n" % error["message"])
+        sys.exit(reply["status"])
+        """#
+}
+
+/// The agent serves the CLI: the same bytes and exit statuses as keymgr run directly, and what it refuses.
+final class AgentServerTests: XCTestCase {
+    func testCommandsThroughTheAgentPrintWhatTheyPrintRunDirectly() throws {
+        let harness = try AgentHarness()
+        let sandbox = harness.sandbox
+        try sandbox.bind("alice")
+        try sandbox.bind("pinny", ["--auth-type", "app-pin", "--pin-stdin"], stdin: "482916\n")
+        try harness.start()
+
+        let commands: [[String]] = [
+            ["status"], ["status", "--json"], ["list"], ["list", "--json"], ["list", "--user", "alice", "--json"],
+            ["users", "--json"], ["list", "--bogus"], ["list", "--bogus", "--json"], ["sign", "--user", "nobody"],
+            ["sign", "--user", "nobody", "--json"], ["revoke", "--user", "nobody", "--yes", "--json"], ["--version"],
+            ["sign", "--help"], ["audit", "verify"], ["bind", "--user", "alice", "--auth-type", "fingerprint", "--json"],
+        ]
+        for command in commands {
+            let direct = try sandbox.keymgr(command)
+            let served = try harness.request(command)
+            XCTAssertEqual(served.status, direct.status, "\(command)\n\(served.summary)\n\(direct.summary)")
+            XCTAssertEqual(served.stdout, direct.stdout, "stdout of \(command)")
+            XCTAssertEqual(served.stderr, direct.stderr, "stderr of \(command)")
+        }
+
+        // Commands that write: the result is the same kind of thing, and the store sees it.
+        let signed = try harness.request(["sign", "--user", "pinny", "--challenge", "c-1", "--pin-stdin"], stdin: "482916\n")
+        XCTAssertEqual(signed.status, 0, signed.summary)
+        XCTAssertEqual(signed.stdout.trimmingCharacters(in: .newlines).split(separator: ".").count, 3, signed.summary)
+        let wrong = try harness.request(["sign", "--user", "pinny", "--pin-stdin", "--json"], stdin: "000000\n")
+        try assertJSONError(wrong, status: 77, code: "unAuthorize")
+        let bound = try harness.request(["bind", "--user", "bob", "--json"])
+        XCTAssertEqual(bound.status, 0, bound.summary)
+        assertKeyObject(try bound.object(), userId: "bob", username: nil, authType: "NONE", status: "active", extraFields: ["jwk"])
+        let listed = try sandbox.keymgr(["list", "--user", "bob", "--json"]).array()
+        XCTAssertEqual(listed.first?["kid"] as? String, try bound.object()["kid"] as? String)
+        XCTAssertEqual(try sandbox.keymgr(["audit", "verify"]).status, 0)
+    }
+
+    func testTheCallerIsTheAuditActorAndTheVerifiersOSUser() throws {
+        let harness = try AgentHarness(policy: AgentHarness.policy(allowing: ["root", "alice"]), initialise: false)
+        let sandbox = harness.sandbox
+        let seen = sandbox.root.appendingPathComponent("verifier-saw")
+        let verifier = sandbox.root.appendingPathComponent("verify-finger")
+        try "#!/bin/sh\necho \"$1\" > \(seen.path)\nexit 0\n".write(to: verifier, atomically: true, encoding: .utf8)
+        try FileManager.default.setAttributes([.posixPermissions: 0o755], ofItemAtPath: verifier.path)
+        try sandbox.initialise(["--biometric-verifier", "\(verifier.path) {osUser}"])
+        try sandbox.bind("carol", ["--auth-type", "biometric-only"])
+        try harness.start()
+
+        let served = try harness.request(["sign", "--user", "carol", "--challenge", "c-2"], as: 4242)
+        XCTAssertEqual(served.status, 0, served.summary + harness.agentOutput)
+        XCTAssertEqual(try String(contentsOf: seen, encoding: .utf8), "alice\n", "{osUser} is the caller's login")
+        var entries = try sandbox.keymgr(["audit", "--json"]).array()
+        XCTAssertEqual(entries.last?["event"] as? String, "key.signed")
+        XCTAssertEqual(entries.last?["actor"] as? String, "alice (uid 4242)")
+
+        // Run directly, the OS user running keymgr is both, as before.
+        XCTAssertEqual(try sandbox.keymgr(["sign", "--user", "carol"]).status, 0)
+        XCTAssertEqual(try String(contentsOf: seen, encoding: .utf8), "root\n")
+        entries = try sandbox.keymgr(["audit", "--json"]).array()
+        XCTAssertEqual(entries.last?["actor"] as? String, "root")
+
+        // A caller the policy does not name is denied, whatever the client says about itself.
+        let denied = try harness.request(["sign", "--user", "carol", "--json"], as: 4343)
+        XCTAssertEqual(denied.status, 77, denied.summary)
+        XCTAssertTrue(denied.stderr.contains("mallory"), denied.summary)
+        XCTAssertEqual(try sandbox.keymgr(["audit", "--json"]).array().count, entries.count, "nothing was signed")
+    }
+
+    func testFilesNamedByOptionsAreReadOnlyIfTheCallerMayReadThem() throws {
+        let harness = try AgentHarness(policy: AgentHarness.policy(allowing: ["root", "alice"]))
+        let secret = harness.sandbox.root.appendingPathComponent("root-only.json")
+        try "{\"client_name\":\"x\"}".write(to: secret, atomically: true, encoding: .utf8)
+        try FileManager.default.setAttributes([.posixPermissions: 0o600], ofItemAtPath: secret.path)
+        try harness.start()
+        let served = try harness.request(["dcr", "register", "--user", "alice", "--metadata", secret.path, "--json"], as: 4242)
+        try assertJSONError(served, status: 65, code: "badInput")
+        XCTAssertTrue(served.stderr.contains("you (alice) may not read it"), served.summary)
+        // Readable by everyone, but inside a directory alice may not enter: not hers to name either.
+        let closed = harness.sandbox.root.appendingPathComponent("closed")
+        try FileManager.default.createDirectory(at: closed, withIntermediateDirectories: false)
+        let inside = closed.appendingPathComponent("open.json")
+        try "{\"client_name\":\"x\"}".write(to: inside, atomically: true, encoding: .utf8)
+        try FileManager.default.setAttributes([.posixPermissions: 0o644], ofItemAtPath: inside.path)
+        try FileManager.default.setAttributes([.posixPermissions: 0o700], ofItemAtPath: closed.path)
+        let hidden = try harness.request(["dcr", "register", "--user", "alice", "--metadata", inside.path, "--json"], as: 4242)
+        try assertJSONError(hidden, status: 65, code: "badInput")
+        XCTAssertTrue(hidden.stderr.contains("may not read it"), hidden.summary)
+        // A file alice may read gets past the check (and on to the server, which is not configured: 78).
+        try FileManager.default.setAttributes([.posixPermissions: 0o755], ofItemAtPath: closed.path)
+        let readable = try harness.request(["dcr", "register", "--user", "alice", "--metadata", inside.path, "--json"], as: 4242)
+        XCTAssertFalse(readable.stderr.contains("may not read it"), readable.summary)
+        XCTAssertNotEqual(readable.status, 65, readable.summary)
+        // The credential file `server set` names, which sync reads later as the agent, is checked the same way.
+        let credential = try harness.request(["server", "set", "--dialect", "pingam", "--base-url", "https://am.example.com/am",
+                                              "--credential-file", secret.path, "--json"], as: 4242)
+        try assertJSONError(credential, status: 65, code: "badInput")
+        let relative = try harness.request(["dcr", "register", "--user", "alice", "--metadata", "root-only.json", "--json"])
+        try assertJSONError(relative, status: 65, code: "badInput")
+        XCTAssertTrue(relative.stderr.contains("absolute path"), relative.summary)
+    }
+
+    func testHomeInitAndAgentAreRefusedThroughTheAgent() throws {
+        let harness = try AgentHarness()
+        try harness.start()
+        for command in [["--home", "/tmp", "status"], ["status", "--home=/tmp"], ["init"], ["--json", "agent"]] {
+            let served = try harness.request(command, via: .protocolScript)
+            XCTAssertEqual(served.status, 64, served.summary)
+            XCTAssertTrue(served.stderr.hasPrefix("keymgr: "), served.summary)
+        }
+        XCTAssertTrue(try harness.request(["--home", "/tmp", "status"], via: .protocolScript).stderr.contains("serves one store"))
+        // `--socket` is the client's: the agent drops it.
+        XCTAssertEqual(try harness.request(["--socket", "/elsewhere", "status"], via: .protocolScript).status, 0)
+        // keymgr's own client refuses `init` and `--home` with a socket before asking; the agent, if asked, too.
+        XCTAssertEqual(try harness.request(["init"]).status, 64)
+    }
+
+    func testAStartWithoutAStoreOrOverAFileThatIsNoSocketExits78() throws {
+        let bare = try AgentHarness(initialise: false)
+        let process = Process()
+        process.executableURL = AgentHarness.coreBinary
+        process.arguments = ["agent", "--home", bare.sandbox.home.path, "--socket", bare.socket.path, "--policy", bare.policy.path]
+        process.environment = bare.agentEnvironment
+        process.standardError = FileHandle.nullDevice
+        try process.run()
+        process.waitUntilExit()
+        XCTAssertEqual(process.terminationStatus, 78)
+        XCTAssertFalse(FileManager.default.fileExists(atPath: bare.socket.path), "no socket without a store")
+
+        let harness = try AgentHarness()
+        try "not a socket".write(to: harness.socket, atomically: true, encoding: .utf8)
+        let outcome = try harness.sandbox.run(AgentHarness.coreBinary, [
+            "agent", "--home", harness.sandbox.home.path, "--socket", harness.socket.path, "--policy", harness.policy.path,
+        ])
+        XCTAssertEqual(outcome.status, 78, outcome.summary)
+        XCTAssertTrue(outcome.stderr.contains("is not a socket"), outcome.summary)
+        XCTAssertEqual(try String(contentsOf: harness.socket, encoding: .utf8), "not a socket")
+    }
+}
