@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # `make fuzz`: builds keymgr-fuzz with libFuzzer into .build-fuzz and runs each target for FUZZ_SECONDS
-# (default 45). Prints executions and crashes per target; exits 1 if any target crashed. Crash inputs are kept
+# (default 45; FUZZ_TARGETS picks some). Prints executions and crashes per target; exits 1 if any target crashed. Crash inputs are kept
 # under .build-fuzz/crashes/<target>/ (each becomes a regression test, e.g. Tests/ServerClientsTests/HostileAnswerTests.swift).
 set -u
 cd "$(dirname "$0")/.."
 SECONDS_PER_TARGET=${FUZZ_SECONDS:-45}
 SCRATCH=.build-fuzz
-TARGETS="device-listing journey-callbacks jws-jwk json-value cli-inputs token-response registration-response discovery dpop-nonce www-authenticate http-header-lines agent-request"
+# FUZZ_TARGETS="a b" runs only those (e.g. FUZZ_TARGETS=agent-request ./proof/fuzz.sh).
+TARGETS=${FUZZ_TARGETS:-"device-listing journey-callbacks jws-jwk json-value cli-inputs token-response registration-response discovery dpop-nonce www-authenticate http-header-lines agent-request"}
 
 KEYMGR_FUZZ_BUILD=1 swift build --scratch-path "$SCRATCH" --product keymgr-fuzz >"$SCRATCH.log" 2>&1 || {
   tail -40 "$SCRATCH.log"; echo "fuzz: build failed (log: $SCRATCH.log)"; exit 1; }

@@ -63,8 +63,17 @@ struct AgentSession {
             }
         }
         guard sent == 0 else {
+            let error = errno
+            // A busy agent may answer and stop reading before the request is all sent: its answer still says why.
+            if case .answer(let response) = readResponse(connection) {
+                ClientTerminal.restore()
+                if let failure = response.error {
+                    ClientFailure.report(code: failure.code, message: failure.message, json: arguments.json)
+                }
+                return response.status
+            }
             return fail("serverUnavailable", 69, "could not send the command to the keymgr agent at \(socketPath): "
-                + describe(errno))
+                + describe(error))
         }
         // The agent holds its own copies now; the client keeps only the terminal, to restore it.
         for (index, fd) in passed.enumerated() where index < 3 && fd > 2 { close(fd) }

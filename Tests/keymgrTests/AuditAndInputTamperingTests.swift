@@ -173,7 +173,9 @@ final class AuditAndInputTamperingTests: XCTestCase {
         var sawKeymgr = false
         for _ in 0..<400 where !ownedByRoot {
             let exe = (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/\(process.processIdentifier)/exe")) ?? ""
-            if exe.hasSuffix("/keymgr") {
+            // keymgr-core, which the `keymgr` client execs in embedded mode, is what reads the PIN (the client never
+            // holds a secret: in agent mode the agent's worker reads the passed stdin).
+            if exe.hasSuffix("/keymgr-core") {
                 sawKeymgr = true
                 var info = stat()
                 if stat("/proc/\(process.processIdentifier)/environ", &info) == 0, info.st_uid == 0 { ownedByRoot = true }

@@ -256,6 +256,24 @@ final class ClientModeTests: XCTestCase {
         }
     }
 
+    /// The client's sources and the protocol module import Glibc and each other only: what keeps the client lean is
+    /// a rule of the source, not of today's linker.
+    func testTheClientAndTheWireModuleImportNoFoundation() throws {
+        let allowed: Set<String> = ["Glibc", "AgentWire", "CAgentSocket"]
+        for directory in ["Sources/keymgr-client", "Sources/AgentWire"] {
+            let folder = packageRoot.appendingPathComponent(directory)
+            let files = try FileManager.default.contentsOfDirectory(atPath: folder.path).filter { $0.hasSuffix(".swift") }
+            XCTAssertFalse(files.isEmpty, directory)
+            for file in files {
+                let text = try String(contentsOf: folder.appendingPathComponent(file), encoding: .utf8)
+                for line in text.split(separator: "\n") where line.hasPrefix("import ") {
+                    let module = String(line.dropFirst("import ".count)).trimmingCharacters(in: .whitespaces)
+                    XCTAssertTrue(allowed.contains(module), "\(directory)/\(file) imports \(module)")
+                }
+            }
+        }
+    }
+
     func testTheClientLinksNoFoundationGRDBOrOpenSSL() throws {
         let ldd = try sandbox.run(URL(fileURLWithPath: "/usr/bin/ldd"), [Sandbox.binary.path])
         XCTAssertEqual(ldd.status, 0, ldd.summary)
