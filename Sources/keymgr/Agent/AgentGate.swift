@@ -1,0 +1,67 @@
+import ArgumentParser
+import KeyManager
+
+/// The agent's policy applied to one parsed command (docs/agent-policy.md): the worker calls `authorize` after
+/// parsing and before running. It decides with `AgentPolicy.active` (loaded by the agent at start; nothing is loaded
+/// here) and either sets `AccessScope.current`, which the facade enforces in every operation on a user or key, or
+/// throws `denied` (exit 77), recorded in the audit log as `agent.denied`.
+enum AgentGate {
+    /// Decides `command` for `caller`.
+    /// - Throws: `denied` naming the reason (no rule lets the caller run it, or the deciding rule refuses the auth
+    ///   type it would bind).
+    static func authorize(_ command: ParsableCommand, caller: AgentCaller) throws {
+        AccessScope.current = nil
+        let operation = operationPath(of: type(of: command))
+        let target = (command as? AgentTargeted)?.agentTarget ?? AgentTarget()
+        guard let policy = AgentPolicy.active else {
+            throw KeyManagerError(.denied, "the agent serves without a policy, so it allows nothing: "
+                + "ask the device's administrator to check /etc/keymgr/policy.toml")
+        }
+        switch policy.decide(caller: caller, operation: operation, authType: target.authType) {
+        case .allowed(let scope):
+            AccessScope.current = scope
+        case .denied(let reason):
+            recordDenial(operation: operation, reason: reason, target: target.description)
+            throw KeyManagerError(.denied, reason)
+        }
+    }
+
+    /// The denial in the store's audit log, through the normal audited write. A store that cannot be opened (the
+    /// command could not have run either) does not hide the denial.
+    private static func recordDenial(operation: String, reason: String, target: String?) {
+        let home = StoreLocation.resolve(explicit: nil, environment: ProcessEnvironment.variables)
+        guard let manager = try? KeyManager.open(home: home, environment: ProcessEnvironment.variables) else { return }
+        try? manager.recordDenial(operation: operation, reason: reason, target: target)
+    }
+
+    /// The command path of a command type as a policy's `may` names it: `sign`, `pin change`, `admin revoke`.
+    /// `audit list` is `audit` (the same listing).
+    static func operationPath(of type: any ParsableCommand.Type) -> String {
+        if type == Audit.Show.self { return "audit" }
+        return paths[ObjectIdentifier(type)] ?? type.configuration.commandName ?? "\(type)"
+    }
+
+    /// Every command path `may` can name: each command that does keymgr's work, as typed after `keymgr`.
+    static var commandPaths: Set<String> { Set(paths.values) }
+
+    private static let paths: [ObjectIdentifier: String] = {
+        var paths: [ObjectIdentifier: String] = [:]
+        func walk(_ type: any ParsableCommand.Type, prefix: [String]) {
+            let name = type.configuration.commandName ?? "\(type)"
+            let path = prefix + [name]
+            if type is any KeymgrCommand.Type, type != Audit.Show.self {
+                paths[ObjectIdentifier(type)] = path.joined(separator: " ")
+            }
+            for sub in type.configuration.subcommands { walk(sub, prefix: path) }
+        }
+        for sub in Keymgr.configuration.subcommands { walk(sub, prefix: []) }
+        return paths
+    }()
+}
+
+extension AgentPolicy {
+    /// Loads the policy at `path` for an agent running as `agentUID`, its `may` checked against this CLI's commands.
+    static func load(path: String, agentUID: UInt32) throws -> AgentPolicy {
+        try load(path: path, agentUID: agentUID, commandPaths: AgentGate.commandPaths)
+    }
+}
