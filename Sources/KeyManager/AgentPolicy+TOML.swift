@@ -106,7 +106,7 @@ struct PolicyTOML {
         if current == "#" { try comment() }
         guard let scalar = current else { return }
         guard scalar == "\n" || scalar == "\r" else {
-            throw error("unexpected \(Self.describe(scalar)) after \(what): one \(what) per line, then an optional # comment")
+            throw error("unexpected \(Self.describe(scalar)) after \(what): end the line there (one entry per line), then an optional # comment")
         }
         try newline()
     }
@@ -194,7 +194,7 @@ struct PolicyTOML {
             skipBlanks()
             switch current {
             case nil:
-                throw error("the array of \(key) opened on line \(start) is not closed: end it with ]")
+                throw error("the array of \(key) is not closed: end it with ]", line: start)
             case "\n", "\r":
                 try newline()
             case "#":

@@ -42,6 +42,20 @@ extension KeyManager {
         }
     }
 
+    /// A bind supersedes the user's usable keys for its issuer: under the agent's policy, another person's
+    /// APPLICATION_PIN key among them is superseded only by `rebind`, which asks for its PIN.
+    /// `except`: the key a rebind replaces (its PIN already proven).
+    func authorizeSuperseding(userId: String, issuer: String, except: String? = nil) throws {
+        guard let scope = AccessScope.current, scope.othersPINKeysNeedPIN else { return }
+        let (keys, username) = try read { reader in
+            (try reader.keys(userId: userId, statuses: [.active, .locked]), try reader.user(id: userId)?.username)
+        }
+        guard let key = keys.first(where: { $0.kid != except && $0.issuer == issuer && needsOwnersPIN($0, username: username) }) else { return }
+        throw denied(scope, target: userId, reason: "\(scope.rule): binding a key for \(userId) would supersede key \(key.kid), another "
+            + "person's PIN key: replace it with `keymgr rebind --user \(userId) --auth-type …`, which asks for its PIN, "
+            + "or ask an administrator")
+    }
+
     /// Whether rebinding or revoking `key` needs its PIN under the current scope: another person's
     /// APPLICATION_PIN key, unless the deciding rule allows everything.
     func needsOwnersPIN(_ key: UserKeyRecord, username: String?) -> Bool {

@@ -23,7 +23,8 @@ extension KeyManager {
         request.username = current.username
         request.authType = authType
         request.issuer = current.key.issuer
-        return try bind(request, newPIN: newPIN, event: "key.rebound")
+        return try commit(try prepareBinding(request, newPIN: newPIN, replacing: current.key.kid), event: "key.rebound",
+                          registeredAs: nil)
     }
 
     /// Whether `rebind` of this key needs the key's current PIN: under the agent's policy, another person's
@@ -43,10 +44,16 @@ extension KeyManager {
     /// key and signs the binding JWS, but writes nothing. The user's current key stays active until
     /// `commitBinding` stores the new one; `discardBinding` drops it when the server refuses.
     public func prepareBinding(_ request: BindRequest, newPIN: SecretProvider) throws -> PendingBinding {
+        try prepareBinding(request, newPIN: newPIN, replacing: nil)
+    }
+
+    /// `prepareBinding`; `replacing`: the key a rebind replaces, whose PIN it has already proven when needed.
+    func prepareBinding(_ request: BindRequest, newPIN: SecretProvider, replacing: String?) throws -> PendingBinding {
         try TextRules.checkUser(userId: request.userId, username: request.username)
         try authorizeBinding(userId: request.userId, authType: request.authType)
         let device = try device()
         let issuer = request.issuer ?? device.issuer
+        try authorizeSuperseding(userId: request.userId, issuer: issuer, except: replacing)
         guard (1...3600).contains(request.expiresIn) else {
             throw KeyManagerError(.usage, "--expires-in must be between 1 and 3600 seconds")
         }
