@@ -35,6 +35,9 @@ let package = Package(
         .target(name: "CCurl"),
         // sqlite3_db_config, which Swift cannot call (it is variadic), for the store's connections.
         .target(name: "CSQLiteOptions", linkerSettings: [.linkedLibrary("sqlite3")]),
+        // The agent protocol's socket calls: descriptors with SCM_RIGHTS, SO_PEERCRED, SO_PEERGROUPS, sockaddr_un.
+        // Used by the lean client and by the agent; libc only.
+        .target(name: "CAgentSocket"),
 
         // Build-time embedding of migrations/*.sql into the Storage module.
         .executableTarget(name: "MigrationEmbedder", swiftSettings: strict),
@@ -65,7 +68,7 @@ let package = Package(
         .executableTarget(
             name: "keymgr",
             dependencies: [
-                "KeyManager", "Sync",
+                "KeyManager", "Sync", "CAgentSocket",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ],

@@ -1,4 +1,5 @@
 import ArgumentParser
+import Foundation
 import KeyManager
 
 /// The agent's policy applied to one parsed command (docs/agent-policy.md): the worker calls `authorize` after
@@ -6,6 +7,13 @@ import KeyManager
 /// here) and either sets `AccessScope.current`, which the facade enforces in every operation on a user or key, or
 /// throws `denied` (exit 77), recorded in the audit log as `agent.denied`.
 enum AgentGate {
+    /// Loads the policy at the agent's start, before it serves (and forks): the workers inherit `AgentPolicy.active`.
+    /// - Throws: `config` (78) when the file is missing, unsafe (owned by someone other than root or the agent's
+    ///   user, writable by others) or invalid, naming the line.
+    static func load(policyFile path: String) throws {
+        AgentPolicy.active = try AgentPolicy.load(path: path, agentUID: getuid())
+    }
+
     /// Decides `command` for `caller`.
     /// - Throws: `denied` naming the reason (no rule lets the caller run it, or the deciding rule refuses the auth
     ///   type it would bind).
