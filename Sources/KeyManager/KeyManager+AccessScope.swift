@@ -67,12 +67,24 @@ extension KeyManager {
     /// wrong PIN as a failed attempt like any use. No PIN given: `denied`.
     func requireOwnersPIN(_ key: UserKeyRecord, username: String?, pin: SecretProvider?) throws {
         guard needsOwnersPIN(key, username: username), let scope = AccessScope.current else { return }
-        guard let pin else {
-            throw denied(scope, target: key.userId, reason: "key \(key.kid) of \(key.userId) is another person's PIN key: "
-                + "`keymgr \(scope.operation)` needs its PIN (give it with --pin-stdin or --pin-fd, or on the terminal), "
-                + "or an administrator whose rule has may = [\"*\"]")
+        let reason = "\(scope.rule): key \(key.kid) of \(key.userId) is another person's PIN key: "
+            + "`keymgr \(scope.operation)` needs its PIN (give it with --pin-stdin or --pin-fd, or on the terminal), "
+            + "or an administrator whose rule has may = [\"*\"]"
+        guard let pin else { throw denied(scope, target: key.userId, reason: reason) }
+        // No PIN to be had (no terminal, no --pin-stdin): the denial, not a bare "no PIN".
+        let guarded: SecretProvider = {
+            do {
+                return try pin()
+            } catch let error as KeyManagerError where error.code == .abort {
+                throw DeniedForWantOfPIN()
+            }
         }
-        let unlocked = try unlock(key, pin: pin, timeout: 60)
+        let unlocked: UnlockedKey
+        do {
+            unlocked = try unlock(key, pin: guarded, timeout: 60)
+        } catch is DeniedForWantOfPIN {
+            throw denied(scope, target: key.userId, reason: reason)
+        }
         if let opened = unlocked.pin {
             // A right PIN resets the failure counter, as any use does.
             try write { writer in try settle(opened, key: key, writer: writer, at: now()) }
@@ -101,7 +113,8 @@ extension KeyManager {
         let allowed = exists ? scope.allows(userId: userId, username: username) : scope.allowsNewUser(userId)
         guard !allowed else { return }
         throw denied(scope, target: userId, reason: "\(scope.rule) lets \(scope.caller) run `keymgr \(scope.operation)` "
-            + "only for \(scope.usersReason.isEmpty ? "some users" : scope.usersReason), and \(userId) is not one of them")
+            + "only for the identity users its \(scope.usersReason.isEmpty ? "for" : scope.usersReason) names, "
+            + "and \(userId) is not one of them")
     }
 
     /// The `denied` error for `reason`, after recording it as `agent.denied` (a failure to record does not hide the
@@ -115,3 +128,6 @@ extension KeyManager {
         return KeyManagerError(.denied, reason)
     }
 }
+
+/// A PIN the owner's-PIN check could not read (see `requireOwnersPIN`).
+private struct DeniedForWantOfPIN: Error {}
