@@ -104,6 +104,22 @@ final class AccessScopeTests: KeyManagerTestCase {
         XCTAssertEqual(try manager.resolveUser("bobby"), "bobby")
     }
 
+    func testCompletionsOfferOnlyWhatTheScopeCovers() throws {
+        XCTAssertEqual(Set(KeyManager.completions(of: .users, prefix: "", home: home)), ["alice", "bob", "bobby", "carol"])
+        AccessScope.current = selfScope()
+        XCTAssertEqual(KeyManager.completions(of: .users, prefix: "", home: home), ["alice"])
+        XCTAssertEqual(KeyManager.completions(of: .kids, prefix: "", home: home), [], "kids name no user: none in a limited scope")
+        AccessScope.current = AccessScope(operation: "list", caller: "root (uid 0)", selfNames: ["root"], users: .all,
+                                          authTypes: nil, othersPINKeysNeedPIN: false, rule: "rule 1 (policy.toml:1)")
+        XCTAssertEqual(KeyManager.completions(of: .kids, prefix: "", home: home).count, 3)
+    }
+
+    func testExportIsNotAUseOfTheKey() throws {
+        AccessScope.current = AccessScope(operation: "export", caller: "kiosk (uid 1003)", selfNames: ["kiosk"], users: .all,
+                                          authTypes: [.applicationPIN], othersPINKeysNeedPIN: true, rule: "rule 3 (policy.toml:9)")
+        XCTAssertEqual(try manager.exportPublicKey(userId: "alice", kid: nil).userId, "alice")
+    }
+
     func testAnotherPersonsPINKeyNeedsItsPINToBeRevoked() throws {
         // A helpdesk rule for everyone, not may = ["*"].
         AccessScope.current = AccessScope(operation: "revoke", caller: "hank (uid 1002)", selfNames: ["hank"], users: .all,
