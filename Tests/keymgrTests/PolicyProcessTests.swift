@@ -14,7 +14,7 @@ final class PolicyProcessTests: XCTestCase {
     /// The people of the test's user database: login, uid, supplementary groups.
     static let people: [(login: String, uid: UInt32, groups: [UInt32])] = [
         ("alice", 2001, []), ("bob", 2002, []), ("erin", 2003, [2900]), ("kiosk", 2004, []), ("mallory", 2005, []),
-        ("hank", 2006, [2950]),
+        ("hank", 2006, [2950]), ("keymgr", 999, []),
     ]
 
     override func setUpWithError() throws {
@@ -86,9 +86,15 @@ final class PolicyProcessTests: XCTestCase {
         XCTAssertEqual(revoked.status, 0, revoked.summary)
         assertDenied(try run("alice", ["master", "rotate", "--yes"]), "no rule of")
 
+        // The sync timer's user may sync (here it gets as far as the missing server: 78, not a denial); no one else.
+        let sync = try run("keymgr", ["sync"])
+        XCTAssertEqual(sync.status, 78, sync.summary)
+        XCTAssertTrue(sync.stderr.contains("server"), sync.summary)
+        assertDenied(try run("alice", ["sync"]), "no rule of")
+
         // Every denial is in the audit log, with the person as actor.
         let audit = try sandbox.succeed(["audit", "--event", "agent.denied", "--json"]).array()
-        XCTAssertEqual(audit.count, 7, "\(audit)")
+        XCTAssertEqual(audit.count, 8, "\(audit)")
         let first = try XCTUnwrap(audit.first)
         XCTAssertEqual(first["actor"] as? String, "alice (uid 2001)")
         let details = try XCTUnwrap(first["details"] as? [String: Any])
@@ -119,6 +125,37 @@ final class PolicyProcessTests: XCTestCase {
         XCTAssertEqual(revoked.status, 0, revoked.summary)
         // Not in the group: no rule.
         assertDenied(try run("alice", ["list"]), "no rule of")
+    }
+
+    // MARK: uid:, a list of users, [self]
+
+    func testUidSubjectUserListAndSelfTable() throws {
+        try startAgent(policy: """
+            [[rule]]
+            who = "uid:2005"
+            may = ["sign", "list"]
+            for = ["alice"]
+
+            [[rule]]
+            who = ["user:bob"]
+            may = ["list"]
+            for = "self"
+
+            [self]
+            bob = "alice"
+            """)
+        let signed = try run("mallory", ["sign", "--user", "alice"])
+        XCTAssertEqual(signed.status, 0, signed.summary)
+        assertDenied(try run("mallory", ["sign", "--user", "bob", "--pin-stdin"], stdin: "482916\n"),
+                     "only for the identity users its for = [\"alice\"] names, and bob is not one of them")
+        XCTAssertEqual(try run("mallory", ["list", "--json"]).array().compactMap { $0["userId"] as? String }, ["alice"])
+        assertDenied(try run("alice", ["sign", "--user", "alice"]), "no rule of")
+        // bob's own user, and the one [self] maps his login to.
+        let bobs = try run("bob", ["list", "--json"])
+        XCTAssertEqual(bobs.status, 0, bobs.summary)
+        XCTAssertEqual(Set(try bobs.array().compactMap { $0["userId"] as? String }), ["alice", "bob"])
+        let users = try run("bob", ["users", "--json"])
+        XCTAssertEqual(users.status, 77, "users is not in bob's may: \(users.summary)")
     }
 
     // MARK: The agent's start
