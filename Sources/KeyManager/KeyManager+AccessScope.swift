@@ -13,8 +13,8 @@ extension KeyManager {
     /// - Throws: `denied` when it does not.
     public func authorize(userId: String) throws {
         guard let scope = AccessScope.current, !scope.coversAllUsers else { return }
-        let username = try read { try $0.user(id: userId) }.map { $0.username }
-        try requireUser(scope, userId: userId, username: username ?? nil, exists: username != nil)
+        let user = try read { try $0.user(id: userId) }
+        try requireUser(scope, userId: userId, username: user?.username, exists: user != nil)
     }
 
     /// Checks that the current scope covers the key's user and, when `using`, its auth type.
