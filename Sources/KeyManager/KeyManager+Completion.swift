@@ -18,7 +18,22 @@ extension KeyManager {
     /// Reads the database read-only without the master key (ids and kids are not secret, and a completion is a hint:
     /// the command itself checks the store when it runs) and writes nothing, not even a store that was never
     /// initialised. Any failure is no candidate: a completion must never print an error into the shell's line.
+    ///
+    /// Through the agent, only what the caller's policy scope covers: nothing before the policy decided, users in a
+    /// limited scope, kids only when the scope covers every user.
     public static func completions(of subject: CompletionSubject, prefix: String, home location: StoreLocation) -> [String] {
+        let scope = AccessScope.current
+        if AgentCaller.current != nil && scope == nil { return [] }
+        if let scope, !scope.coversAllUsers {
+            guard case .users = subject else { return [] }
+            return completions(of: .users, prefix: prefix, home: location, unscoped: ())
+                .filter { scope.allows(userId: $0, username: $0) }
+        }
+        return completions(of: subject, prefix: prefix, home: location, unscoped: ())
+    }
+
+    private static func completions(of subject: CompletionSubject, prefix: String, home location: StoreLocation,
+                                    unscoped: Void) -> [String] {
         guard location.home.hasDatabase,
               let store = try? Store.open(home: location.home, create: false, access: .readOnly, digest: SHA256.hash)
         else { return [] }

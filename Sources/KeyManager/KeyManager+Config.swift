@@ -166,7 +166,8 @@ extension KeyManager {
     /// The public key of the user's usable key (or of `kid`): never the private one, which stays sealed.
     /// - Throws: `clientNotRegistered` when there is no such key; `usage` when the user has several and no kid.
     public func exportPublicKey(userId: String?, kid: String?) throws -> ExportedPublicKey {
-        let selected = try selectKey(userId: userId, kid: kid, statuses: KeyStatus.usable, issuer: nil, verb: "export")
+        let selected = try selectKey(userId: userId, kid: kid, statuses: KeyStatus.usable, issuer: nil, verb: "export",
+                                     using: false)
         let key = selected.key
         guard let stored = try? JSONDecoder().decode(JWK.self, from: Data(key.publicJwk.utf8)) else {
             throw KeyManagerError(.tampered, "the stored public key of \(key.kid) cannot be read")

@@ -22,7 +22,7 @@ struct Keymgr: ParsableCommand {
             Exit status: 0 success, 1 failure (also a confirmation answered no: code declined), 2 sync finished but some users could not be reconciled, \
             3 sync safety valve (nothing applied), 64 usage, 65 bad input data, 66 no such user or key, \
             69 server or verifier unavailable, 75 busy or timed out (try again), 76 server rejected, \
-            77 not authenticated (wrong PIN, locked, aborted), 78 configuration error.
+            77 not authenticated (wrong PIN, locked, aborted; denied by the agent's policy), 78 configuration error.
             """,
         version: KeymgrVersion.current,
         subcommands: [

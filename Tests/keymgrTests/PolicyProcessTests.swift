@@ -1,0 +1,256 @@
+import Foundation
+import XCTest
+
+/// The agent's policy end to end: `keymgr agent` as root with the policy, people as other OS users (`setpriv`), each
+/// a client of the socket. The agent resolves the callers' uids and groups through Debian's libnss-wrapper, from
+/// passwd and group files this test writes (so no account is added to the machine).
+final class PolicyProcessTests: XCTestCase {
+    var sandbox: Sandbox!
+    var agent: Process?
+    var agentLog: URL { sandbox.root.appendingPathComponent("agent.log") }
+    var socket: String { sandbox.root.appendingPathComponent("keymgr.sock").path }
+    var client: String { sandbox.root.appendingPathComponent("client.py").path }
+
+    /// The people of the test's user database: login, uid, supplementary groups.
+    static let people: [(login: String, uid: UInt32, groups: [UInt32])] = [
+        ("alice", 2001, []), ("bob", 2002, []), ("erin", 2003, [2900]), ("kiosk", 2004, []), ("mallory", 2005, []),
+        ("hank", 2006, [2950]), ("keymgr", 999, []),
+    ]
+
+    override func setUpWithError() throws {
+        sandbox = try Sandbox()
+        // Other users reach the socket and the client script through the sandbox.
+        XCTAssertEqual(chmod(sandbox.root.path, 0o755), 0)
+        var passwd = "root:x:0:0:root:/root:/bin/sh\n"
+        var group = "root:x:0:\nkeymgr-admins:x:2900:erin\nhelpdesk:x:2950:hank\n"
+        for person in Self.people {
+            passwd += "\(person.login):x:\(person.uid):\(person.uid):\(person.login):/nonexistent:/bin/sh\n"
+            group += "\(person.login):x:\(person.uid):\n"
+        }
+        try passwd.write(to: sandbox.root.appendingPathComponent("passwd"), atomically: true, encoding: .utf8)
+        try group.write(to: sandbox.root.appendingPathComponent("group"), atomically: true, encoding: .utf8)
+        try Self.clientScript.write(toFile: client, atomically: true, encoding: .utf8)
+        XCTAssertEqual(chmod(client, 0o644), 0)
+
+        try sandbox.initialise()
+        try sandbox.bind("alice")
+        try sandbox.bind("bob", ["--auth-type", "app-pin", "--pin-stdin"], stdin: "482916\n")
+    }
+
+    override func tearDownWithError() throws {
+        stopAgent()
+        sandbox = nil
+    }
+
+    // MARK: The shipped template
+
+    func testTheShippedTemplateThroughTheAgent() throws {
+        try startAgent(policy: try String(contentsOf: PolicyTemplateTests.template, encoding: .utf8))
+
+        // A person with an account: their own identity user.
+        let signed = try run("alice", ["sign", "--user", "alice", "--challenge", "c-1"])
+        XCTAssertEqual(signed.status, 0, signed.summary)
+        XCTAssertEqual(signed.stdout.split(separator: ".").count, 3, signed.summary)
+        let users = try run("alice", ["users", "--json"])
+        XCTAssertEqual(users.status, 0, users.summary)
+        XCTAssertEqual(try users.array().compactMap { $0["userId"] as? String }, ["alice"])
+        let listed = try run("alice", ["list", "--json"])
+        XCTAssertEqual(Set(try listed.array().compactMap { $0["userId"] as? String }), ["alice"])
+        // ... and no one else's.
+        let other = try run("alice", ["sign", "--user", "bob", "--pin-stdin"], stdin: "482916\n")
+        assertDenied(other, "lets alice (uid 2001) run `keymgr sign` only for the identity users its for = [\"self\"] names, and bob is not one of them")
+        let noRule = try run("alice", ["revoke", "--user", "alice", "--yes"])
+        assertDenied(noRule, "no rule of \(policyPath) lets alice (uid 2001) run `keymgr revoke`")
+        let bobSigns = try run("bob", ["sign", "--user", "bob", "--pin-stdin"], stdin: "482916\n")
+        XCTAssertEqual(bobSigns.status, 0, bobSigns.summary)
+        // Someone who is no identity user here sees no one.
+        let mallory = try run("mallory", ["list", "--json"])
+        XCTAssertEqual(mallory.status, 0, mallory.summary)
+        XCTAssertEqual(try mallory.array().count, 0)
+
+        // The kiosk account: anyone's PIN key, nothing else.
+        let kioskPIN = try run("kiosk", ["sign", "--user", "bob", "--pin-stdin"], stdin: "482916\n")
+        XCTAssertEqual(kioskPIN.status, 0, kioskPIN.summary)
+        assertDenied(try run("kiosk", ["sign", "--user", "alice"]),
+                     "lets kiosk (uid 2004) use only keys of APPLICATION_PIN; key")
+        assertDenied(try run("kiosk", ["bind", "--user", "newbie", "--auth-type", "none"]),
+                     "lets kiosk (uid 2004) use only keys of APPLICATION_PIN, not NONE")
+        let kioskBind = try run("kiosk", ["bind", "--user", "newbie", "--auth-type", "app-pin", "--pin-stdin"], stdin: "135790\n")
+        XCTAssertEqual(kioskBind.status, 0, kioskBind.summary)
+        assertDenied(try run("kiosk", ["bind", "--user", "bob", "--auth-type", "app-pin", "--pin-stdin"], stdin: "135790\n"),
+                     "would supersede key")
+        assertDenied(try run("kiosk", ["revoke", "--user", "bob", "--yes"]), "no rule of")
+
+        // An administrator (group keymgr-admins): everything, another person's PIN key without its PIN.
+        let revoked = try run("erin", ["revoke", "--user", "bob", "--yes"])
+        XCTAssertEqual(revoked.status, 0, revoked.summary)
+        assertDenied(try run("alice", ["master", "rotate", "--yes"]), "no rule of")
+
+        // The sync timer's user may sync (here it gets as far as the missing server: 78, not a denial); no one else.
+        let sync = try run("keymgr", ["sync"])
+        XCTAssertEqual(sync.status, 78, sync.summary)
+        XCTAssertTrue(sync.stderr.contains("server"), sync.summary)
+        assertDenied(try run("alice", ["sync"]), "no rule of")
+
+        // Every denial is in the audit log, with the person as actor.
+        let audit = try sandbox.succeed(["audit", "--event", "agent.denied", "--json"]).array()
+        XCTAssertEqual(audit.count, 8, "\(audit)")
+        let first = try XCTUnwrap(audit.first)
+        XCTAssertEqual(first["actor"] as? String, "alice (uid 2001)")
+        let details = try XCTUnwrap(first["details"] as? [String: Any])
+        XCTAssertEqual(details["operation"] as? String, "sign")
+        XCTAssertEqual(details["target"] as? String, "bob")
+        XCTAssertTrue((details["reason"] as? String)?.contains("for = [\"self\"]") ?? false, "\(details)")
+        XCTAssertEqual(Set(audit.compactMap { $0["actor"] as? String }), ["alice (uid 2001)", "kiosk (uid 2004)"])
+    }
+
+    // MARK: Another person's PIN key
+
+    func testAnotherPersonsPINKeyNeedsItsPINUnlessTheRuleAllowsEverything() throws {
+        try startAgent(policy: """
+            [[rule]]
+            who = ["group:helpdesk"]
+            may = ["revoke", "rebind", "list"]
+            for = "*"
+            """)
+        assertDenied(try run("hank", ["revoke", "--user", "bob", "--yes"]), "another person's PIN key")
+        let wrong = try run("hank", ["revoke", "--user", "bob", "--yes", "--pin-stdin"], stdin: "000111\n")
+        XCTAssertEqual(wrong.status, 77, wrong.summary)
+        XCTAssertTrue(wrong.stderr.contains("wrong PIN") || wrong.stderr.contains("attempt"), wrong.summary)
+        // Rebind asks for the key's PIN first, then (for a PIN key) the new one.
+        let rebound = try run("hank", ["rebind", "--user", "bob", "--auth-type", "none", "--pin-stdin"], stdin: "482916\n")
+        XCTAssertEqual(rebound.status, 0, rebound.summary)
+        // A NONE key needs no PIN.
+        let revoked = try run("hank", ["revoke", "--user", "bob", "--yes"])
+        XCTAssertEqual(revoked.status, 0, revoked.summary)
+        // Not in the group: no rule.
+        assertDenied(try run("alice", ["list"]), "no rule of")
+    }
+
+    // MARK: uid:, a list of users, [self]
+
+    func testUidSubjectUserListAndSelfTable() throws {
+        try startAgent(policy: """
+            [[rule]]
+            who = "uid:2005"
+            may = ["sign", "list"]
+            for = ["alice"]
+
+            [[rule]]
+            who = ["user:bob"]
+            may = ["list"]
+            for = "self"
+
+            [self]
+            bob = "alice"
+            """)
+        let signed = try run("mallory", ["sign", "--user", "alice"])
+        XCTAssertEqual(signed.status, 0, signed.summary)
+        assertDenied(try run("mallory", ["sign", "--user", "bob", "--pin-stdin"], stdin: "482916\n"),
+                     "only for the identity users its for = [\"alice\"] names, and bob is not one of them")
+        XCTAssertEqual(try run("mallory", ["list", "--json"]).array().compactMap { $0["userId"] as? String }, ["alice"])
+        assertDenied(try run("alice", ["sign", "--user", "alice"]), "no rule of")
+        // bob's own user, and the one [self] maps his login to.
+        let bobs = try run("bob", ["list", "--json"])
+        XCTAssertEqual(bobs.status, 0, bobs.summary)
+        XCTAssertEqual(Set(try bobs.array().compactMap { $0["userId"] as? String }), ["alice", "bob"])
+        let users = try run("bob", ["users", "--json"])
+        XCTAssertEqual(users.status, 77, "users is not in bob's may: \(users.summary)")
+    }
+
+    // MARK: The agent's start
+
+    func testTheAgentRefusesAnUnsafeOrInvalidPolicy() throws {
+        let path = sandbox.root.appendingPathComponent("bad.toml").path
+        try "[[rule]]\nwho = [\"*\"]\nmay = [\"sing\"]\n".write(toFile: path, atomically: true, encoding: .utf8)
+        XCTAssertEqual(chmod(path, 0o644), 0)
+        let invalid = try sandbox.keymgr(["agent", "--socket", socket, "--policy", path])
+        XCTAssertEqual(invalid.status, 78, invalid.summary)
+        XCTAssertTrue(invalid.stderr.contains("\(path):3: may names \"sing\", which is not a keymgr command"), invalid.summary)
+
+        try "[[rule]]\nwho = [\"*\"]\nmay = [\"sign\"]\n".write(toFile: path, atomically: true, encoding: .utf8)
+        XCTAssertEqual(chmod(path, 0o666), 0)
+        let unsafe = try sandbox.keymgr(["agent", "--socket", socket, "--policy", path])
+        XCTAssertEqual(unsafe.status, 78, unsafe.summary)
+        XCTAssertTrue(unsafe.stderr.contains("writable by its group or by others"), unsafe.summary)
+
+        let missing = try sandbox.keymgr(["agent", "--socket", socket, "--policy", path + ".missing"])
+        XCTAssertEqual(missing.status, 78, missing.summary)
+    }
+
+    // MARK: Support
+
+    var policyPath: String { sandbox.root.appendingPathComponent("policy.toml").path }
+
+    func assertDenied(_ outcome: Outcome, _ expected: String, file: StaticString = #filePath, line: UInt = #line) {
+        XCTAssertEqual(outcome.status, 77, outcome.summary, file: file, line: line)
+        XCTAssertTrue(outcome.stderr.contains(expected), outcome.summary, file: file, line: line)
+        XCTAssertTrue(outcome.stderr.hasPrefix("keymgr: "), outcome.summary, file: file, line: line)
+    }
+
+    func startAgent(policy: String) throws {
+        try policy.write(toFile: policyPath, atomically: true, encoding: .utf8)
+        XCTAssertEqual(chmod(policyPath, 0o644), 0)
+        _ = FileManager.default.createFile(atPath: agentLog.path, contents: nil)
+        let log = try FileHandle(forWritingTo: agentLog)
+        let process = Process()
+        process.executableURL = Sandbox.binary
+        process.arguments = ["agent", "--home", sandbox.home.path, "--socket", socket, "--policy", policyPath]
+        var environment = sandbox.environment
+        environment["LD_PRELOAD"] = "libnss_wrapper.so"
+        environment["NSS_WRAPPER_PASSWD"] = sandbox.root.appendingPathComponent("passwd").path
+        environment["NSS_WRAPPER_GROUP"] = sandbox.root.appendingPathComponent("group").path
+        process.environment = environment
+        process.standardInput = FileHandle.nullDevice
+        process.standardOutput = log
+        process.standardError = log
+        try process.run()
+        agent = process
+        let deadline = Date().addingTimeInterval(60)
+        while !FileManager.default.fileExists(atPath: socket) && process.isRunning && Date() < deadline { usleep(10_000) }
+        guard FileManager.default.fileExists(atPath: socket) else {
+            XCTFail("the agent did not start: \(String(decoding: (try? Data(contentsOf: agentLog)) ?? Data(), as: UTF8.self))")
+            throw XCTSkip("no agent")
+        }
+    }
+
+    func stopAgent() {
+        guard let agent, agent.isRunning else { return }
+        agent.terminate()
+        agent.waitUntilExit()
+    }
+
+    /// `keymgr ARGUMENTS` through the agent, as `login` (their uid, gid and groups).
+    func run(_ login: String, _ arguments: [String], stdin: String = "") throws -> Outcome {
+        let person = try XCTUnwrap(Self.people.first { $0.login == login })
+        let groups = ([person.uid] + person.groups).map(String.init).joined(separator: ",")
+        return try sandbox.run(URL(fileURLWithPath: "/usr/bin/setpriv"),
+                               ["--reuid", "\(person.uid)", "--regid", "\(person.uid)", "--groups", groups,
+                                "/usr/bin/python3", client, socket] + arguments, stdin: stdin)
+    }
+
+    /// A minimal client of the agent's protocol (version 1): one request frame with stdin, stdout and stderr passed,
+    /// one response frame; the agent's own error goes to stderr as the CLI prints it.
+    static let clientScript = """
+        import json, socket, struct, sys
+        path, arguments = sys.argv[1], sys.argv[2:]
+        body = json.dumps({"version": 1, "arguments": arguments, "fds": [0, 1, 2], "terminal": False}).encode()
+        connection = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        connection.connect(path)
+        socket.send_fds(connection, [struct.pack(">I", len(body)) + body], [0, 1, 2])
+        def exactly(count):
+            data = b""
+            while len(data) < count:
+                chunk = connection.recv(count - len(data))
+                if not chunk:
+                    sys.exit("the agent closed the connection without an answer")
+                data += chunk
+            return data
+        (length,) = struct.unpack(">I", exactly(4))
+        response = json.loads(exactly(length))
+        if response.get("error"):
+            sys.stderr.write("keymgr: " + response["error"]["message"] + "\\n")
+        sys.exit(response["status"])
+
+        """
+}
