@@ -1,5 +1,6 @@
 # keymgr: `make demo` walks through keymgr on a fresh machine; `make test` runs the whole suite;
-# `make install [PREFIX=/usr/local] [DESTDIR=]` installs a release build with its man page, `make uninstall` removes it;
+# `make install [PREFIX=/usr/local] [DESTDIR=]` installs a release build with its man page, the agent's systemd units,
+# sysusers.d and tmpfiles.d files and (when absent) the policy /etc/keymgr/policy.toml; `make uninstall` removes them;
 # `make deb` builds the Debian package of the same build (docs/output-and-packaging.md);
 # `make bench` measures keymgr against its baselines (not part of `make test`).
 # They install the Debian packages and Python modules they need when missing.
@@ -24,7 +25,14 @@ SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 PREFIX ?= /usr/local
 DESTDIR ?=
 BINDIR := $(PREFIX)/bin
+LIBEXECDIR := $(PREFIX)/libexec
 SYSTEMD_UNIT_DIR ?= $(PREFIX)/lib/systemd/system
+# systemd-sysusers and systemd-tmpfiles read /usr/local/lib/… as well as /usr/lib/….
+SYSUSERS_DIR ?= $(PREFIX)/lib/sysusers.d
+TMPFILES_DIR ?= $(PREFIX)/lib/tmpfiles.d
+# /etc whatever the PREFIX: the agent reads /etc/keymgr/policy.toml.
+SYSCONFDIR ?= /etc
+POLICY := $(SYSCONFDIR)/keymgr/policy.toml
 BASH_COMPLETION_DIR := $(PREFIX)/share/bash-completion/completions
 ZSH_COMPLETION_DIR := $(PREFIX)/share/zsh/site-functions
 FISH_COMPLETION_DIR := $(PREFIX)/share/fish/vendor_completions.d
@@ -40,7 +48,11 @@ DEB = $(RELEASE_SCRATCH)/keymgr_$(VERSION)_amd64.deb
 # Exactly what `make install` writes and `make uninstall` removes.
 INSTALLED := $(BINDIR)/keymgr \
 	$(BASH_COMPLETION_DIR)/keymgr $(ZSH_COMPLETION_DIR)/_keymgr $(FISH_COMPLETION_DIR)/keymgr.fish $(MAN_DIR)/keymgr.1 \
-	$(SYSTEMD_UNIT_DIR)/keymgr-sync.service $(SYSTEMD_UNIT_DIR)/keymgr-sync.timer
+	$(SYSTEMD_UNIT_DIR)/keymgr-sync.service $(SYSTEMD_UNIT_DIR)/keymgr-sync.timer \
+	$(SYSTEMD_UNIT_DIR)/keymgr.socket $(SYSTEMD_UNIT_DIR)/keymgr.service \
+	$(SYSUSERS_DIR)/keymgr.conf $(TMPFILES_DIR)/keymgr.conf
+# The units name the installed programs through these placeholders.
+UNIT_PATHS := sed -e 's|@BINDIR@|$(BINDIR)|g' -e 's|@LIBEXECDIR@|$(LIBEXECDIR)|g'
 
 .PHONY: all deps build test demo bench clean release install uninstall stress fuzz man deb
 
@@ -108,13 +120,23 @@ install: release $(MANPAGE)
 	$(RELEASE_BIN) --generate-completion-script fish > $(DESTDIR)$(FISH_COMPLETION_DIR)/keymgr.fish
 	chmod 0644 $(DESTDIR)$(BASH_COMPLETION_DIR)/keymgr $(DESTDIR)$(ZSH_COMPLETION_DIR)/_keymgr \
 	  $(DESTDIR)$(FISH_COMPLETION_DIR)/keymgr.fish
-	sed 's|/usr/local/bin/keymgr|$(BINDIR)/keymgr|' contrib/systemd/keymgr-sync.service \
-	  > $(DESTDIR)$(SYSTEMD_UNIT_DIR)/keymgr-sync.service
-	install -m 0644 contrib/systemd/keymgr-sync.timer $(DESTDIR)$(SYSTEMD_UNIT_DIR)/keymgr-sync.timer
-	chmod 0644 $(DESTDIR)$(SYSTEMD_UNIT_DIR)/keymgr-sync.service
+	for unit in keymgr.socket keymgr.service keymgr-sync.service keymgr-sync.timer; do \
+	  $(UNIT_PATHS) contrib/systemd/$$unit > $(DESTDIR)$(SYSTEMD_UNIT_DIR)/$$unit && \
+	  chmod 0644 $(DESTDIR)$(SYSTEMD_UNIT_DIR)/$$unit || exit 1; \
+	done
+	install -D -m 0644 contrib/sysusers.d/keymgr.conf $(DESTDIR)$(SYSUSERS_DIR)/keymgr.conf
+	install -D -m 0644 contrib/tmpfiles.d/keymgr.conf $(DESTDIR)$(TMPFILES_DIR)/keymgr.conf
+	@# The policy is the administrator's once installed: never overwritten.
+	@if [ -e $(DESTDIR)$(POLICY) ]; then echo "keeping $(DESTDIR)$(POLICY) (the template is contrib/policy.toml)"; \
+	  else install -D -m 0644 contrib/policy.toml $(DESTDIR)$(POLICY); fi
 
+# The policy goes only as installed: an edited one is kept, and said so.
 uninstall:
 	rm -f $(addprefix $(DESTDIR),$(INSTALLED))
+	@if [ -e $(DESTDIR)$(POLICY) ]; then \
+	  if cmp -s contrib/policy.toml $(DESTDIR)$(POLICY); then rm -f $(DESTDIR)$(POLICY); \
+	  else echo "keeping $(DESTDIR)$(POLICY): it differs from the template"; fi; fi
+	-@rmdir $(DESTDIR)$(SYSCONFDIR)/keymgr 2>/dev/null
 
 # The Debian package of the release binary, its man page, completions and systemd units (scripts/deb.sh), in
 # $(DEB). Dependencies are the packages that own the libraries the binary links and loads, found with ldd and dpkg -S.
