@@ -9,15 +9,14 @@ SWIFT_BIN ?= /opt/swift/usr/bin
 export PATH := $(SWIFT_BIN):$(PATH)
 
 # Everything a build, a test or a script calls: libcurl4-openssl-dev has the curl headers of the CCurl shim
-# (libcurl itself is loaded on first network use), argon2 is the tests' reference CLI, systemd brings systemd-analyze and
-# systemd-creds (the unit and shared-device tests), make and bsdutils (`script`) are called by tests and demo,
-# sudo brings visudo (the shared-device test checks the README's sudoers rule); time, valgrind, strace and
-# eatmydata are the benchmarks'; man-db renders the man page in its test, dpkg-dev and lintian build and check
-# `make deb`; systemd-container (systemd-nspawn) and debootstrap boot a real systemd in a container for the agent's
-# deployment test; libnss-wrapper resolves the test's temporary OS users for the agent; softhsm2 and opensc are the
-# agent benchmark's peer (a PKCS#11 token per user, pkcs11-tool).
+# (libcurl itself is loaded on first network use), argon2 is the tests' reference CLI, systemd brings
+# systemd-analyze (the unit tests) and systemd-sysusers (the package's postinst), make and bsdutils (`script`) are
+# called by tests and demo; time, valgrind, strace and eatmydata are the benchmarks'; man-db renders the man page in
+# its test, dpkg-dev and lintian build and check `make deb`; systemd-container (systemd-nspawn) and debootstrap boot
+# a real systemd in a container for the agent's deployment test; libnss-wrapper resolves the test's temporary OS
+# users for the agent; softhsm2 and opensc are the agent benchmark's peer (a PKCS#11 token per user, pkcs11-tool).
 APT_PACKAGES := libsqlite3-dev libssl-dev libargon2-dev libcurl4-openssl-dev pkg-config sqlite3 openssl \
-	python3 python3-pip curl argon2 systemd make bsdutils sudo time valgrind strace eatmydata man-db dpkg-dev lintian \
+	python3 python3-pip curl argon2 systemd make bsdutils time valgrind strace eatmydata man-db dpkg-dev lintian \
 	swtpm swtpm-tools tpm2-tools libtss2-dev tpm2-openssl \
 	systemd-container debootstrap libnss-wrapper softhsm2 opensc
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
