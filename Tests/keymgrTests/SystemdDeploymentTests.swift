@@ -165,7 +165,7 @@ final class SystemdDeploymentTests: XCTestCase {
         let audit = try container.shell("keymgr audit --json")
         XCTAssertEqual(audit.status, 0, audit.summary)
         let entries = try audit.array()
-        XCTAssertTrue(entries.contains { $0["actor"] as? String == "alice (uid \(uids[0]))" && ($0["event"] as? String ?? "").hasPrefix("key.") },
+        XCTAssertTrue(entries.contains { $0["actor"] as? String == "alice (uid \(uids[0]))" && $0["event"] as? String == "key.signed" },
                       "alice's signature is alice's: \(audit.stdout)")
         XCTAssertTrue(entries.contains { $0["actor"] as? String == "bob (uid \(uids[1]))" && $0["event"] as? String == "agent.denied" },
                       "bob's refusal is audited as his: \(audit.stdout)")
