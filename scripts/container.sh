@@ -3,7 +3,8 @@
 # commands inside it, and stops it: the harness of the systemd deployment test (SystemdDeploymentTests).
 #
 #   container.sh start ROOTFS STATE [LIFETIME]  boot; returns once systemd inside reports the system running
-#   container.sh exec STATE COMMAND [ARG...]    run COMMAND inside as root (stdin, stdout, stderr, exit status passed)
+#   container.sh exec STATE COMMAND [ARG...]    run COMMAND inside as root, with the PATH a root login gets (stdin,
+#                                               stdout, stderr and exit status passed)
 #   container.sh pid STATE                      the container's systemd, as a PID of this machine
 #   container.sh stop STATE                     power off (orderly, else killed) and remove STATE but its console.log
 #
@@ -121,7 +122,7 @@ exec)
   [ $# -ge 1 ] || usage
   systemd=$(cat "$state/systemd.pid" 2>/dev/null) || die "$state has no running container"
   alive "$systemd" || die "the container of $state is not running"
-  exec nsenter -t "$systemd" -a env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/root LANG=C.UTF-8 TERM=dumb "$@"
+  exec nsenter -t "$systemd" -a env -i PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin HOME=/root LANG=C.UTF-8 TERM=dumb "$@"
   ;;
 pid)
   cat "$1/systemd.pid"
