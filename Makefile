@@ -24,7 +24,8 @@ SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 PREFIX ?= /usr/local
 DESTDIR ?=
 BINDIR := $(PREFIX)/bin
-LIBEXECDIR := $(PREFIX)/libexec
+# keymgr-core, the full program the client runs in embedded mode (and that runs the agent), is not on PATH.
+LIBEXECDIR := $(PREFIX)/libexec/keymgr
 SYSTEMD_UNIT_DIR ?= $(PREFIX)/lib/systemd/system
 # systemd-sysusers and systemd-tmpfiles read /usr/local/lib/… as well as /usr/lib/….
 SYSUSERS_DIR ?= $(PREFIX)/lib/sysusers.d
@@ -38,14 +39,16 @@ FISH_COMPLETION_DIR := $(PREFIX)/share/fish/vendor_completions.d
 MAN_DIR := $(PREFIX)/share/man/man1
 # The release build has its own scratch path, so it never disturbs the debug build of `make test`.
 RELEASE_SCRATCH ?= .build-release
+# Two products: `keymgr`, the lean client (Sources/keymgr-client), and `keymgr-core`, the full program (Sources/keymgr).
 RELEASE_BIN = $(RELEASE_SCRATCH)/release/keymgr
+RELEASE_CORE = $(RELEASE_SCRATCH)/release/keymgr-core
 # keymgr(1), written from the release binary's own help (scripts/manpage.py).
 MANPAGE = $(RELEASE_SCRATCH)/keymgr.1
 VERSION := $(shell sed -n 's/.*static let current = "\(.*\)".*/\1/p' Sources/keymgr/Version.swift)
 DEB = $(RELEASE_SCRATCH)/keymgr_$(VERSION)_amd64.deb
 
 # Exactly what `make install` writes and `make uninstall` removes.
-INSTALLED := $(BINDIR)/keymgr \
+INSTALLED := $(BINDIR)/keymgr $(LIBEXECDIR)/keymgr-core \
 	$(BASH_COMPLETION_DIR)/keymgr $(ZSH_COMPLETION_DIR)/_keymgr $(FISH_COMPLETION_DIR)/keymgr.fish $(MAN_DIR)/keymgr.1 \
 	$(SYSTEMD_UNIT_DIR)/keymgr-sync.service $(SYSTEMD_UNIT_DIR)/keymgr-sync.timer \
 	$(SYSTEMD_UNIT_DIR)/keymgr.socket $(SYSTEMD_UNIT_DIR)/keymgr.service \
@@ -98,25 +101,29 @@ RELEASE_SOURCES := Package.swift $(shell find Sources Plugins migrations -type f
 
 release: $(RELEASE_BIN)
 
+# Both products from one target (the client is useless without keymgr-core beside it or in libexec).
 $(RELEASE_BIN): $(RELEASE_SOURCES)
 	@$(MAKE) --no-print-directory deps
+	swift build -c release --static-swift-stdlib --scratch-path $(RELEASE_SCRATCH) --product keymgr-core
 	swift build -c release --static-swift-stdlib --scratch-path $(RELEASE_SCRATCH) --product keymgr
-	@touch $@
+	@touch $(RELEASE_CORE) $@
 
 man: $(MANPAGE)
 
+# From keymgr-core directly: the client would ask an agent when the machine building this runs one.
 $(MANPAGE): $(RELEASE_BIN) scripts/manpage.py
-	python3 scripts/manpage.py $(RELEASE_BIN) > $@.tmp
+	python3 scripts/manpage.py $(RELEASE_CORE) > $@.tmp
 	mv $@.tmp $@
 
 install: release $(MANPAGE)
-	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(BASH_COMPLETION_DIR) $(DESTDIR)$(ZSH_COMPLETION_DIR) \
+	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(LIBEXECDIR) $(DESTDIR)$(BASH_COMPLETION_DIR) $(DESTDIR)$(ZSH_COMPLETION_DIR) \
 	  $(DESTDIR)$(FISH_COMPLETION_DIR) $(DESTDIR)$(SYSTEMD_UNIT_DIR) $(DESTDIR)$(MAN_DIR)
 	install -m 0755 $(RELEASE_BIN) $(DESTDIR)$(BINDIR)/keymgr
+	install -m 0755 $(RELEASE_CORE) $(DESTDIR)$(LIBEXECDIR)/keymgr-core
 	install -m 0644 $(MANPAGE) $(DESTDIR)$(MAN_DIR)/keymgr.1
-	$(RELEASE_BIN) --generate-completion-script bash > $(DESTDIR)$(BASH_COMPLETION_DIR)/keymgr
-	$(RELEASE_BIN) --generate-completion-script zsh > $(DESTDIR)$(ZSH_COMPLETION_DIR)/_keymgr
-	$(RELEASE_BIN) --generate-completion-script fish > $(DESTDIR)$(FISH_COMPLETION_DIR)/keymgr.fish
+	$(RELEASE_CORE) --generate-completion-script bash > $(DESTDIR)$(BASH_COMPLETION_DIR)/keymgr
+	$(RELEASE_CORE) --generate-completion-script zsh > $(DESTDIR)$(ZSH_COMPLETION_DIR)/_keymgr
+	$(RELEASE_CORE) --generate-completion-script fish > $(DESTDIR)$(FISH_COMPLETION_DIR)/keymgr.fish
 	chmod 0644 $(DESTDIR)$(BASH_COMPLETION_DIR)/keymgr $(DESTDIR)$(ZSH_COMPLETION_DIR)/_keymgr \
 	  $(DESTDIR)$(FISH_COMPLETION_DIR)/keymgr.fish
 	for unit in keymgr.socket keymgr.service keymgr-sync.service keymgr-sync.timer; do \
@@ -136,11 +143,12 @@ uninstall:
 	  if cmp -s contrib/policy.toml $(DESTDIR)$(POLICY); then rm -f $(DESTDIR)$(POLICY); \
 	  else echo "keeping $(DESTDIR)$(POLICY): it differs from the template"; fi; fi
 	-@rmdir $(DESTDIR)$(SYSCONFDIR)/keymgr 2>/dev/null
+	-rmdir $(DESTDIR)$(LIBEXECDIR) 2>/dev/null
 
 # The Debian package of the release binary, its man page, completions and systemd units (scripts/deb.sh), in
 # $(DEB). Dependencies are the packages that own the libraries the binary links and loads, found with ldd and dpkg -S.
 deb: release $(MANPAGE)
-	./scripts/deb.sh $(RELEASE_BIN) $(MANPAGE) $(VERSION) $(DEB)
+	./scripts/deb.sh $(RELEASE_BIN) $(RELEASE_CORE) $(MANPAGE) $(VERSION) $(DEB)
 
 # Static release build in .build-bench-release (make install keeps .build-release), every benchmark side by side
 # with its baseline, one table (benchmarks/README.md).

@@ -13,7 +13,10 @@ let package = Package(
     name: "keymgr",
     platforms: [.macOS(.v14)],
     products: [
-        .executable(name: "keymgr", targets: ["keymgr"]),
+        // `keymgr` is the lean client (agent mode, else it execs keymgr-core); `keymgr-core` is the full program,
+        // whose module keeps the name and path `keymgr` (Sources/keymgr).
+        .executable(name: "keymgr", targets: ["keymgr-client"]),
+        .executable(name: "keymgr-core", targets: ["keymgr"]),
         .executable(name: "keymgr-refserver", targets: ["keymgr-refserver"]),
         .executable(name: "keymgr-benchdata", targets: ["keymgr-benchdata"]),
         .library(name: "KeyManager", targets: ["KeyManager"]),
@@ -35,6 +38,9 @@ let package = Package(
         .target(name: "CCurl"),
         // sqlite3_db_config, which Swift cannot call (it is variadic), for the store's connections.
         .target(name: "CSQLiteOptions", linkerSettings: [.linkedLibrary("sqlite3")]),
+        // The agent protocol's socket calls: descriptors with SCM_RIGHTS, SO_PEERCRED, SO_PEERGROUPS, sockaddr_un.
+        // Used by the lean client and by the agent; libc only.
+        .target(name: "CAgentSocket"),
 
         // Build-time embedding of migrations/*.sql into the Storage module.
         .executableTarget(name: "MigrationEmbedder", swiftSettings: strict),
@@ -65,11 +71,17 @@ let package = Package(
         .executableTarget(
             name: "keymgr",
             dependencies: [
-                "KeyManager", "Sync",
+                "KeyManager", "Sync", "CAgentSocket",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ],
             swiftSettings: strict),
+        // The agent protocol's frames (docs/agent-protocol.md): a strict JSON reader and writer for exactly the
+        // request and response shapes. No Foundation: the lean client links it.
+        .target(name: "AgentWire", swiftSettings: fuzzed),
+        // The lean client: Glibc, AgentWire and CAgentSocket only (no Foundation, GRDB or OpenSSL).
+        .executableTarget(
+            name: "keymgr-client", dependencies: ["AgentWire", "CAgentSocket"], swiftSettings: strict),
 
         // The reference identity server: PingAM's device REST and journeys over loopback HTTP.
         .target(
@@ -99,7 +111,7 @@ let package = Package(
         // libFuzzer targets for what keymgr parses from outside; built with fuzzing only by `make fuzz`
         // (proof/fuzz.sh), empty otherwise.
         .executableTarget(
-            name: "keymgr-fuzz", dependencies: ["KeyManager", "ServerClients", "Storage"],
+            name: "keymgr-fuzz", dependencies: ["KeyManager", "ServerClients", "Storage", "AgentWire"],
             swiftSettings: fuzzed + (fuzzing ? [.define("KEYMGR_FUZZ")] : []),
             linkerSettings: fuzzing ? [.unsafeFlags(["-sanitize=fuzzer"])] : []),
 
@@ -110,6 +122,10 @@ let package = Package(
         .testTarget(name: "SyncTests", dependencies: ["Sync", "ServerClients", "KeyManager", "Storage", "RefServer"], swiftSettings: strict),
         .testTarget(name: "ServerClientsTests", dependencies: ["ServerClients", "KeyManager"], swiftSettings: strict),
         .testTarget(name: "RefServerTests", dependencies: ["RefServer", "KeyManager"], swiftSettings: strict),
-        .testTarget(name: "keymgrTests", dependencies: ["keymgr", "KeyManager", "Storage", "SWTPMSupport"], swiftSettings: strict),
+        .testTarget(
+            name: "keymgrTests",
+            dependencies: ["keymgr", "keymgr-client", "KeyManager", "Storage", "SWTPMSupport", "AgentWire", "CAgentSocket"],
+            swiftSettings: strict),
+        .testTarget(name: "AgentWireTests", dependencies: ["AgentWire", "CAgentSocket"], swiftSettings: strict),
     ]
 )

@@ -6,7 +6,8 @@ under GNU time, `/usr/bin/time -f %M`, in runs of their own: see run_once). Star
 from `valgrind --tool=callgrind`, which do not depend on how busy the machine is.
 
 Environment (set by benchmarks/run; a script run alone falls back to these defaults):
-  KEYMGR_BIN      directory holding keymgr, keymgr-refserver, keymgr-benchdata (default: .build-bench-release/release)
+  KEYMGR_BIN      directory holding keymgr, keymgr-core, keymgr-refserver, keymgr-benchdata
+                  (default: .build-bench-release/release)
   BENCH_DATA      directory that caches generated stores (default: .build-bench)
   BENCH_RESULTS   directory where each script leaves <target>.json for the summary table (optional)
   BENCH_QUICK=1   fewer rounds (a smoke run)
@@ -160,6 +161,10 @@ def summary(a, b, rss=None):
 def instructions(argv, stdin_path=None, env=None, out_dir=None):
     """Instructions executed by argv (all threads), counted by callgrind; keeps the profile in out_dir if given."""
     valgrind = which("valgrind")
+    # In embedded mode the `keymgr` client execs keymgr-core, and callgrind does not follow an exec: count the
+    # program that does the work (the client's own start is the agent benchmark's clientstart row).
+    if os.path.basename(argv[0]) == "keymgr" and "--socket" not in argv:
+        argv = [os.path.join(os.path.dirname(argv[0]), "keymgr-core"), *argv[1:]]
     handle, out = tempfile.mkstemp(prefix="callgrind.", dir=out_dir)
     os.close(handle)
     # valgrind 3.19 gives up on the debug info of a release build ("possibly corrupted debuginfo file"): count a

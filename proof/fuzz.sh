@@ -6,7 +6,7 @@ set -u
 cd "$(dirname "$0")/.."
 SECONDS_PER_TARGET=${FUZZ_SECONDS:-45}
 SCRATCH=.build-fuzz
-TARGETS="device-listing journey-callbacks jws-jwk json-value cli-inputs token-response registration-response discovery dpop-nonce www-authenticate http-header-lines"
+TARGETS="device-listing journey-callbacks jws-jwk json-value cli-inputs token-response registration-response discovery dpop-nonce www-authenticate http-header-lines agent-request"
 
 KEYMGR_FUZZ_BUILD=1 swift build --scratch-path "$SCRATCH" --product keymgr-fuzz >"$SCRATCH.log" 2>&1 || {
   tail -40 "$SCRATCH.log"; echo "fuzz: build failed (log: $SCRATCH.log)"; exit 1; }

@@ -1115,7 +1115,7 @@ def start_swtpm(state):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--bin-dir", required=True, help="directory holding keymgr and keymgr-refserver")
+    parser.add_argument("--bin-dir", required=True, help="directory holding keymgr-core and keymgr-refserver")
     parser.add_argument("--kills", type=int, default=220, help="SIGKILLs in the crash phase (default 220)")
     parser.add_argument("--soak-seconds", type=float, default=60, help="length of the soak (default 60)")
     parser.add_argument("--round", type=int, default=25, help="kills between full checks (default 25)")
@@ -1133,7 +1133,9 @@ def main():
         options.kills, options.soak_seconds, options.round = 30, 20, 15
     seed = options.seed if options.seed is not None else random.SystemRandom().randrange(2 ** 32)
     print(f"seed {seed} (replay: {sys.argv[0]} --seed {seed}{' --short' if options.short else ''})", flush=True)
-    binary = os.path.join(options.bin_dir, "keymgr")
+    # keymgr-core, the program that opens and writes the store: the `keymgr` client only execs it in embedded mode,
+    # and a kill in the client's millisecond before the exec would test nothing.
+    binary = os.path.join(options.bin_dir, "keymgr-core")
     refserver = os.path.join(options.bin_dir, "keymgr-refserver")
     for path in (binary, refserver, SQLITE3):
         if not os.access(path, os.X_OK):

@@ -1,19 +1,21 @@
 #!/bin/sh
-# Builds keymgr's Debian package with dpkg-deb (`make deb`): deb.sh RELEASE_BINARY MANPAGE VERSION OUTPUT.deb
-# The tree is what `make install PREFIX=/usr` writes (programs, completions, man page, the agent's systemd units,
-# sysusers.d and tmpfiles.d files, the policy /etc/keymgr/policy.toml as a conffile) and the documentation Debian
-# asks for. Depends: the packages that own the libraries the binary links (ldd) and loads on first network use
+# Builds keymgr's Debian package with dpkg-deb (`make deb`): deb.sh CLIENT CORE MANPAGE VERSION OUTPUT.deb
+# (CLIENT = the release `keymgr`, CORE = the release `keymgr-core`).
+# The tree is what `make install PREFIX=/usr` writes (both programs, completions, man page, the agent's systemd
+# units, sysusers.d and tmpfiles.d files, the policy /etc/keymgr/policy.toml as a conffile) and the documentation
+# Debian asks for. Depends: the packages that own the libraries the binaries link (ldd) and load on first network use
 # (libcurl.so.4, through dlopen), each found with dpkg -S: not guessed, so a build on another release names its own.
 set -eu
-binary=$1; manpage=$2; version=$3; output=$4
+binary=$1; core=$2; manpage=$3; version=$4; output=$5
 root=$(dirname "$output")/deb-root
 rm -rf "$root"
 mkdir -p "$root/DEBIAN"
 make --no-print-directory install PREFIX=/usr DESTDIR="$(realpath "$root")" \
   SYSTEMD_UNIT_DIR=/usr/lib/systemd/system SYSUSERS_DIR=/usr/lib/sysusers.d TMPFILES_DIR=/usr/lib/tmpfiles.d \
   SYSCONFDIR=/etc ZSH_COMPLETION_DIR=/usr/share/zsh/vendor-completions \
-  RELEASE_BIN="$binary" MANPAGE="$manpage" >/dev/null
-strip --strip-unneeded --remove-section=.comment --remove-section=.note "$root/usr/bin/keymgr"
+  RELEASE_BIN="$binary" RELEASE_CORE="$core" MANPAGE="$manpage" >/dev/null
+strip --strip-unneeded --remove-section=.comment --remove-section=.note "$root/usr/bin/keymgr" \
+  "$root/usr/libexec/keymgr/keymgr-core"
 gzip -9n "$root/usr/share/man/man1/keymgr.1"
 # bash-completion sources the script: no interpreter line.
 sed -i '1{/^#!/d}' "$root/usr/share/bash-completion/completions/keymgr"
@@ -56,7 +58,7 @@ owner() {
   dpkg -S "$1" 2>/dev/null | head -n 1 | cut -d: -f1 \
     || true
 }
-libraries=$(ldd "$binary" | awk '/=>/ { print $3 } /^\t\/.*ld-linux/ { print $1 }')
+libraries=$(ldd "$binary" "$core" | awk '/=>/ { print $3 } /^\t\/.*ld-linux/ { print $1 }' | sort -u)
 libraries="$libraries $(ldconfig -p | awk '/libcurl\.so\.4 .*x86-64/ { print $NF; exit }')"
 depends=""
 for library in $libraries; do
@@ -87,10 +89,11 @@ Description: device-bound signing keys for shared devices
  keymgr binds per-user ES256 signing keys on a device (a kiosk, a shared
  workstation), keeps them wrapped under a master key in a local SQLite store,
  signs challenges with them, and keeps the bindings in step with a PingAM or
- OAuth identity server. The package holds the keymgr command, its manual and
- shell completions, and the agent that serves each person on a shared device
- as themselves: its systemd socket and service, accounts, directories and
- policy, and the periodic sync's timer.
+ OAuth identity server. The package holds the keymgr command (a small
+ client, and the full program keymgr-core it runs or asks the agent to run),
+ its manual and shell completions, and the agent that serves each person on
+ a shared device as themselves: its systemd socket and service, accounts,
+ directories and policy, and the periodic sync's timer.
 CONTROL
 chmod 0644 "$root/DEBIAN/control" "$root/DEBIAN/md5sums" "$root/DEBIAN/conffiles"
 dpkg-deb --root-owner-group -Zgzip --build "$root" "$output" >/dev/null

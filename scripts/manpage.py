@@ -1,6 +1,8 @@
 #!/usr/bin/env python3
 """Writes keymgr(1) in man(7) format from the CLI's own help: `keymgr --experimental-dump-help` (swift-argument-parser's
-ToolInfo JSON), so the manual says exactly what `--help` says. Usage: manpage.py KEYMGR_BINARY > keymgr.1"""
+ToolInfo JSON), so the manual says exactly what `--help` says. Usage: manpage.py KEYMGR_CORE > keymgr.1
+KEYMGR_CORE is the full program, keymgr-core (the `keymgr` client would hand the question to an agent when the
+machine runs one); `keymgr` built beside it works too."""
 import json
 import subprocess
 import sys
@@ -145,10 +147,17 @@ def main():
     out += [
         ".SH ENVIRONMENT",
         ".TP", "\\fBKEYMGR_HOME\\fR", "The store's directory when \\fB\\-\\-home\\fR is not given.",
+        ".TP", "\\fBKEYMGR_SOCKET\\fR",
+        "The agent's socket when \\fB\\-\\-socket\\fR is not given: commands run in the agent, as the calling user.",
         ".TP", "\\fBKEYMGR_MASTER_KEY_FILE\\fR", "The master key file, instead of the one in the store's directory.",
         ".TP", "\\fBCOLUMNS\\fR", "The width tables fit (else the terminal's width, or 80 when stdout is not a terminal).",
         ".SH FILES",
         ".TP", "\\fI${XDG_DATA_HOME:\\-~/.local/share}/keymgr/\\fR", "The default store: \\fIkeymgr.db\\fR and its master key.",
+        ".TP", "\\fI/run/keymgr/keymgr.sock\\fR",
+        "The agent's socket: when it exists and neither \\fB\\-\\-home\\fR nor \\fBKEYMGR_HOME\\fR is given, "
+        "commands go to the agent.",
+        ".TP", "\\fIPREFIX/libexec/keymgr/keymgr\\-core\\fR",
+        "The full program: \\fBkeymgr\\fR runs it for commands on a store it opens itself, and it runs the agent.",
     ]
     sys.stdout.write("\n".join(out) + "\n")
 

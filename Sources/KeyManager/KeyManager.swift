@@ -15,8 +15,10 @@ public final class KeyManager: Sendable {
     let environment: [String: String]
     let logger: Logger
     let now: @Sendable () -> Date
-    /// The OS user running keymgr, recorded as the actor of audit entries.
+    /// Who audit entries name as the actor: the OS user running keymgr, or the agent's caller ("alice (uid 1001)").
     public let actor: String
+    /// The login name a verifier's `{osUser}` stands for: the OS user running keymgr, or the agent's caller.
+    let osUser: String
 
     init(store: Store, masterKey: MasterKey, deviceId: String, environment: [String: String], logger: Logger,
          now: @escaping @Sendable () -> Date) throws {
@@ -26,7 +28,13 @@ public final class KeyManager: Sendable {
         self.environment = environment
         self.logger = logger
         self.now = now
-        self.actor = Self.osUserName()
+        if let caller = AgentCaller.current {
+            self.actor = caller.auditActor
+            self.osUser = caller.login
+        } else {
+            self.actor = Self.osUserName()
+            self.osUser = self.actor
+        }
     }
 
     /// The master key's purpose keys and integrity keys this process holds now.
@@ -311,7 +319,7 @@ public final class KeyManager: Sendable {
     /// The verifiers of a device row whose MAC was checked.
     func verification(_ device: DeviceRecord) -> UserVerification {
         UserVerification(biometric: device.biometricVerifier.flatMap(Self.decodeArgv),
-                         credential: device.credentialVerifier.flatMap(Self.decodeArgv), osUser: actor)
+                         credential: device.credentialVerifier.flatMap(Self.decodeArgv), osUser: osUser)
     }
 
     /// Storage's errors in the taxonomy: busy stays busy, an unsafe or missing home is a configuration error.

@@ -8,6 +8,7 @@ import Foundation
 @testable import KeyManager
 @testable import ServerClients
 import Storage
+import AgentWire
 
 /// The parsers under fuzz, by name. A new parser is one more entry (and one more name in proof/fuzz.sh).
 let fuzzTargets: [String: @Sendable ([UInt8]) -> Void] = [
@@ -146,6 +147,32 @@ let fuzzTargets: [String: @Sendable ([UInt8]) -> Void] = [
         if again != value, !value.containsNonFiniteOrLossyNumber {
             fatalError("canonicalJSON changed the value: \(canonical)")
         }
+    },
+    // The agent's request frame (docs/agent-protocol.md) as the agent reads it from a client it does not trust:
+    // header, then body. What AgentWire accepts must be a request the agent can act on, must read the same once
+    // re-encoded, and must be JSON Foundation reads the same way (no second reader could see other arguments).
+    // The same bytes as a response, as the client reads it.
+    "agent-request": { bytes in
+        guard bytes.count >= 4, let length = try? AgentWire.bodyLength(header: bytes.prefix(4)) else { return }
+        let body = Array(bytes.dropFirst(4).prefix(length))
+        if let response = try? AgentResponse.decode(body) {
+            guard (0...255).contains(response.status), (try? AgentResponse.decode(response.encoded())) == response else {
+                fatalError("a response does not survive re-encoding: \(response)")
+            }
+        }
+        guard let request = try? AgentRequest.decode(body) else { return }
+        guard request.fds.count <= AgentWire.maximumDescriptors, Set(request.fds).count == request.fds.count,
+              [0, 1, 2].allSatisfy(request.fds.contains),
+              request.fds.allSatisfy({ (0...AgentWire.maximumDescriptorNumber).contains($0) }),
+              !request.arguments.contains(where: { $0.utf8.contains(0) }),
+              (1...AgentWire.maximumColumns).contains(request.columns ?? 1)
+        else { fatalError("a request the agent cannot act on was accepted: \(request)") }
+        guard (try? AgentRequest.decode(request.encoded())) == request else {
+            fatalError("a request does not survive re-encoding: \(request)")
+        }
+        guard let object = try? JSONSerialization.jsonObject(with: Data(body)) as? [String: Any],
+              let arguments = object["arguments"] as? [String], arguments == request.arguments
+        else { fatalError("AgentWire accepted a body Foundation reads differently: \(String(decoding: body, as: UTF8.self))") }
     },
     // The CLI's own inputs: a `--claim NAME=VALUE` value after `json:` (the decoder `sign` uses and the
     // reserved-name check), and user ids as they become one path segment of the device REST.

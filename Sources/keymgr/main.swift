@@ -1,49 +1,21 @@
-import ArgumentParser
 import KeyManager
 import Foundation
 
-// keymgr's entry point: parse, run, and turn any error into the exit status and error output the README documents.
-// Parsing errors (usage, 64) and running errors (KeyManagerError codes) are reported apart, because the
-// argument parser's own exit codes only apply to the first.
+// keymgr's process entry point: harden the process, check the raw argv, run the command line (KeymgrMain), exit
+// with its status. The agent's workers call KeymgrMain.run the same way, with the request's arguments.
 
 // Before anything reads a master key, PIN or private key: no core file, no ptrace by other processes.
 ProcessHardening.disableCoreDumps()
 OpenSSLLibrary.initializeWithoutCleanupAtExit()
 
 let arguments = Array(CommandLine.arguments.dropFirst())
-// Known before parsing, so that even a usage error can be answered in JSON.
-let wantsJSON = arguments.prefix(while: { $0 != "--" }).contains("--json")
-let wantsVerbose = arguments.prefix(while: { $0 != "--" }).contains("--verbose")
 
 // CommandLine.arguments has already replaced invalid UTF-8 with U+FFFD, which could then match another user's
 // id: the raw argv decides.
 if let bad = RawArguments.firstInvalidUTF8() {
+    let options = arguments.prefix(while: { $0 != "--" })
     exit(FailureReport.running(KeyManagerError(.badInput, "argument \(bad) is not valid UTF-8 text: "
-        + "give user ids and other values as UTF-8"), json: wantsJSON, verbose: wantsVerbose))
+        + "give user ids and other values as UTF-8"), json: options.contains("--json"), verbose: options.contains("--verbose")))
 }
 
-var command: ParsableCommand
-if let plain = HotPathParser.command(for: arguments) {
-    // `status` and `sign` in their plain shapes skip the argument parser's reflection.
-    command = plain
-} else {
-    do {
-        command = try Keymgr.parseAsRoot(arguments)
-        if !(command is KeymgrCommand) {
-            // The argument parser's help command, or a command group run bare (which shows its help).
-            try command.run()
-            exit(0)
-        }
-    } catch {
-        exit(FailureReport.parsing(error, json: wantsJSON))
-    }
-}
-
-do {
-    try command.run()
-} catch {
-    // A journey's deadline can pass while a no-echo prompt still waits on another thread.
-    TerminalRestore.restoreIfArmed()
-    exit(FailureReport.running(error, json: wantsJSON, verbose: wantsVerbose))
-}
-exit(0)
+exit(KeymgrMain.run(arguments: arguments))

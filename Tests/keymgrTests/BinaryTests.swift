@@ -4,13 +4,25 @@ import XCTest
 /// The executable as it is installed: alone, with help and completions.
 final class BinaryTests: XCTestCase {
 
-    func testTheBinaryCopiedAloneRunsStatus() throws {
+    /// The two executables copied alone into the installed layout (`bin/keymgr`, `libexec/keymgr/keymgr-core`):
+    /// the client finds keymgr-core there, and says where it looked when it is missing.
+    func testTheBinariesCopiedAloneRunStatus() throws {
         let sandbox = try Sandbox()
         try sandbox.initialise()
-        let alone = sandbox.root.appendingPathComponent("bin-alone", isDirectory: true)
-        try FileManager.default.createDirectory(at: alone, withIntermediateDirectories: true)
-        let copy = alone.appendingPathComponent("keymgr")
+        let prefix = sandbox.root.appendingPathComponent("prefix-alone", isDirectory: true)
+        let bin = prefix.appendingPathComponent("bin", isDirectory: true)
+        let libexec = prefix.appendingPathComponent("libexec/keymgr", isDirectory: true)
+        try FileManager.default.createDirectory(at: bin, withIntermediateDirectories: true)
+        let copy = bin.appendingPathComponent("keymgr")
         try FileManager.default.copyItem(at: Sandbox.binary, to: copy)
+
+        let missing = try sandbox.keymgr(["status", "--json"], binary: copy)
+        XCTAssertEqual(missing.status, 1, missing.summary)
+        XCTAssertTrue(missing.stderr.contains("cannot run keymgr-core (looked for \(bin.path)/keymgr-core and "
+            + "\(bin.path)/../libexec/keymgr/keymgr-core)"), missing.stderr)
+
+        try FileManager.default.createDirectory(at: libexec, withIntermediateDirectories: true)
+        try FileManager.default.copyItem(at: Sandbox.coreBinary, to: libexec.appendingPathComponent("keymgr-core"))
         let outcome = try sandbox.keymgr(["status", "--json"], binary: copy)
         XCTAssertEqual(outcome.status, 0, outcome.summary)
         XCTAssertEqual(try outcome.object()["deviceName"] as? String, "test kiosk")

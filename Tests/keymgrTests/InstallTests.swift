@@ -64,15 +64,17 @@ final class InstallTests: XCTestCase {
         XCTAssertEqual(install.status, 0, install.summary)
 
         let binary = prefix.appendingPathComponent("bin/keymgr")
+        let core = prefix.appendingPathComponent("libexec/keymgr/keymgr-core")
         let expected = [
             "bin/keymgr", "share/bash-completion/completions/keymgr", "share/zsh/site-functions/_keymgr",
             "share/fish/vendor_completions.d/keymgr.fish", "lib/systemd/system/keymgr-sync.service",
-            "lib/systemd/system/keymgr-sync.timer", "share/man/man1/keymgr.1",
+            "lib/systemd/system/keymgr-sync.timer", "share/man/man1/keymgr.1", "libexec/keymgr/keymgr-core",
             "lib/systemd/system/keymgr.socket", "lib/systemd/system/keymgr.service",
             "lib/sysusers.d/keymgr.conf", "lib/tmpfiles.d/keymgr.conf", "etc/keymgr/policy.toml",
         ]
         XCTAssertEqual(Set(regularFiles(under: prefix)), Set(expected.map { prefix.appendingPathComponent($0).path }))
         XCTAssertTrue(FileManager.default.isExecutableFile(atPath: binary.path))
+        XCTAssertTrue(FileManager.default.isExecutableFile(atPath: core.path))
 
         // Completions are the scripts the binary generates, for the right shell.
         let bash = try String(contentsOf: prefix.appendingPathComponent(expected[1]), encoding: .utf8)
@@ -105,12 +107,19 @@ final class InstallTests: XCTestCase {
         let status = try runClean(binary, ["status", "--json"], environment: ["KEYMGR_HOME": store.path])
         XCTAssertEqual(status.status, 0, status.summary)
         XCTAssertEqual(try status.object()["deviceName"] as? String, "installed kiosk", status.stdout)
-        let ldd = try sandbox.run(URL(fileURLWithPath: "/usr/bin/ldd"), [binary.path])
-        XCTAssertEqual(ldd.status, 0, ldd.summary)
-        XCTAssertTrue(ldd.stdout.contains("libc.so"), ldd.stdout)
-        XCTAssertFalse(ldd.stdout.contains("libswift"), ldd.stdout)
-        XCTAssertFalse(ldd.stdout.contains("libFoundation"), ldd.stdout)
-        XCTAssertFalse(ldd.stdout.contains("/opt/swift"), ldd.stdout)
+        for executable in [binary, core] {
+            let ldd = try sandbox.run(URL(fileURLWithPath: "/usr/bin/ldd"), [executable.path])
+            XCTAssertEqual(ldd.status, 0, ldd.summary)
+            XCTAssertTrue(ldd.stdout.contains("libc.so"), ldd.stdout)
+            XCTAssertFalse(ldd.stdout.contains("libswift"), ldd.stdout)
+            XCTAssertFalse(ldd.stdout.contains("libFoundation"), ldd.stdout)
+            XCTAssertFalse(ldd.stdout.contains("/opt/swift"), ldd.stdout)
+        }
+        // The client is the lean one: no database, crypto or Foundation in it, statically or not.
+        let clientLibraries = try sandbox.run(URL(fileURLWithPath: "/usr/bin/ldd"), [binary.path]).stdout
+        XCTAssertFalse(clientLibraries.contains("libsqlite3") || clientLibraries.contains("libcrypto"), clientLibraries)
+        let clientSymbols = try sandbox.run(URL(fileURLWithPath: "/usr/bin/nm"), ["--defined-only", binary.path]).stdout
+        XCTAssertFalse(clientSymbols.contains("Foundation") || clientSymbols.contains("GRDB"), "the release client holds Foundation or GRDB")
 
         try verifyUnits(in: prefix.appendingPathComponent("lib/systemd/system"))
 
@@ -131,6 +140,7 @@ final class InstallTests: XCTestCase {
         XCTAssertEqual(regularFiles(under: prefix), [], "make uninstall left files behind")
         XCTAssertFalse(FileManager.default.fileExists(atPath: prefix.appendingPathComponent("etc/keymgr").path),
                        "the policy's directory is left")
+        XCTAssertFalse(FileManager.default.fileExists(atPath: core.deletingLastPathComponent().path), "libexec/keymgr is left")
     }
 
     func testDestdirStagesUnderItWithThePrefixInTheUnit() throws {
@@ -141,6 +151,7 @@ final class InstallTests: XCTestCase {
         let install = try make(["install"] + directories)
         XCTAssertEqual(install.status, 0, install.summary)
         XCTAssertTrue(FileManager.default.isExecutableFile(atPath: stage.appendingPathComponent("usr/bin/keymgr").path))
+        XCTAssertTrue(FileManager.default.isExecutableFile(atPath: stage.appendingPathComponent("usr/libexec/keymgr/keymgr-core").path))
         let service = try String(contentsOf: stage.appendingPathComponent("etc/systemd/system/keymgr-sync.service"),
                                  encoding: .utf8)
         XCTAssertTrue(service.contains("ExecStart=/usr/bin/keymgr sync --json"), service)
@@ -150,7 +161,7 @@ final class InstallTests: XCTestCase {
                      "etc/systemd/system/keymgr.socket"] {
             XCTAssertTrue(FileManager.default.fileExists(atPath: stage.appendingPathComponent(path).path), path)
         }
-        XCTAssertEqual(regularFiles(under: stage).count, 12, "\(regularFiles(under: stage))")
+        XCTAssertEqual(regularFiles(under: stage).count, 13, "\(regularFiles(under: stage))")
         let uninstall = try make(["uninstall"] + directories)
         XCTAssertEqual(uninstall.status, 0, uninstall.summary)
         XCTAssertEqual(regularFiles(under: stage), [])
@@ -180,7 +191,7 @@ final class InstallTests: XCTestCase {
             guard !line.hasPrefix("d"), let path = line.split(separator: " ").last else { return nil }
             return String(path.dropFirst())  // "./usr/bin/keymgr" -> "/usr/bin/keymgr"
         }
-        for path in ["/usr/bin/keymgr", "/usr/share/man/man1/keymgr.1.gz", "/usr/share/bash-completion/completions/keymgr",
+        for path in ["/usr/bin/keymgr", "/usr/libexec/keymgr/keymgr-core", "/usr/share/man/man1/keymgr.1.gz", "/usr/share/bash-completion/completions/keymgr",
                      "/usr/share/zsh/vendor-completions/_keymgr", "/usr/share/fish/vendor_completions.d/keymgr.fish",
                      "/usr/lib/systemd/system/keymgr-sync.service", "/usr/lib/systemd/system/keymgr-sync.timer",
                      "/usr/lib/systemd/system/keymgr.socket", "/usr/lib/systemd/system/keymgr.service",
@@ -247,19 +258,19 @@ final class InstallTests: XCTestCase {
         XCTAssertTrue(timer.contains("\nPersistent=true\n"))
         XCTAssertFalse(timer.contains("OnUnitActiveSec"), "a monotonic timer would make Persistent=true meaningless")
         XCTAssertTrue(service.contains("ExecStart=@BINDIR@/keymgr "))
-        // @BINDIR@/keymgr and @LIBEXECDIR@/keymgr/keymgr-core, as links to the built program.
+        // @BINDIR@/keymgr and @LIBEXECDIR@/keymgr-core, as links to the built programs.
         let layout = sandbox.root.appendingPathComponent("layout")
-        for program in ["bin/keymgr", "libexec/keymgr/keymgr-core"] {
+        for (program, built) in [("bin/keymgr", Sandbox.binary), ("libexec/keymgr/keymgr-core", Sandbox.coreBinary)] {
             let link = layout.appendingPathComponent(program)
             try FileManager.default.createDirectory(at: link.deletingLastPathComponent(), withIntermediateDirectories: true)
-            try FileManager.default.createSymbolicLink(at: link, withDestinationURL: Sandbox.binary)
+            try FileManager.default.createSymbolicLink(at: link, withDestinationURL: built)
         }
         let units = sandbox.root.appendingPathComponent("units")
         try FileManager.default.createDirectory(at: units, withIntermediateDirectories: true)
         for unit in Self.units {
             let text = try String(contentsOf: contrib.appendingPathComponent(unit), encoding: .utf8)
                 .replacingOccurrences(of: "@BINDIR@", with: layout.appendingPathComponent("bin").path)
-                .replacingOccurrences(of: "@LIBEXECDIR@", with: layout.appendingPathComponent("libexec").path)
+                .replacingOccurrences(of: "@LIBEXECDIR@", with: layout.appendingPathComponent("libexec/keymgr").path)
             try text.write(to: units.appendingPathComponent(unit), atomically: true, encoding: .utf8)
         }
         try verifyUnits(in: units)

@@ -55,7 +55,9 @@ final class Sandbox {
 
     deinit { try? FileManager.default.removeItem(at: root) }
 
-    /// The `keymgr` executable next to the test bundle in the build products directory (or `$KEYMGR_BIN`).
+    /// The `keymgr` executable next to the test bundle in the build products directory (or `$KEYMGR_BIN`): the lean
+    /// client, which runs `keymgr-core` beside it in embedded mode (every test that gives `--home`), so the tests
+    /// run the command line a person types.
     static let binary: URL = {
         if let explicit = ProcessInfo.processInfo.environment["KEYMGR_BIN"] { return URL(fileURLWithPath: explicit) }
         var directories = [Bundle.main.bundleURL, Bundle.main.bundleURL.deletingLastPathComponent()]
@@ -67,6 +69,12 @@ final class Sandbox {
             if FileManager.default.isExecutableFile(atPath: candidate.path) { return candidate }
         }
         return Bundle.main.bundleURL.appendingPathComponent("keymgr")
+    }()
+
+    /// The full program, `keymgr-core`, beside the client (or `$KEYMGR_CORE_BIN`).
+    static let coreBinary: URL = {
+        if let explicit = ProcessInfo.processInfo.environment["KEYMGR_CORE_BIN"] { return URL(fileURLWithPath: explicit) }
+        return binary.deletingLastPathComponent().appendingPathComponent("keymgr-core")
     }()
 
     /// The environment every run gets: nothing that could point keymgr at another store or master key, and no

@@ -18,12 +18,9 @@ struct OAuthContext {
     var registrations: RegistrationService { RegistrationService(manager: manager, connection: connection, home: globals.storeHome, logger: globals.logger) }
     var tokens: TokenService { TokenService(manager: manager, connection: connection, home: globals.storeHome, logger: globals.logger) }
 
-    /// A whole small file (a secret or a metadata document), or `badInput`.
+    /// A whole small file (a secret or a metadata document), or `badInput`; in the agent, only one the caller may read.
     static func readFile(_ path: String, what: String) throws -> Data {
-        guard let data = FileManager.default.contents(atPath: path) else {
-            throw KeyManagerError(.badInput, "cannot read \(what) from \(path): check it exists and is readable")
-        }
-        return data
+        try CallerFiles.read(path, what: what)
     }
 
     /// All of stdin.

@@ -25,7 +25,7 @@ struct ConfirmationOptions: ParsableArguments {
 extension Terminal {
     /// Asks a yes/no question on the controlling terminal; only "y" or "yes" (any case) is yes.
     static func askYesNo(_ question: String) throws -> Bool {
-        let tty = open("/dev/tty", O_RDWR | O_CLOEXEC)
+        let tty = ControllingTerminal.open(flags: O_RDWR)
         guard tty >= 0 else { throw KeyManagerError(.abort, "cannot open the terminal to ask: pass --yes") }
         defer { close(tty) }
         // A question may quote what a server gave (a client id): nothing of it may rewrite the terminal.

@@ -64,5 +64,25 @@ struct TableOptions: ParsableArguments {
 /// The process's environment, read once: `ProcessInfo.environment` builds a new dictionary of every variable on each
 /// call, and a command asks for it several times at start-up.
 enum ProcessEnvironment {
-    static let variables = ProcessInfo.processInfo.environment
+    nonisolated(unsafe) private static var read: [String: String]?
+
+    static var variables: [String: String] {
+        if let read { return read }
+        let variables = ProcessInfo.processInfo.environment
+        read = variables
+        return variables
+    }
+
+    /// The agent's worker: the agent's environment with the agent's store as `KEYMGR_HOME` (when it was given
+    /// `--home`) and the client's `COLUMNS` (or none), before the command runs.
+    static func serve(home: String?, columns: Int?) {
+        var variables = Self.variables
+        if let home {
+            variables["KEYMGR_HOME"] = home
+            setenv("KEYMGR_HOME", home, 1)
+        }
+        variables["COLUMNS"] = columns.map(String.init)
+        if let columns { setenv("COLUMNS", String(columns), 1) } else { unsetenv("COLUMNS") }
+        read = variables
+    }
 }

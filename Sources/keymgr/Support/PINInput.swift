@@ -43,7 +43,7 @@ final class PINSource {
     static func choose(stdin: Bool, fd: Int32?) -> PINSource {
         if stdin, isatty(STDIN_FILENO) == 1 { return PINSource(kind: .terminal) }
         if stdin { return PINSource(kind: .lines(LineInput(descriptor: STDIN_FILENO, name: "stdin"))) }
-        if let fd { return PINSource(kind: .lines(LineInput(descriptor: fd, name: "file descriptor \(fd)"))) }
+        if let fd { return PINSource(kind: .lines(LineInput(descriptor: CallerFiles.descriptor(fd), name: "file descriptor \(fd)"))) }
         if isatty(STDIN_FILENO) == 1 { return PINSource(kind: .terminal) }
         return PINSource(kind: .none)
     }
@@ -169,13 +169,13 @@ final class LineInput {
 
 /// The controlling terminal, for prompts that must not echo.
 enum Terminal {
-    /// Reads one line from /dev/tty with echo off, restoring the terminal afterwards (and on Ctrl-C).
+    /// Reads one line from the person's terminal (`ControllingTerminal`) with echo off, restoring the terminal afterwards (and on Ctrl-C).
     /// - Parameters:
     ///   - secret: what is asked for, for messages ("the PIN", "the password").
     ///   - alternative: the options that give it without a terminal.
     static func readHidden(prompt: String, secret: String = "the PIN",
                            alternative: String = "--pin-stdin or --pin-fd N") throws -> [UInt8] {
-        let tty = open("/dev/tty", O_RDWR | O_NOCTTY | O_CLOEXEC)
+        let tty = ControllingTerminal.open(flags: O_RDWR | O_NOCTTY)
         guard tty >= 0 else {
             throw KeyManagerError(.abort, "cannot open the terminal to ask for \(secret): pass \(alternative)")
         }

@@ -1,0 +1,62 @@
+import Foundation
+
+/// The person a `keymgr agent` worker acts for, as the kernel reported them on the socket (`SO_PEERCRED`,
+/// `SO_PEERGROUPS`): nothing the client says about itself goes in here.
+///
+/// Set once in the worker, before the command runs (`AgentCaller.current`). When set, the audit actor is
+/// `"<login> (uid <uid>)"` and a verifier's `{osUser}` is `<login>`; when nil (the CLI run directly, "embedded"),
+/// both are the OS user running keymgr, as before.
+public struct AgentCaller: Sendable, Equatable {
+    public let uid: UInt32
+    public let gid: UInt32
+    public let pid: Int32
+    /// Supplementary groups (the primary group is `gid`).
+    public let groups: [UInt32]
+    /// The login name of `uid` from the user database, or `uid:N` when it has none.
+    public let login: String
+
+    public init(uid: UInt32, gid: UInt32, pid: Int32, groups: [UInt32], login: String) {
+        self.uid = uid
+        self.gid = gid
+        self.pid = pid
+        self.groups = groups
+        self.login = login
+    }
+
+    /// The caller with `uid`'s login name looked up in the user database.
+    public init(uid: UInt32, gid: UInt32, pid: Int32, groups: [UInt32]) {
+        self.init(uid: uid, gid: gid, pid: pid, groups: groups, login: Self.loginName(uid: uid))
+    }
+
+    /// What the audit log records as the actor.
+    public var auditActor: String { "\(login) (uid \(uid))" }
+
+    /// `uid`'s login name, or `uid:N`.
+    public static func loginName(uid: UInt32) -> String {
+        var entry = passwd()
+        var result: UnsafeMutablePointer<passwd>?
+        var buffer = [CChar](repeating: 0, count: 4096)
+        guard getpwuid_r(uid, &entry, &buffer, buffer.count, &result) == 0, result != nil, let name = entry.pw_name else {
+            return "uid:\(uid)"
+        }
+        return String(cString: name)
+    }
+
+    /// Whether this caller may read a file with the given owner, group and mode (the permission bits alone: the
+    /// caller's own access, not the agent's). Root may read anything.
+    public func mayRead(owner: UInt32, group: UInt32, mode: UInt32) -> Bool {
+        if uid == 0 { return true }
+        if owner == uid { return mode & 0o400 != 0 }
+        if group == gid || groups.contains(group) { return mode & 0o040 != 0 }
+        return mode & 0o004 != 0
+    }
+
+    nonisolated(unsafe) private static var caller: AgentCaller?
+
+    /// The caller a worker serves, or nil when keymgr runs directly. Set once, before the command runs, while the
+    /// worker has one thread.
+    public static var current: AgentCaller? { caller }
+
+    /// Sets `current` (the agent's worker, once, before anything else reads it).
+    public static func serve(_ caller: AgentCaller) { Self.caller = caller }
+}

@@ -1,0 +1,63 @@
+import Foundation
+import KeyManager
+
+/// The person's terminal, for prompts: `/dev/tty` when keymgr runs directly; in the agent's worker, the terminal
+/// the client passed with its request (the worker has no terminal of its own, and /dev/tty there would be the
+/// agent's).
+enum ControllingTerminal {
+    nonisolated(unsafe) private static var passed: Int32?
+
+    /// In the worker: `descriptor` is the client's terminal (nil: it passed none, so there is nothing to ask on).
+    static func serve(passed descriptor: Int32?) { passed = descriptor ?? -1 }
+
+    /// A descriptor of the terminal that the caller closes (`close`), or -1 when there is none.
+    static func open(flags: Int32) -> Int32 {
+        if let passed {
+            return passed >= 0 ? fcntl(passed, F_DUPFD_CLOEXEC, 3) : -1
+        }
+        return Foundation.open("/dev/tty", flags | O_CLOEXEC)
+    }
+}
+
+/// Files named by options (`--metadata`, `--initial-access-token-file`, …) and descriptors named by options
+/// (`--pin-fd`, `--password-fd`), read for the person who asked.
+///
+/// In the agent's worker the process may read more than its caller (the store's owner, or root): a file is read
+/// only if the caller may read it — checked with fstat on the descriptor opened, so a path swapped after the check
+/// cannot slip through — and a descriptor number only if the client passed that descriptor (a number it did not
+/// pass may be one of the worker's own).
+enum CallerFiles {
+    nonisolated(unsafe) private static var passedDescriptors: Set<Int32>?
+
+    /// In the worker: the descriptor numbers the client passed.
+    static func serve(passed descriptors: Set<Int32>) { passedDescriptors = descriptors }
+
+    /// `descriptor` if the command may read it, else -1 (reading it then fails with EBADF, as for a closed one).
+    static func descriptor(_ descriptor: Int32) -> Int32 {
+        guard let passedDescriptors else { return descriptor }
+        return passedDescriptors.contains(descriptor) ? descriptor : -1
+    }
+
+    /// The whole of a small file named by an option, or `badInput` (65) when it is missing, unreadable, or (in the
+    /// agent) not readable by the caller.
+    static func read(_ path: String, what: String) throws -> Data {
+        let unreadable = KeyManagerError(.badInput, "cannot read \(what) from \(path): check it exists and is readable")
+        if AgentCaller.current != nil, !path.hasPrefix("/") {
+            // The worker's working directory is the agent's, not the person's.
+            throw KeyManagerError(.badInput, "\(what): give \(path) as an absolute path (the agent does not know your working directory)")
+        }
+        let descriptor = Foundation.open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK)
+        guard descriptor >= 0 else { throw unreadable }
+        defer { close(descriptor) }
+        var info = stat()
+        guard fstat(descriptor, &info) == 0 else { throw unreadable }
+        if let caller = AgentCaller.current,
+           !caller.mayRead(owner: info.st_uid, group: info.st_gid, mode: UInt32(info.st_mode)) {
+            throw KeyManagerError(.badInput, "cannot read \(what) from \(path): you (\(caller.login)) may not read it")
+        }
+        _ = fcntl(descriptor, F_SETFL, 0)
+        let handle = FileHandle(fileDescriptor: descriptor, closeOnDealloc: false)
+        guard let data = try? handle.readToEnd() else { return Data() }
+        return data
+    }
+}
