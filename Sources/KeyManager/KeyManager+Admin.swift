@@ -65,6 +65,7 @@ extension KeyManager {
     /// it is written even when nothing changed, so the log shows every attempt.
     @discardableResult
     public func recordDeviceRevocation(_ revocation: DeviceRevocation) throws -> DeviceRevocationOutcome {
+        try authorize(userId: revocation.userId)
         let at = now()
         let reason = "revoked by an administrator (\(revocation.reason.rawValue))"
         let outcome = try write { writer in
@@ -116,6 +117,7 @@ extension KeyManager {
     /// binding `text` names: by its device id (`byDeviceId`) or its uuid, in whole or by a prefix of 8 or more
     /// characters. Only then may a device the server no longer lists be called "already revoked".
     public func revokedBefore(userId: String, text: String, byDeviceId: Bool) throws -> Bool {
+        try authorize(userId: userId)
         let names = { (value: String) in value == text || (text.count >= Self.shortKidLength && value.hasPrefix(text)) }
         let records = try read { try $0.auditEvents(AuditQuery(userId: userId, event: "admin.deviceRevoked")) }
         return records.contains { record in
@@ -133,6 +135,7 @@ extension KeyManager {
     /// Audits an administrator's listing of server bindings: `admin devices` (or, with `staleDays`, `admin stale`).
     /// `userId` is the one user asked about, nil for every known user.
     public func recordDeviceListing(userId: String?, users: Int, bindings: Int, staleDays: Int? = nil) throws {
+        if let userId { try authorize(userId: userId) }
         var details: [String: JSONValue] = ["users": .int(Int64(users)), "bindings": .int(Int64(bindings))]
         if let staleDays { details["days"] = .int(Int64(staleDays)) }
         let event = staleDays == nil ? "admin.devicesListed" : "admin.staleListed"

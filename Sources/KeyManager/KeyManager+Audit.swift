@@ -8,7 +8,7 @@ extension KeyManager {
         "key.registered", "key.revokedByServer", "key.deletedOnServer", "orphan.deletedOnServer", "credentials.wiped",
         "pin.changed", "pin.failed", "pin.parametersUpgraded", "master.rotated", "server.configured", "store.integrityStamped",
         "key.bindingRefused", "dcr.registered", "dcr.read", "dcr.deleted", "dcr.revokedByServer", "tokens.imported",
-        "tokens.login", "tokens.refreshed", "tokens.discarded", "config.changed", "server.removed",
+        "tokens.login", "tokens.refreshed", "tokens.discarded", "config.changed", "server.removed", "agent.denied",
     ]).union(adminAuditEvents)
 
     /// Audit entries matching `filter`, in its order (oldest first unless `newestFirst`). An event name keymgr
@@ -27,11 +27,16 @@ extension KeyManager {
             let known = try Self.knownAuditEvents.union(read { try $0.auditEventNames() })
             throw KeyManagerError(.usage, "there is no audit event \(event): the events are \(known.sorted().joined(separator: ", "))")
         }
-        let query = AuditQuery(userId: filter.userId, since: filter.since, event: filter.event, newest: filter.newest,
-                               newestFirst: filter.newestFirst)
+        // Under the agent's policy: a user out of scope is denied; without a user, only the entries about users in
+        // scope are shown (entries about no user, such as the store's settings, are not).
+        if let userId = filter.userId { try authorize(userId: userId) }
+        let allowed = filter.userId == nil ? try usersInScope() : nil
+        let query = AuditQuery(userId: filter.userId ?? (allowed?.count == 1 ? allowed?.first : nil), since: filter.since,
+                               event: filter.event, newest: filter.newest, newestFirst: filter.newestFirst)
         let decoder = JSONDecoder()
         try read { reader in
             try reader.forEachAuditEvent(query) { record in
+                if let allowed, !(record.userId.map(allowed.contains) ?? false) { return }
                 let details = JSONValue.parseCommon(record.details)
                     ?? (try? decoder.decode(JSONValue.self, from: Data(record.details.utf8))) ?? .object([:])
                 try body(AuditEntry(seq: record.seq, at: record.at, event: record.event, userId: record.userId,

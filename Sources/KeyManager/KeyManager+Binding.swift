@@ -10,13 +10,30 @@ extension KeyManager {
     }
 
     /// Binds a new key with a new auth type (or a new PIN after a lockout) in place of the user's current one.
-    public func rebind(userId: String, kid: String?, authType: AuthType, newPIN: SecretProvider) throws -> BindResult {
-        let current = try selectKey(userId: userId, kid: kid, statuses: KeyStatus.usable, issuer: nil, verb: "rebind")
+    ///
+    /// Under the agent's policy, another person's APPLICATION_PIN key is rebound only with its PIN (`currentPIN`),
+    /// unless the deciding rule allows everything: see `rebindNeedsCurrentPIN`.
+    public func rebind(userId: String, kid: String?, authType: AuthType, newPIN: SecretProvider,
+                       currentPIN: SecretProvider? = nil) throws -> BindResult {
+        let current = try selectKey(userId: userId, kid: kid, statuses: KeyStatus.usable, issuer: nil, verb: "rebind",
+                                    using: false)
+        try authorizeBinding(userId: current.key.userId, authType: authType)
+        try requireOwnersPIN(current.key, username: current.username, pin: currentPIN)
         var request = BindRequest(userId: current.key.userId)
         request.username = current.username
         request.authType = authType
         request.issuer = current.key.issuer
-        return try bind(request, newPIN: newPIN, event: "key.rebound")
+        return try commit(try prepareBinding(request, newPIN: newPIN, replacing: current.key.kid), event: "key.rebound",
+                          registeredAs: nil)
+    }
+
+    /// Whether `rebind` of this key needs the key's current PIN: under the agent's policy, another person's
+    /// APPLICATION_PIN key (unless the deciding rule allows everything). The CLI asks for it first when so.
+    public func rebindNeedsCurrentPIN(userId: String, kid: String?) throws -> Bool {
+        guard AccessScope.current != nil else { return false }
+        let current = try selectKey(userId: userId, kid: kid, statuses: KeyStatus.usable, issuer: nil, verb: "rebind",
+                                    using: false)
+        return needsOwnersPIN(current.key, username: current.username)
     }
 
     func bind(_ request: BindRequest, newPIN: SecretProvider, event: String) throws -> BindResult {
@@ -27,9 +44,16 @@ extension KeyManager {
     /// key and signs the binding JWS, but writes nothing. The user's current key stays active until
     /// `commitBinding` stores the new one; `discardBinding` drops it when the server refuses.
     public func prepareBinding(_ request: BindRequest, newPIN: SecretProvider) throws -> PendingBinding {
+        try prepareBinding(request, newPIN: newPIN, replacing: nil)
+    }
+
+    /// `prepareBinding`; `replacing`: the key a rebind replaces, whose PIN it has already proven when needed.
+    func prepareBinding(_ request: BindRequest, newPIN: SecretProvider, replacing: String?) throws -> PendingBinding {
         try TextRules.checkUser(userId: request.userId, username: request.username)
+        try authorizeBinding(userId: request.userId, authType: request.authType)
         let device = try device()
         let issuer = request.issuer ?? device.issuer
+        try authorizeSuperseding(userId: request.userId, issuer: issuer, except: replacing)
         guard (1...3600).contains(request.expiresIn) else {
             throw KeyManagerError(.usage, "--expires-in must be between 1 and 3600 seconds")
         }
@@ -136,12 +160,27 @@ extension KeyManager {
     /// The keys `revoke(userId:kid:reason:)` would revoke, changing nothing: what a confirmation names.
     /// - Throws: `clientNotRegistered` when there is no such key, or the user has no active or locked key.
     public func revocationTargets(userId: String?, kid: String?) throws -> [UserKey] {
+        try revocationTargetRows(userId: userId, kid: kid).map { UserKey($0.key, username: $0.username) }
+    }
+
+    /// Whether revoking what `userId`/`kid` name needs a PIN: under the agent's policy, when it includes another
+    /// person's APPLICATION_PIN key (unless the deciding rule allows everything).
+    public func revocationNeedsPIN(userId: String?, kid: String?) throws -> Bool {
+        guard AccessScope.current != nil else { return false }
+        return try revocationTargetRows(userId: userId, kid: kid).contains { needsOwnersPIN($0.key, username: $0.username) }
+    }
+
+    /// The revocation targets with their usernames, each checked against the agent's policy.
+    private func revocationTargetRows(userId: String?, kid: String?) throws -> [(key: UserKeyRecord, username: String?)] {
         guard userId != nil || kid != nil else { throw KeyManagerError(.usage, "name the key to revoke with --user or --kid") }
-        return try read { reader in
+        if let userId, kid == nil { try authorize(userId: userId) }
+        let targets = try read { reader in
             try Self.revocationTargets(userId: userId, kid: kid, in: reader).map {
-                UserKey($0, username: try reader.user(id: $0.userId)?.username)
+                (key: $0, username: try reader.user(id: $0.userId)?.username)
             }
         }
+        for target in targets { try authorize(target.key, username: target.username, using: false) }
+        return targets
     }
 
     /// The active or locked keys `kid` (a kid or unique prefix) or else `userId` names.
@@ -165,8 +204,24 @@ extension KeyManager {
         return targets
     }
 
-    public func revoke(userId: String?, kid: String?, reason: String?) throws -> [UserKey] {
+    ///
+    /// Under the agent's policy, each key must be in scope, and another person's APPLICATION_PIN key needs its PIN
+    /// (`pin`, asked only then) unless the deciding rule allows everything.
+    public func revoke(userId: String?, kid: String?, reason: String?, pin: SecretProvider? = nil) throws -> [UserKey] {
         guard userId != nil || kid != nil else { throw KeyManagerError(.usage, "name the key to revoke with --user or --kid") }
+        if AccessScope.current != nil {
+            // One PIN read, tried on each of the person's PIN keys being revoked.
+            var given: SecretBytes?
+            let once: SecretProvider? = pin.map { pin in {
+                if let given { return given }
+                let read = try pin()
+                given = read
+                return read
+            } }
+            for target in try revocationTargetRows(userId: userId, kid: kid) {
+                try requireOwnersPIN(target.key, username: target.username, pin: once)
+            }
+        }
         let at = now()
         let reason = reason ?? "revoked by \(actor)"
         let revokedKeys = try write { writer in
@@ -242,8 +297,17 @@ extension KeyManager {
 
     /// Picks one key: by kid, or the user's only key with a status in `statuses` (optionally for one issuer).
     /// Several candidates: a usage error listing them, as the Ping SDK's key selection asks the user to choose.
+    ///
+    /// Under the agent's policy, the key's user must be in scope, and (when `using` it) its auth type too.
     func selectKey(userId: String?, kid: String?, statuses: Set<KeyStatus>, issuer: String?,
-                   verb: String) throws -> KeyListing {
+                   verb: String, using: Bool = true) throws -> KeyListing {
+        let listing = try selectKeyInStore(userId: userId, kid: kid, statuses: statuses, issuer: issuer, verb: verb)
+        try authorize(listing.key, username: listing.username, using: using)
+        return listing
+    }
+
+    private func selectKeyInStore(userId: String?, kid: String?, statuses: Set<KeyStatus>, issuer: String?,
+                                  verb: String) throws -> KeyListing {
         try read { reader in
             if let kid {
                 guard let key = try Self.key(named: kid, in: reader), userId == nil || key.userId == userId else {

@@ -26,6 +26,7 @@ extension KeyManager {
     @discardableResult
     public func saveRegistration(userId: String, serverName: String, answer: [String: JSONValue],
                                  event: String = "dcr.registered") throws -> Registration {
+        try authorize(userId: userId)
         let parsed = try RegistrationAnswer(answer)
         let clientId = parsed.clientId
         let at = now()
@@ -73,16 +74,20 @@ extension KeyManager {
 
     /// The user's registration at the server, without secrets; nil when there is none.
     public func registration(userId: String, serverName: String) throws -> Registration? {
-        try read { try $0.registration(userId: userId, serverName: serverName) }.map(Self.registration)
+        try authorize(userId: userId)
+        return try read { try $0.registration(userId: userId, serverName: serverName) }.map(Self.registration)
     }
 
     /// Every registration on this device (sync rule 5 reads each one's management endpoint).
+    /// Under the agent's policy, only those of users in its scope.
     public func registrations() throws -> [Registration] {
-        try read { try $0.registrations() }.map(Self.registration)
+        let allowed = try usersInScope()
+        return try read { try $0.registrations() }.map(Self.registration).filter { allowed?.contains($0.userId) ?? true }
     }
 
     /// Opens the registration's secrets.
     public func registrationSecrets(userId: String, serverName: String) throws -> RegistrationSecrets {
+        try authorize(userId: userId)
         let open = { (sealed: Data?, column: String) throws -> String? in
             try sealed.map { String(decoding: try self.openSealed($0, .registrationSecret(column, userId: userId, serverName: serverName)).bytes, as: UTF8.self) }
         }
@@ -104,7 +109,8 @@ extension KeyManager {
     /// audited as `event` with `reason`. Returns false when there was nothing to remove.
     @discardableResult
     public func wipeRegistration(userId: String, serverName: String, event: String, reason: String) throws -> Bool {
-        try write { writer in
+        try authorize(userId: userId)
+        return try write { writer in
             let registration = try writer.registration(userId: userId, serverName: serverName)
             let tokens = try writer.tokenSet(userId: userId, serverName: serverName)
             guard registration != nil || tokens != nil else { return false }
@@ -187,6 +193,7 @@ extension KeyManager {
     @discardableResult
     public func storeTokens(userId: String, serverName: String, clientId: String, issued: IssuedTokens,
                             dpopKey: DPoPKey?, event: String) throws -> TokenSet {
+        try authorize(userId: userId)
         guard issued.tokenType == "DPoP" || issued.tokenType == "Bearer" else {
             throw KeyManagerError(.badInput, "token_type must be DPoP or Bearer, not \(issued.tokenType)")
         }
@@ -218,11 +225,13 @@ extension KeyManager {
 
     /// The user's tokens at the server, without the token strings; nil when there are none.
     public func tokenSet(userId: String, serverName: String) throws -> TokenSet? {
-        try read { try $0.tokenSet(userId: userId, serverName: serverName) }.map(Self.tokenSet)
+        try authorize(userId: userId)
+        return try read { try $0.tokenSet(userId: userId, serverName: serverName) }.map(Self.tokenSet)
     }
 
     /// Opens the token strings.
     public func tokenSecrets(userId: String, serverName: String) throws -> TokenSecrets {
+        try authorize(userId: userId)
         let open = { (sealed: Data?, column: String) throws -> String? in
             try sealed.map { String(decoding: try self.openSealed($0, .tokenSecret(column, userId: userId, serverName: serverName)).bytes, as: UTF8.self) }
         }
@@ -242,6 +251,7 @@ extension KeyManager {
 
     /// The DPoP key the user's tokens are bound to; nil when they are not bound.
     public func dpopKey(userId: String, serverName: String) throws -> DPoPKey? {
+        try authorize(userId: userId)
         // Opened inside the read (see registrationSecrets).
         let raw = try read { reader -> SecretBytes? in
             guard let sealed = try reader.tokenSet(userId: userId, serverName: serverName)?.sealedDpopKey else { return nil }
@@ -255,7 +265,8 @@ extension KeyManager {
     /// Returns false when there were none.
     @discardableResult
     public func discardTokens(userId: String, serverName: String, reason: String) throws -> Bool {
-        try write { writer in
+        try authorize(userId: userId)
+        return try write { writer in
             guard try writer.tokenSet(userId: userId, serverName: serverName) != nil else { return false }
             try writer.deleteTokenSet(userId: userId, serverName: serverName)
             try writer.appendAudit(auditEvent("tokens.discarded", userId: userId, details: [

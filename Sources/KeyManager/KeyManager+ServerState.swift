@@ -112,6 +112,7 @@ extension KeyManager {
     /// commit or none does. Nothing is written for a batch with nothing to change.
     public func apply(_ batch: [ServerChanges]) throws -> [ServerChangesOutcome] {
         guard batch.contains(where: { !$0.isEmpty }) else { return batch.map { _ in ServerChangesOutcome() } }
+        for changes in batch where !changes.isEmpty { try authorize(userId: changes.userId) }
         let at = now()
         let outcomes = try write { writer in
             try batch.map { try applying($0, writer, at: at) }

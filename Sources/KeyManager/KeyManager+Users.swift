@@ -10,7 +10,10 @@ extension KeyManager {
     /// `--user dave` finds a journey-bound dave.
     /// - Throws: `usage` listing the matches when `name` fits several users at the first stage that matches.
     public func resolveUser(_ name: String) throws -> String {
-        try read { reader in
+        // Under the agent's policy, only users in its scope are candidates (a name is never resolved to, nor listed
+        // as, a user the caller may not see); an exact user id is left for the operation to allow or deny.
+        let scope = AccessScope.current
+        return try read { reader in
             if try reader.user(id: name) != nil { return name }
             // Only the users that could match are read (and their rows checked), not every user of the store; a name
             // a universal id would escape (`,`, `\`, …) is looked for among all of them.
@@ -21,7 +24,7 @@ extension KeyManager {
                 ("named \(name)", { $0.username == name }),
             ]
             for (description, matches) in stages {
-                let found = users.filter(matches)
+                let found = users.filter { matches($0) && (scope?.allows(userId: $0.userId, username: $0.username) ?? true) }
                 guard found.count <= 1 else {
                     let list = found.map { user in user.userId + (user.username.map { " (\($0))" } ?? "") }
                         .joined(separator: ", ")
@@ -70,6 +73,7 @@ extension KeyManager {
     public func login(forUser name: String?, kid: String? = nil) throws -> String {
         if let name {
             let userId = try resolveUser(name)
+            try authorize(userId: userId)
             return try read { try $0.user(id: userId)?.username } ?? name
         }
         let keys = try self.keys(userId: nil, statuses: KeyStatus.usable)

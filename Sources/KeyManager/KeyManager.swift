@@ -198,11 +198,13 @@ public final class KeyManager: Sendable {
     }
 
     /// Every user on this device, with how many usable keys each holds.
+    /// Under the agent's policy, only the users its scope covers.
     public func users() throws -> [UserSummary] {
-        try read { reader in
+        let scope = AccessScope.current
+        return try read { reader in
             let usable = try reader.keys(statuses: [.active, .locked])
             let perUser = Dictionary(grouping: usable, by: \.userId).mapValues(\.count)
-            return try reader.users().map {
+            return try reader.users().filter { scope?.allows(userId: $0.userId, username: $0.username) ?? true }.map {
                 UserSummary(userId: $0.userId, username: $0.username, activeKeys: perUser[$0.userId] ?? 0, createdAt: $0.createdAt)
             }
         }
@@ -221,8 +223,25 @@ public final class KeyManager: Sendable {
     /// With `verified`, each key row's MAC is checked (what sync decides on); without, nothing listed gates access
     /// (`list` over many keys), so no MAC is checked and no retry follows a master key rotation: `body` sees each
     /// key once either way.
+    ///
+    /// Under the agent's policy: a `userId` outside its scope is `denied`; without one, only the keys of users in
+    /// scope are handed over.
     public func forEachKey(userId: String?, statuses: Set<KeyStatus>, verified: Bool = false,
                            _ body: (UserKey) throws -> Void) throws {
+        if let userId {
+            try authorize(userId: userId)
+        } else if let allowed = try usersInScope() {
+            try forEachKeyInStore(userId: nil, statuses: statuses, verified: verified) { key in
+                if allowed.contains(key.userId) { try body(key) }
+            }
+            return
+        }
+        try forEachKeyInStore(userId: userId, statuses: statuses, verified: verified, body)
+    }
+
+    /// `forEachKey` without the scope check (done by the caller).
+    private func forEachKeyInStore(userId: String?, statuses: Set<KeyStatus>, verified: Bool,
+                                   _ body: (UserKey) throws -> Void) throws {
         if verified {
             let rows = integrity.rowKeys
             try Self.mapped {
@@ -242,6 +261,7 @@ public final class KeyManager: Sendable {
     /// Every key (any status) of each user in `userIds`, read in one snapshot, each key row and user row checked
     /// against its MAC: what a sync reconciles for a slice of its users, without holding the keys of the others.
     public func keys(of userIds: [String]) throws -> [String: [UserKey]] {
+        for userId in userIds { try authorize(userId: userId) }
         let statuses = Set(KeyStatus.allCases.map(\.record))
         return try read { reader in
             var keys: [String: [UserKey]] = [:]

@@ -36,6 +36,8 @@ public struct KeyManagerError: KeymgrFailure, Equatable, CustomStringConvertible
         case usage
         /// A person answered no to a confirmation: nothing was done.
         case declined
+        /// The agent's policy does not let the caller do this (exit 77): the message names the rule and why.
+        case denied
         case failure
     }
 

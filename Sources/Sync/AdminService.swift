@@ -183,6 +183,7 @@ public struct AdminService: Sendable {
     /// `admin devices`: the bindings of `userIds`, audited when any user's listing succeeded.
     public func devices(userIds: [String], single: Bool, concurrency: Int = 8,
                         progress: @Sendable (Int, Int) -> Void = { _, _ in }) async throws -> FleetListing {
+        for userId in userIds { try manager.authorize(userId: userId) }
         let listing = try await listBindings(userIds: userIds, concurrency: concurrency, progress: progress)
         if listing.errors.count < listing.users {
             try manager.recordDeviceListing(userId: single ? userIds.first : nil, users: listing.users,
@@ -208,6 +209,7 @@ public struct AdminService: Sendable {
     /// - Throws: the transport's error when the listing fails (nothing is changed anywhere), `usage` for an
     ///   ambiguous uuid prefix.
     public func planRevocation(userId: String, selector: DeviceSelector, reason: DeviceRevocationReason) async throws -> DeviceRevocationPlan {
+        try manager.authorize(userId: userId)
         let devices = try deviceClient()
         let identity = try manager.deviceIdentity()
         let listed = try await devices.listDevices(userId: userId)

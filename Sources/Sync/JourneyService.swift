@@ -39,6 +39,7 @@ public struct JourneyService: Sendable {
     public func bind(journey: String, username: String, userId: String, password: @escaping @Sendable () throws -> SecretBytes,
                      requestedAuthType: AuthType?,
                      newPIN: @escaping @Sendable () throws -> SecretBytes) async throws -> BindResult {
+        try manager.authorize(userId: userId)
         // Before the NameCallback carries the username to the server or the user is stored.
         try TextRules.checkUser(userId: userId, username: username)
         let credentials = PingAMJourneyClient.Credentials(username: username, password: password)
@@ -89,6 +90,7 @@ public struct JourneyService: Sendable {
     public func sign(journey: String, username: String, password: @escaping @Sendable () throws -> SecretBytes,
                      userId: String? = nil, kid: String? = nil, claims: [String: JSONValue],
                      pin: @escaping @Sendable () throws -> SecretBytes) async throws -> SignResult {
+        if let userId { try manager.authorize(userId: userId) }
         let credentials = PingAMJourneyClient.Credentials(username: username, password: password)
         let manager = manager
         // The user asked for: --user, else the owner of --kid; with neither, the first user a callback names, so one

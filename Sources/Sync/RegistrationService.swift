@@ -48,6 +48,7 @@ public struct RegistrationService: Sendable {
     /// lock, so of two registrations of one user at once the second waits and then finds the first's.
     public func register(userId: String, softwareId: String?, metadata: [String: JSONValue]?, scope: String?,
                          initialAccessToken: String?) async throws -> Registration {
+        try manager.authorize(userId: userId)
         try TextRules.checkUser(userId: userId, username: nil)
         return try await TokenRefreshLock.holding(home: home, userId: userId, serverName: connection.serverName) {
             try await registerHoldingLock(userId: userId, softwareId: softwareId, metadata: metadata, scope: scope,
@@ -94,7 +95,8 @@ public struct RegistrationService: Sendable {
     /// the registration, its tokens and DPoP key are wiped and audited (sync rule 5). Holds the user's lock, so no
     /// refresh or login of the user sends the client secret this read rotates away.
     public func check(userId: String) async throws -> RegistrationCheck {
-        try await TokenRefreshLock.holding(home: home, userId: userId, serverName: connection.serverName) {
+        try manager.authorize(userId: userId)
+        return try await TokenRefreshLock.holding(home: home, userId: userId, serverName: connection.serverName) {
             try await checkHoldingLock(userId: userId)
         }
     }
@@ -122,6 +124,7 @@ public struct RegistrationService: Sendable {
     /// Deletes the client at the server (RFC 7592 DELETE; already gone is fine), then its registration, tokens and
     /// DPoP key here. Holds the user's lock, so no refresh stores tokens of the deleted client after the wipe.
     public func delete(userId: String) async throws {
+        try manager.authorize(userId: userId)
         try await TokenRefreshLock.holding(home: home, userId: userId, serverName: connection.serverName) {
             try await deleteHoldingLock(userId: userId)
         }
@@ -144,7 +147,8 @@ public struct RegistrationService: Sendable {
     /// server or keymgr holds no management credential (registration client URI and access token) for it.
     /// Holds the user's lock while it talks to the server, as `delete` does.
     public func deleteAtServer(userId: String) async throws -> Bool {
-        try await TokenRefreshLock.holding(home: home, userId: userId, serverName: connection.serverName) {
+        try manager.authorize(userId: userId)
+        return try await TokenRefreshLock.holding(home: home, userId: userId, serverName: connection.serverName) {
             try await deleteAtServerHoldingLock(userId: userId)
         }
     }

@@ -143,6 +143,7 @@ public struct TokenService: Sendable {
     /// Stores a token response obtained elsewhere (RFC 6749 §5.1 JSON). Such tokens are not bound to a key
     /// keymgr holds, so they are stored as unbound; a `--bound` profile refuses Bearer tokens.
     public func importTokens(userId: String, json: Data) throws -> TokenSet {
+        try manager.authorize(userId: userId)
         let response: OAuthTokenResponse
         do {
             response = try OAuthTokenResponse.parse(json)
@@ -159,6 +160,7 @@ public struct TokenService: Sendable {
     /// revision `seen` (another process refreshed while this one waited for the lock), those are used and the
     /// old refresh token is never spent again.
     public func refresh(userId: String, seen: String?) async throws -> TokenSet {
+        try manager.authorize(userId: userId)
         let lock = try await TokenRefreshLock.acquire(home: home, userId: userId, serverName: serverName)
         defer { lock.release() }
         guard let current = try manager.tokenSet(userId: userId, serverName: serverName) else {
@@ -189,6 +191,7 @@ public struct TokenService: Sendable {
 
     /// An access token valid for more than `minTTL` seconds, refreshing first (single-flight) when needed.
     public func accessToken(userId: String, minTTL: TimeInterval) async throws -> (token: String, set: TokenSet) {
+        try manager.authorize(userId: userId)
         guard var set = try manager.tokenSet(userId: userId, serverName: serverName) else {
             throw KeyManagerError(.clientNotRegistered, "\(userId) has no tokens: run `keymgr login --user \(userId)`")
         }
@@ -204,6 +207,7 @@ public struct TokenService: Sendable {
     /// Revokes the refresh token (which takes its access tokens with it) and the access token at the server
     /// (RFC 7009), then discards the tokens and the DPoP key here.
     public func revoke(userId: String) async throws {
+        try manager.authorize(userId: userId)
         try await TokenRefreshLock.holding(home: home, userId: userId, serverName: serverName) {
             try await revokeHoldingLock(userId: userId)
         }
@@ -232,6 +236,7 @@ public struct TokenService: Sendable {
 
     /// A DPoP proof by the user's DPoP key, for a script's own request.
     public func proof(userId: String, htm: String, htu: URL, nonce: String?, accessToken: String?) throws -> String {
+        try manager.authorize(userId: userId)
         guard let key = try manager.dpopKey(userId: userId, serverName: serverName) else {
             throw KeyManagerError(.clientNotRegistered, "\(userId) has no DPoP key: the tokens are unbound or missing "
                 + "(run `keymgr login --user \(userId)` with a --bound profile)")
@@ -241,6 +246,7 @@ public struct TokenService: Sendable {
 
     /// Calls a protected resource with the user's access token (DPoP with nonce retry, or Bearer).
     public func callResource(userId: String, method: String, url: URL) async throws -> HTTPResponse {
+        try manager.authorize(userId: userId)
         let (token, set) = try await accessToken(userId: userId, minTTL: 60)
         let key = try requestKey(userId: userId)
         return try await connection.tokenClient(nonces: nonces).resource(method: method, url: url, accessToken: token,
@@ -278,6 +284,7 @@ public struct DeviceLoginService: Sendable {
 
     /// Asks the server for a user code and verification URI to show.
     public func start(userId: String, scope: String?) async throws -> DeviceAuthorization {
+        try tokens.manager.authorize(userId: userId)
         let connection = tokens.connection
         let endpoint = try connection.endpoint(connection.settings.deviceAuthorizationEndpoint, "device authorization endpoint",
                                                flag: "--device-authorization-endpoint")

@@ -2,29 +2,74 @@ import ArgumentParser
 import Foundation
 import KeyManager
 
-/// The agent's policy: which caller may run which command, asked by the worker after parsing and before running.
-///
-/// STUB, to be replaced by the policy implementation (`AgentPolicy`): it understands exactly one policy, the one
-/// rule `[[rule]] who = ["user:root"] may = ["*"]` (root may do everything), and denies everything else, including
-/// every command when no policy file was loaded.
+/// The agent's policy applied to one parsed command (docs/agent-policy.md): the worker calls `authorize` after
+/// parsing and before running. It decides with `AgentPolicy.active` (loaded by the agent at start; nothing is loaded
+/// here) and either sets `AccessScope.current`, which the facade enforces in every operation on a user or key, or
+/// throws `denied` (exit 77), recorded in the audit log as `agent.denied`.
 enum AgentGate {
-    /// The policy loaded at the agent's start.
-    nonisolated(unsafe) private static var rootMayDoEverything = false
-
-    /// Loads the policy file at the agent's start (before it serves); a missing file loads nothing (all denied).
+    /// Loads the policy at the agent's start, before it serves (and forks): the workers inherit `AgentPolicy.active`.
+    /// - Throws: `config` (78) when the file is missing, unsafe (owned by someone other than root or the agent's
+    ///   user, writable by others) or invalid, naming the line.
     static func load(policyFile path: String) throws {
-        guard let data = FileManager.default.contents(atPath: path) else { return }
-        let text = String(decoding: data, as: UTF8.self)
-        let significant = text.split(separator: "\n").map { line -> String in
-            let code = line.split(separator: "#", maxSplits: 1, omittingEmptySubsequences: false).first ?? ""
-            return code.filter { !$0.isWhitespace }
-        }.filter { !$0.isEmpty }
-        rootMayDoEverything = significant == ["[[rule]]", "who=[\"user:root\"]", "may=[\"*\"]"]
+        AgentPolicy.active = try AgentPolicy.load(path: path, agentUID: getuid())
     }
 
-    /// Throws `unAuthorize` (77) unless the policy lets `caller` run `command`.
-    static func authorize(_ command: any ParsableCommand, caller: AgentCaller) throws {
-        if rootMayDoEverything && caller.uid == 0 { return }
-        throw KeyManagerError(.unAuthorize, "denied: the agent's policy does not let \(caller.login) run this command")
+    /// Decides `command` for `caller`.
+    /// - Throws: `denied` naming the reason (no rule lets the caller run it, or the deciding rule refuses the auth
+    ///   type it would bind).
+    static func authorize(_ command: ParsableCommand, caller: AgentCaller) throws {
+        AccessScope.current = nil
+        let operation = operationPath(of: type(of: command))
+        let target = (command as? AgentTargeted)?.agentTarget ?? AgentTarget()
+        guard let policy = AgentPolicy.active else {
+            throw KeyManagerError(.denied, "the agent serves without a policy, so it allows nothing: "
+                + "ask the device's administrator to check /etc/keymgr/policy.toml")
+        }
+        switch policy.decide(caller: caller, operation: operation, authType: target.authType) {
+        case .allowed(let scope):
+            AccessScope.current = scope
+        case .denied(let reason):
+            recordDenial(operation: operation, reason: reason, target: target.description)
+            throw KeyManagerError(.denied, reason)
+        }
+    }
+
+    /// The denial in the store's audit log, through the normal audited write. A store that cannot be opened (the
+    /// command could not have run either) does not hide the denial.
+    private static func recordDenial(operation: String, reason: String, target: String?) {
+        let home = StoreLocation.resolve(explicit: nil, environment: ProcessEnvironment.variables)
+        guard let manager = try? KeyManager.open(home: home, environment: ProcessEnvironment.variables) else { return }
+        try? manager.recordDenial(operation: operation, reason: reason, target: target)
+    }
+
+    /// The command path of a command type as a policy's `may` names it: `sign`, `pin change`, `admin revoke`.
+    /// `audit list` is `audit` (the same listing).
+    static func operationPath(of type: any ParsableCommand.Type) -> String {
+        if type == Audit.Show.self { return "audit" }
+        return paths[ObjectIdentifier(type)] ?? type.configuration.commandName ?? "\(type)"
+    }
+
+    /// Every command path `may` can name: each command that does keymgr's work, as typed after `keymgr`.
+    static var commandPaths: Set<String> { Set(paths.values) }
+
+    private static let paths: [ObjectIdentifier: String] = {
+        var paths: [ObjectIdentifier: String] = [:]
+        func walk(_ type: any ParsableCommand.Type, prefix: [String]) {
+            let name = type.configuration.commandName ?? "\(type)"
+            let path = prefix + [name]
+            if type is any KeymgrCommand.Type, type != Audit.Show.self {
+                paths[ObjectIdentifier(type)] = path.joined(separator: " ")
+            }
+            for sub in type.configuration.subcommands { walk(sub, prefix: path) }
+        }
+        for sub in Keymgr.configuration.subcommands { walk(sub, prefix: []) }
+        return paths
+    }()
+}
+
+extension AgentPolicy {
+    /// Loads the policy at `path` for an agent running as `agentUID`, its `may` checked against this CLI's commands.
+    static func load(path: String, agentUID: UInt32) throws -> AgentPolicy {
+        try load(path: path, agentUID: agentUID, commandPaths: AgentGate.commandPaths)
     }
 }

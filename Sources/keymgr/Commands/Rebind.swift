@@ -9,7 +9,9 @@ struct Rebind: KeymgrCommand {
         usage: "keymgr rebind [<options>] --user <id> [--kid <kid>] --auth-type <type>",
         discussion: """
             Binds a new key with the given auth type and supersedes the old one (queued for deletion on the \
-            server at the next sync). With --json: like `bind`.
+            server at the next sync). With --json: like `bind`. Through the agent, another person's APPLICATION_PIN \
+            key is rebound only with its current PIN (asked first: line 1 of --pin-stdin, the new PIN on line 2), \
+            unless the policy's rule allows everything.
 
             Example:
               printf '731905\\n' | keymgr rebind --user alice --auth-type app-pin --pin-stdin
@@ -32,8 +34,18 @@ struct Rebind: KeymgrCommand {
 
     func run() throws {
         let manager = try globals.openManager()
-        let result = try manager.rebind(userId: try manager.resolveUser(user), kid: kid, authType: authType.authType,
-                                        newPIN: pin.source().new(for: user, policy: manager.checkNewPIN))
+        let userId = try manager.resolveUser(user)
+        let source = pin.source()
+        let result: BindResult
+        if try manager.rebindNeedsCurrentPIN(userId: userId, kid: kid) {
+            // Another person's PIN key through the agent: its current PIN first (line 1), then the new one (line 2).
+            let pins = source.change(for: user, policy: manager.checkNewPIN)
+            result = try manager.rebind(userId: userId, kid: kid, authType: authType.authType, newPIN: pins.new,
+                                        currentPIN: pins.old)
+        } else {
+            result = try manager.rebind(userId: userId, kid: kid, authType: authType.authType,
+                                        newPIN: source.new(for: user, policy: manager.checkNewPIN))
+        }
         let console = globals.console
         if globals.json {
             console.answer(json: KeyJSON(result))

@@ -11,7 +11,8 @@ struct Revoke: KeymgrCommand {
             Marks the keys revoked and destroys their private keys; the server learns of it at the next sync. \
             On a terminal keymgr asks first (--yes does not ask; no exits 1, code declined); without one it \
             never asks; a user or key that does not exist fails (66) before anything is asked. With --json: an \
-            array of the revoked key objects.
+            array of the revoked key objects. Through the agent, another person's APPLICATION_PIN key is revoked \
+            only with its PIN (--pin-stdin, --pin-fd or the terminal), unless the policy's rule allows everything.
 
             Example:
               keymgr revoke --user alice --reason "tablet reported stolen"
@@ -30,6 +31,10 @@ struct Revoke: KeymgrCommand {
 
     @OptionGroup var confirmation: ConfirmationOptions
 
+    /// Through the agent, revoking another person's PIN key needs its PIN (unless an administrator's rule allows
+    /// everything): read only then.
+    @OptionGroup(title: "PIN") var pin: PINOptions
+
     func validate() throws {
         if user == nil && kid == nil { throw ValidationError("say what to revoke: --user ID or --kid KID") }
     }
@@ -42,7 +47,8 @@ struct Revoke: KeymgrCommand {
         let named = targets.count == 1 ? "key \(targets[0].kid) of \(targets[0].userId)"
             : "the \(targets.count) keys of \(targets[0].userId)"
         try confirmation.confirm("Revoke \(named) and destroy its key material?")
-        let revoked = try manager.revoke(userId: userId, kid: kid, reason: reason)
+        let revoked = try manager.revoke(userId: userId, kid: kid, reason: reason,
+                                         pin: pin.source().current(for: targets[0].userId))
         let console = globals.console
         if globals.json {
             console.answer(json: revoked.map { KeyJSON($0) })

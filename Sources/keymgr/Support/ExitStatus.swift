@@ -14,7 +14,7 @@ extension KeyManagerError.Code {
         case .serverUnavailable, .unsupported: 69
         case .busy, .timeout: 75
         case .serverRejected: 76
-        case .unAuthorize, .pinLocked, .abort: 77
+        case .unAuthorize, .pinLocked, .abort, .denied: 77
         case .config: 78
         }
     }

@@ -1,0 +1,104 @@
+import ArgumentParser
+import Foundation
+import KeyManager
+import XCTest
+@testable import keymgr
+
+/// The shipped policy template (contrib/policy.toml) and the gate that applies a policy to a parsed command.
+final class PolicyTemplateTests: XCTestCase {
+    static let template = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+        .deletingLastPathComponent().appendingPathComponent("contrib/policy.toml")
+
+    override func tearDown() {
+        AccessScope.current = nil
+        AgentPolicy.active = nil
+        super.tearDown()
+    }
+
+    func template() throws -> AgentPolicy {
+        try AgentPolicy(parsing: try String(contentsOf: Self.template, encoding: .utf8), file: "/etc/keymgr/policy.toml",
+                        commandPaths: AgentGate.commandPaths)
+    }
+
+    /// Groups as a device with the template installed has them.
+    func groupId(_ name: String) -> UInt32? { name == "keymgr-admins" ? 990 : nil }
+
+    func person(_ login: String, uid: UInt32 = 1001, groups: [UInt32] = []) -> AgentCaller {
+        AgentCaller(uid: uid, gid: uid, pid: 4242, groups: groups, login: login)
+    }
+
+    func decide(_ template: AgentPolicy, _ caller: AgentCaller, _ operation: String, _ authType: AuthType? = nil) -> AccessScope? {
+        if case .allowed(let scope) = template.decide(caller: caller, operation: operation, authType: authType, groupId: groupId) {
+            return scope
+        }
+        return nil
+    }
+
+    func testTheCommandPathsAreTheCLIs() {
+        let paths = AgentGate.commandPaths
+        for path in ["status", "users", "list", "bind", "rebind", "sign", "revoke", "pin change", "audit", "audit verify",
+                     "admin revoke", "admin devices", "server set", "sync", "token print", "dpop proof", "login", "export",
+                     "config set", "master rotate", "tpm reset-lockout"] {
+            XCTAssertTrue(paths.contains(path), path)
+        }
+        XCTAssertFalse(paths.contains("pin"), "a command group is not a path")
+        XCTAssertFalse(paths.contains("audit list"), "audit list is audit")
+        XCTAssertEqual(AgentGate.operationPath(of: Pin.Change.self), "pin change")
+        XCTAssertEqual(AgentGate.operationPath(of: Audit.Show.self), "audit")
+        XCTAssertEqual(AgentGate.operationPath(of: Admin.RevokeDevice.self), "admin revoke")
+        XCTAssertEqual(AgentGate.operationPath(of: SyncCommand.self), "sync")
+    }
+
+    func testTheShippedTemplateParsesAndDecidesAsItsCommentsSay() throws {
+        let policy = try template()
+        XCTAssertEqual(policy.rules.count, 4)
+        // Administrators: everything, without another person's PIN.
+        let root = try XCTUnwrap(decide(policy, person("root", uid: 0), "master rotate"))
+        XCTAssertFalse(root.othersPINKeysNeedPIN)
+        XCTAssertNotNil(decide(policy, person("erin", groups: [990]), "admin revoke"))
+        XCTAssertNil(decide(policy, person("erin"), "admin revoke"))
+        // The sync timer's user syncs every user, and does nothing else.
+        XCTAssertEqual(decide(policy, person("keymgr", uid: 999), "sync")?.users, .all)
+        XCTAssertNil(decide(policy, person("keymgr", uid: 999), "revoke"))
+        XCTAssertNil(decide(policy, person("alice"), "sync"))
+        // The kiosk: any user, PIN keys only.
+        let kiosk = try XCTUnwrap(decide(policy, person("kiosk"), "sign"))
+        XCTAssertEqual(kiosk.users, .all)
+        XCTAssertEqual(kiosk.authTypes, [.applicationPIN])
+        XCTAssertNotNil(decide(policy, person("kiosk"), "bind", .applicationPIN))
+        XCTAssertNil(decide(policy, person("kiosk"), "bind", AuthType.none))
+        XCTAssertNil(decide(policy, person("kiosk"), "revoke"))
+        // A person with an account: their own identity only, and no administration.
+        let alice = try XCTUnwrap(decide(policy, person("alice"), "sign"))
+        XCTAssertEqual(alice.users, .named(["alice"]))
+        XCTAssertTrue(alice.othersPINKeysNeedPIN)
+        for operation in ["status", "users", "list", "pin change", "token print", "login"] {
+            XCTAssertNotNil(decide(policy, person("alice"), operation), operation)
+        }
+        for operation in ["bind", "rebind", "revoke", "server set", "admin devices", "master rotate", "config set", "sync"] {
+            XCTAssertNil(decide(policy, person("alice"), operation), operation)
+        }
+    }
+
+    func testTheGateSetsTheScopeOrDenies() throws {
+        AgentPolicy.active = try template()
+        let alice = person("alice")
+        try AgentGate.authorize(try Keymgr.parseAsRoot(["sign", "--user", "alice"]), caller: alice)
+        XCTAssertEqual(AccessScope.current?.operation, "sign")
+        XCTAssertEqual(AccessScope.current?.users, .named(["alice"]))
+        XCTAssertThrowsError(try AgentGate.authorize(try Keymgr.parseAsRoot(["revoke", "--user", "bob"]), caller: alice)) { error in
+            XCTAssertEqual((error as? KeyManagerError)?.code, .denied)
+            XCTAssertEqual(KeyManagerError.Code.denied.exitStatus, 77)
+            XCTAssertTrue("\(error)".contains("lets alice (uid 1001) run `keymgr revoke`"), "\(error)")
+        }
+        XCTAssertNil(AccessScope.current, "a denied command leaves no scope behind")
+        // The kiosk binding a NONE key: refused by the deciding rule before any PIN is asked.
+        XCTAssertThrowsError(try AgentGate.authorize(
+            try Keymgr.parseAsRoot(["bind", "--user", "x", "--auth-type", "none"]), caller: person("kiosk"))) { error in
+            XCTAssertTrue("\(error)".contains("use only keys of APPLICATION_PIN, not NONE"), "\(error)")
+        }
+        // No policy: nothing is allowed.
+        AgentPolicy.active = nil
+        XCTAssertThrowsError(try AgentGate.authorize(try Keymgr.parseAsRoot(["status"]), caller: person("root", uid: 0)))
+    }
+}
