@@ -1,4 +1,4 @@
-#!/bin/sh
+#!/bin/bash
 # Boots a Debian root file system (scripts/container-rootfs.sh) with systemd as PID 1 in systemd-nspawn, runs
 # commands inside it, and stops it: the harness of the systemd deployment test (SystemdDeploymentTests).
 #
@@ -75,6 +75,11 @@ start)
   mkdir -p "$state/upper" "$state/work" "$state/merged"
   state=$(realpath "$state")
   : > "$state/console.log"
+  # What outlives this script must hold none of the caller's descriptors: a caller that waits for the end of a
+  # pipe or socket it gave (Foundation's Process does) would otherwise wait for the container's end.
+  for fd in $(ls /proc/$$/fd); do
+    if [ "$fd" -gt 2 ]; then eval "exec $fd>&-" 2>/dev/null || true; fi
+  done
   # setsid: the container is not in the caller's process group, so a terminal's ^C reaches it only through stop.
   setsid timeout --signal=TERM --kill-after=30 "$lifetime" \
     unshare --mount --propagation private \
