@@ -89,6 +89,7 @@ start)
              --kill-signal=SIGRTMIN+3 --console=read-only --hostname=keymgr-device' \
     container "$rootfs" "$state" </dev/null >>"$state/console.log" 2>&1 &
   echo $! > "$state/supervisor.pid"
+  disown
   # The watcher: a killed systemd-nspawn leaves the container's systemd running (it is nobody's child then), so
   # whenever the supervisor or the watched process is gone, the container is stopped and STATE cleaned.
   supervisor=$(cat "$state/supervisor.pid")
@@ -97,6 +98,7 @@ start)
     watcher "${KEYMGR_CONTAINER_WATCH_PID:-$supervisor}" "$supervisor" "$state" "$(realpath "$0")" \
     </dev/null >/dev/null 2>&1 &
   echo $! > "$state/watcher.pid"
+  disown
   # systemd appears within a second or two; then `is-system-running --wait` returns once boot is finished.
   waited=0
   until [ -f "$state/nspawn.pid" ] && systemd=$(find_systemd "$(cat "$state/nspawn.pid")"); do
@@ -110,8 +112,9 @@ start)
   echo "$systemd" > "$state/systemd.pid"
   # systemctl answers only once its bus is up; is-system-running --wait then blocks until boot is finished.
   waited=0
+  # Until /run/systemd/system exists, systemctl answers "offline".
   until running=$(timeout 120 nsenter -t "$systemd" -a env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin \
-                    systemctl is-system-running --wait 2>/dev/null); [ -n "$running" ]; do
+                    systemctl is-system-running --wait 2>/dev/null); [ -n "$running" ] && [ "$running" != offline ]; do
     if [ $waited -ge 100 ]; then break; fi
     sleep 0.2; waited=$((waited + 1))
   done
