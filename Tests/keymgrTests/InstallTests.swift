@@ -91,7 +91,9 @@ final class InstallTests: XCTestCase {
         XCTAssertTrue(service.contains("ExecStart=\(binary.path) sync --json"), service)
         let agent = try String(contentsOf: prefix.appendingPathComponent("lib/systemd/system/keymgr.service"), encoding: .utf8)
         XCTAssertTrue(agent.contains("ExecStart=\(prefix.path)/libexec/keymgr/keymgr-core agent --home /var/lib/keymgr "), agent)
-        XCTAssertFalse(agent.contains("@") || service.contains("@"), "a placeholder is left in a unit")
+        for placeholder in ["@BINDIR@", "@LIBEXECDIR@"] {
+            XCTAssertFalse(agent.contains(placeholder) || service.contains(placeholder), "\(placeholder) is left in a unit")
+        }
         let policy = prefix.appendingPathComponent("etc/keymgr/policy.toml")
         XCTAssertEqual(try Data(contentsOf: policy), try Data(contentsOf: packageRoot.appendingPathComponent("contrib/policy.toml")))
         XCTAssertEqual((try FileManager.default.attributesOfItem(atPath: policy.path)[.posixPermissions] as? NSNumber)?.intValue, 0o644)
