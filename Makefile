@@ -157,4 +157,5 @@ bench: deps
 	./benchmarks/run $(BENCH_FLAGS)
 
 clean:
-	rm -rf .build $(RELEASE_SCRATCH) .build-release-static .build-bench .build-bench-release .build-bench-release-dynamic .build-fuzz
+	rm -rf .build $(RELEASE_SCRATCH) .build-release-static .build-bench .build-bench-release .build-bench-release-dynamic .build-fuzz \
+	  .build-container

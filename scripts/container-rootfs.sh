@@ -11,6 +11,10 @@ set -eu
 dir=$1
 packages=systemd,systemd-sysv,dbus,libsqlite3-0,libssl3,libargon2-1,libcurl4,libtss2-esys-3.0.2-0,libtss2-tctildr0,libtss2-mu0,libtss2-rc0,libtss2-tcti-device0
 stamp="$dir/.keymgr-rootfs-complete"
+mkdir -p "$(dirname "$dir")"
+# One build at a time: a second caller waits, then finds the first one's tree complete.
+exec 9>"$dir.lock"
+flock 9
 if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$packages" ]; then
   echo "$dir"
   exit 0
