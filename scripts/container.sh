@@ -86,7 +86,7 @@ start)
     sh -c 'mount -t overlay overlay -o "lowerdir=$1,upperdir=$2/upper,workdir=$2/work" "$2/merged" &&
            echo $$ > "$2/nspawn.pid" &&
            exec systemd-nspawn --quiet --directory="$2/merged" --register=no --keep-unit --boot \
-             --kill-signal=SIGRTMIN+3 --console=read-only --hostname=keymgr-device' \
+             --kill-signal=SIGRTMIN+3 --console=read-only' \
     container "$rootfs" "$state" </dev/null >>"$state/console.log" 2>&1 &
   echo $! > "$state/supervisor.pid"
   disown
