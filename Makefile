@@ -1,5 +1,6 @@
 # keymgr: `make demo` walks through keymgr on a fresh machine; `make test` runs the whole suite;
-# `make install [PREFIX=/usr/local] [DESTDIR=]` installs a release build with its man page, `make uninstall` removes it;
+# `make install [PREFIX=/usr/local] [DESTDIR=]` installs a release build with its man page, the agent's systemd units,
+# sysusers.d and tmpfiles.d files and (when absent) the policy /etc/keymgr/policy.toml; `make uninstall` removes them;
 # `make deb` builds the Debian package of the same build (docs/output-and-packaging.md);
 # `make bench` measures keymgr against its baselines (not part of `make test`).
 # They install the Debian packages and Python modules they need when missing.
@@ -8,15 +9,14 @@ SWIFT_BIN ?= /opt/swift/usr/bin
 export PATH := $(SWIFT_BIN):$(PATH)
 
 # Everything a build, a test or a script calls: libcurl4-openssl-dev has the curl headers of the CCurl shim
-# (libcurl itself is loaded on first network use), argon2 is the tests' reference CLI, systemd brings systemd-analyze and
-# systemd-creds (the unit and shared-device tests), make and bsdutils (`script`) are called by tests and demo,
-# sudo brings visudo (the shared-device test checks the README's sudoers rule); time, valgrind, strace and
-# eatmydata are the benchmarks'; man-db renders the man page in its test, dpkg-dev and lintian build and check
-# `make deb`; systemd-container (systemd-nspawn) and debootstrap boot a real systemd in a container for the agent's
-# deployment test; libnss-wrapper resolves the test's temporary OS users for the agent; softhsm2 and opensc are the
-# agent benchmark's peer (a PKCS#11 token per user, pkcs11-tool).
+# (libcurl itself is loaded on first network use), argon2 is the tests' reference CLI, systemd brings
+# systemd-analyze (the unit tests) and systemd-sysusers (the package's postinst), make and bsdutils (`script`) are
+# called by tests and demo; time, valgrind, strace and eatmydata are the benchmarks'; man-db renders the man page in
+# its test, dpkg-dev and lintian build and check `make deb`; systemd-container (systemd-nspawn) and debootstrap boot
+# a real systemd in a container for the agent's deployment test; libnss-wrapper resolves the test's temporary OS
+# users for the agent; softhsm2 and opensc are the agent benchmark's peer (a PKCS#11 token per user, pkcs11-tool).
 APT_PACKAGES := libsqlite3-dev libssl-dev libargon2-dev libcurl4-openssl-dev pkg-config sqlite3 openssl \
-	python3 python3-pip curl argon2 systemd make bsdutils sudo time valgrind strace eatmydata man-db dpkg-dev lintian \
+	python3 python3-pip curl argon2 systemd make bsdutils time valgrind strace eatmydata man-db dpkg-dev lintian \
 	swtpm swtpm-tools tpm2-tools libtss2-dev tpm2-openssl \
 	systemd-container debootstrap libnss-wrapper softhsm2 opensc
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
@@ -27,6 +27,12 @@ BINDIR := $(PREFIX)/bin
 # keymgr-core, the full program the client runs in embedded mode (and that runs the agent), is not on PATH.
 LIBEXECDIR := $(PREFIX)/libexec/keymgr
 SYSTEMD_UNIT_DIR ?= $(PREFIX)/lib/systemd/system
+# systemd-sysusers and systemd-tmpfiles read /usr/local/lib/… as well as /usr/lib/….
+SYSUSERS_DIR ?= $(PREFIX)/lib/sysusers.d
+TMPFILES_DIR ?= $(PREFIX)/lib/tmpfiles.d
+# /etc whatever the PREFIX: the agent reads /etc/keymgr/policy.toml.
+SYSCONFDIR ?= /etc
+POLICY := $(SYSCONFDIR)/keymgr/policy.toml
 BASH_COMPLETION_DIR := $(PREFIX)/share/bash-completion/completions
 ZSH_COMPLETION_DIR := $(PREFIX)/share/zsh/site-functions
 FISH_COMPLETION_DIR := $(PREFIX)/share/fish/vendor_completions.d
@@ -44,7 +50,11 @@ DEB = $(RELEASE_SCRATCH)/keymgr_$(VERSION)_amd64.deb
 # Exactly what `make install` writes and `make uninstall` removes.
 INSTALLED := $(BINDIR)/keymgr $(LIBEXECDIR)/keymgr-core \
 	$(BASH_COMPLETION_DIR)/keymgr $(ZSH_COMPLETION_DIR)/_keymgr $(FISH_COMPLETION_DIR)/keymgr.fish $(MAN_DIR)/keymgr.1 \
-	$(SYSTEMD_UNIT_DIR)/keymgr-sync.service $(SYSTEMD_UNIT_DIR)/keymgr-sync.timer
+	$(SYSTEMD_UNIT_DIR)/keymgr-sync.service $(SYSTEMD_UNIT_DIR)/keymgr-sync.timer \
+	$(SYSTEMD_UNIT_DIR)/keymgr.socket $(SYSTEMD_UNIT_DIR)/keymgr.service \
+	$(SYSUSERS_DIR)/keymgr.conf $(TMPFILES_DIR)/keymgr.conf
+# The units name the installed programs through these placeholders.
+UNIT_PATHS := sed -e 's|@BINDIR@|$(BINDIR)|g' -e 's|@LIBEXECDIR@|$(LIBEXECDIR)|g'
 
 .PHONY: all deps build test demo bench clean release install uninstall stress fuzz man deb
 
@@ -116,13 +126,23 @@ install: release $(MANPAGE)
 	$(RELEASE_CORE) --generate-completion-script fish > $(DESTDIR)$(FISH_COMPLETION_DIR)/keymgr.fish
 	chmod 0644 $(DESTDIR)$(BASH_COMPLETION_DIR)/keymgr $(DESTDIR)$(ZSH_COMPLETION_DIR)/_keymgr \
 	  $(DESTDIR)$(FISH_COMPLETION_DIR)/keymgr.fish
-	sed 's|/usr/local/bin/keymgr|$(BINDIR)/keymgr|' contrib/systemd/keymgr-sync.service \
-	  > $(DESTDIR)$(SYSTEMD_UNIT_DIR)/keymgr-sync.service
-	install -m 0644 contrib/systemd/keymgr-sync.timer $(DESTDIR)$(SYSTEMD_UNIT_DIR)/keymgr-sync.timer
-	chmod 0644 $(DESTDIR)$(SYSTEMD_UNIT_DIR)/keymgr-sync.service
+	for unit in keymgr.socket keymgr.service keymgr-sync.service keymgr-sync.timer; do \
+	  $(UNIT_PATHS) contrib/systemd/$$unit > $(DESTDIR)$(SYSTEMD_UNIT_DIR)/$$unit && \
+	  chmod 0644 $(DESTDIR)$(SYSTEMD_UNIT_DIR)/$$unit || exit 1; \
+	done
+	install -D -m 0644 contrib/sysusers.d/keymgr.conf $(DESTDIR)$(SYSUSERS_DIR)/keymgr.conf
+	install -D -m 0644 contrib/tmpfiles.d/keymgr.conf $(DESTDIR)$(TMPFILES_DIR)/keymgr.conf
+	@# The policy is the administrator's once installed: never overwritten.
+	@if [ -e $(DESTDIR)$(POLICY) ]; then echo "keeping $(DESTDIR)$(POLICY) (the template is contrib/policy.toml)"; \
+	  else install -D -m 0644 contrib/policy.toml $(DESTDIR)$(POLICY); fi
 
+# The policy goes only as installed: an edited one is kept, and said so.
 uninstall:
 	rm -f $(addprefix $(DESTDIR),$(INSTALLED))
+	@if [ -e $(DESTDIR)$(POLICY) ]; then \
+	  if cmp -s contrib/policy.toml $(DESTDIR)$(POLICY); then rm -f $(DESTDIR)$(POLICY); \
+	  else echo "keeping $(DESTDIR)$(POLICY): it differs from the template"; fi; fi
+	-@rmdir $(DESTDIR)$(SYSCONFDIR)/keymgr 2>/dev/null
 	-rmdir $(DESTDIR)$(LIBEXECDIR) 2>/dev/null
 
 # The Debian package of the release binary, its man page, completions and systemd units (scripts/deb.sh), in
@@ -137,4 +157,5 @@ bench: deps
 	./benchmarks/run $(BENCH_FLAGS)
 
 clean:
-	rm -rf .build $(RELEASE_SCRATCH) .build-release-static .build-bench .build-bench-release .build-bench-release-dynamic .build-fuzz
+	rm -rf .build $(RELEASE_SCRATCH) .build-release-static .build-bench .build-bench-release .build-bench-release-dynamic .build-fuzz \
+	  .build-container

@@ -1,9 +1,9 @@
 #!/bin/sh
 # Builds keymgr's Debian package with dpkg-deb (`make deb`): deb.sh CLIENT CORE MANPAGE VERSION OUTPUT.deb
 # (CLIENT = the release `keymgr`, CORE = the release `keymgr-core`).
-# The tree is what `make install PREFIX=/usr` writes (both binaries, completions, systemd units, man page), plus the
-# sysusers.d and tmpfiles.d files and the policy template when contrib/ has them, and the documentation Debian asks
-# for. Depends: the packages that own the libraries the binaries link (ldd) and load on first network use
+# The tree is what `make install PREFIX=/usr` writes (both programs, completions, man page, the agent's systemd
+# units, sysusers.d and tmpfiles.d files, the policy /etc/keymgr/policy.toml as a conffile) and the documentation
+# Debian asks for. Depends: the packages that own the libraries the binaries link (ldd) and load on first network use
 # (libcurl.so.4, through dlopen), each found with dpkg -S: not guessed, so a build on another release names its own.
 set -eu
 binary=$1; core=$2; manpage=$3; version=$4; output=$5
@@ -11,7 +11,8 @@ root=$(dirname "$output")/deb-root
 rm -rf "$root"
 mkdir -p "$root/DEBIAN"
 make --no-print-directory install PREFIX=/usr DESTDIR="$(realpath "$root")" \
-  SYSTEMD_UNIT_DIR=/usr/lib/systemd/system ZSH_COMPLETION_DIR=/usr/share/zsh/vendor-completions \
+  SYSTEMD_UNIT_DIR=/usr/lib/systemd/system SYSUSERS_DIR=/usr/lib/sysusers.d TMPFILES_DIR=/usr/lib/tmpfiles.d \
+  SYSCONFDIR=/etc ZSH_COMPLETION_DIR=/usr/share/zsh/vendor-completions \
   RELEASE_BIN="$binary" RELEASE_CORE="$core" MANPAGE="$manpage" >/dev/null
 strip --strip-unneeded --remove-section=.comment --remove-section=.note "$root/usr/bin/keymgr" \
   "$root/usr/libexec/keymgr/keymgr-core"
@@ -19,10 +20,22 @@ gzip -9n "$root/usr/share/man/man1/keymgr.1"
 # bash-completion sources the script: no interpreter line.
 sed -i '1{/^#!/d}' "$root/usr/share/bash-completion/completions/keymgr"
 
-# What the agent's deployment adds to contrib/, when it is there.
-for conf in contrib/sysusers.d/*.conf; do [ -f "$conf" ] && install -D -m 0644 "$conf" "$root/usr/lib/sysusers.d/$(basename "$conf")"; done
-for conf in contrib/tmpfiles.d/*.conf; do [ -f "$conf" ] && install -D -m 0644 "$conf" "$root/usr/lib/tmpfiles.d/$(basename "$conf")"; done
-for template in contrib/policy/*; do [ -f "$template" ] && install -D -m 0644 "$template" "$root/usr/share/keymgr/$(basename "$template")"; done
+# The policy is a conffile: dpkg keeps the administrator's edits on upgrade and asks before replacing them.
+printf '/etc/keymgr/policy.toml\n' > "$root/DEBIAN/conffiles"
+# As debhelper's dh_installsysusers and dh_installtmpfiles would write them: the keymgr user and groups, and the
+# store's and policy's directories, on configure. Nothing is enabled: the socket waits for the master key's
+# credential and `keymgr init` (README, "Deploying on a shared device"). Removal keeps the store and the user.
+cat > "$root/DEBIAN/postinst" <<'POSTINST'
+#!/bin/sh
+set -e
+if [ "$1" = "configure" ] || [ "$1" = "abort-upgrade" ] || [ "$1" = "abort-deconfigure" ] || [ "$1" = "abort-remove" ] ; then
+	systemd-sysusers ${DPKG_ROOT:+--root="$DPKG_ROOT"} keymgr.conf
+	if [ -x "$(command -v systemd-tmpfiles)" ]; then
+		systemd-tmpfiles ${DPKG_ROOT:+--root="$DPKG_ROOT"} --create keymgr.conf || true
+	fi
+fi
+POSTINST
+chmod 0755 "$root/DEBIAN/postinst"
 
 doc="$root/usr/share/doc/keymgr"
 install -d "$doc"
@@ -56,6 +69,8 @@ for library in $libraries; do
   case " $depends " in *" $package "*) ;; *) depends="$depends $package" ;; esac
 done
 depends=$(echo $depends | tr ' ' '\n' | sort | paste -sd, - | sed 's/,/, /g')
+# The postinst runs systemd-sysusers (what debhelper adds for a sysusers.d file).
+depends="$depends, systemd | systemd-standalone-sysusers | systemd-sysusers"
 
 find "$root" -type d -exec chmod 0755 {} +
 find "$root/usr" -type f -exec md5sum {} + | sed "s| $root/| |" > "$root/DEBIAN/md5sums"
@@ -76,8 +91,10 @@ Description: device-bound signing keys for shared devices
  signs challenges with them, and keeps the bindings in step with a PingAM or
  OAuth identity server. The package holds the keymgr command (a small
  client, and the full program keymgr-core it runs or asks the agent to run),
- its manual, shell completions and the systemd units of the periodic sync.
+ its manual and shell completions, and the agent that serves each person on
+ a shared device as themselves: its systemd socket and service, accounts,
+ directories and policy, and the periodic sync's timer.
 CONTROL
-chmod 0644 "$root/DEBIAN/control" "$root/DEBIAN/md5sums"
+chmod 0644 "$root/DEBIAN/control" "$root/DEBIAN/md5sums" "$root/DEBIAN/conffiles"
 dpkg-deb --root-owner-group -Zgzip --build "$root" "$output" >/dev/null
 echo "$output"

@@ -59,7 +59,8 @@ final class InstallTests: XCTestCase {
 
     func testMakeInstallGivesAStandaloneBinaryCompletionsAndUnitsAndUninstallRemovesThem() throws {
         let prefix = sandbox.root.appendingPathComponent("prefix")
-        let install = try make(["install", "PREFIX=\(prefix.path)"])
+        let sysconf = "SYSCONFDIR=\(prefix.path)/etc"  // not this machine's /etc
+        let install = try make(["install", "PREFIX=\(prefix.path)", sysconf])
         XCTAssertEqual(install.status, 0, install.summary)
 
         let binary = prefix.appendingPathComponent("bin/keymgr")
@@ -68,6 +69,8 @@ final class InstallTests: XCTestCase {
             "bin/keymgr", "share/bash-completion/completions/keymgr", "share/zsh/site-functions/_keymgr",
             "share/fish/vendor_completions.d/keymgr.fish", "lib/systemd/system/keymgr-sync.service",
             "lib/systemd/system/keymgr-sync.timer", "share/man/man1/keymgr.1", "libexec/keymgr/keymgr-core",
+            "lib/systemd/system/keymgr.socket", "lib/systemd/system/keymgr.service",
+            "lib/sysusers.d/keymgr.conf", "lib/tmpfiles.d/keymgr.conf", "etc/keymgr/policy.toml",
         ]
         XCTAssertEqual(Set(regularFiles(under: prefix)), Set(expected.map { prefix.appendingPathComponent($0).path }))
         XCTAssertTrue(FileManager.default.isExecutableFile(atPath: binary.path))
@@ -83,9 +86,17 @@ final class InstallTests: XCTestCase {
         let manual = try String(contentsOf: prefix.appendingPathComponent(expected[6]), encoding: .utf8)
         XCTAssertTrue(manual.hasPrefix(".TH KEYMGR 1 ") && manual.contains("keymgr audit verify"), String(manual.prefix(200)))
 
-        // The unit runs the installed binary.
+        // The units run the installed programs; the policy is the template, readable by all, written by root only.
         let service = try String(contentsOf: prefix.appendingPathComponent(expected[4]), encoding: .utf8)
         XCTAssertTrue(service.contains("ExecStart=\(binary.path) sync --json"), service)
+        let agent = try String(contentsOf: prefix.appendingPathComponent("lib/systemd/system/keymgr.service"), encoding: .utf8)
+        XCTAssertTrue(agent.contains("ExecStart=\(prefix.path)/libexec/keymgr/keymgr-core agent --home /var/lib/keymgr "), agent)
+        for placeholder in ["@BINDIR@", "@LIBEXECDIR@"] {
+            XCTAssertFalse(agent.contains(placeholder) || service.contains(placeholder), "\(placeholder) is left in a unit")
+        }
+        let policy = prefix.appendingPathComponent("etc/keymgr/policy.toml")
+        XCTAssertEqual(try Data(contentsOf: policy), try Data(contentsOf: packageRoot.appendingPathComponent("contrib/policy.toml")))
+        XCTAssertEqual((try FileManager.default.attributesOfItem(atPath: policy.path)[.posixPermissions] as? NSNumber)?.intValue, 0o644)
 
         // Runs from / with no toolchain in PATH or LD_LIBRARY_PATH, and links no Swift runtime library.
         let version = try runClean(binary, ["--version"])
@@ -114,26 +125,48 @@ final class InstallTests: XCTestCase {
         XCTAssertFalse(clientSymbols.contains("10Foundation") || clientSymbols.contains("4GRDB"), "the release client holds Foundation or GRDB")
         XCTAssertFalse(clientSymbols.contains("EVP_") || clientSymbols.contains("sqlite3_"), "the release client holds libcrypto or SQLite")
 
-        try verifyUnits(service: prefix.appendingPathComponent(expected[4]), timer: prefix.appendingPathComponent(expected[5]))
+        try verifyUnits(in: prefix.appendingPathComponent("lib/systemd/system"))
 
-        let uninstall = try make(["uninstall", "PREFIX=\(prefix.path)"])
+        // An edited policy is the administrator's: a second install keeps it, uninstall leaves it and says so.
+        try Data("# edited\n".utf8).write(to: policy)
+        let again = try make(["install", "PREFIX=\(prefix.path)", sysconf])
+        XCTAssertEqual(again.status, 0, again.summary)
+        XCTAssertEqual(try String(contentsOf: policy, encoding: .utf8), "# edited\n", "install overwrote an edited policy")
+        let keeping = try make(["uninstall", "PREFIX=\(prefix.path)", sysconf])
+        XCTAssertEqual(keeping.status, 0, keeping.summary)
+        XCTAssertTrue(keeping.stdout.contains("keeping \(policy.path)"), keeping.summary)
+        XCTAssertEqual(regularFiles(under: prefix), [policy.path])
+
+        try FileManager.default.removeItem(at: policy)
+        XCTAssertEqual(try make(["install", "PREFIX=\(prefix.path)", sysconf]).status, 0)
+        let uninstall = try make(["uninstall", "PREFIX=\(prefix.path)", sysconf])
         XCTAssertEqual(uninstall.status, 0, uninstall.summary)
         XCTAssertEqual(regularFiles(under: prefix), [], "make uninstall left files behind")
+        XCTAssertFalse(FileManager.default.fileExists(atPath: prefix.appendingPathComponent("etc/keymgr").path),
+                       "the policy's directory is left")
         XCTAssertFalse(FileManager.default.fileExists(atPath: core.deletingLastPathComponent().path), "libexec/keymgr is left")
     }
 
     func testDestdirStagesUnderItWithThePrefixInTheUnit() throws {
         let stage = sandbox.root.appendingPathComponent("stage")
         let unitDirectory = "/etc/systemd/system"
-        let install = try make(["install", "PREFIX=/usr", "DESTDIR=\(stage.path)", "SYSTEMD_UNIT_DIR=\(unitDirectory)"])
+        let directories = ["PREFIX=/usr", "DESTDIR=\(stage.path)", "SYSTEMD_UNIT_DIR=\(unitDirectory)",
+                           "SYSUSERS_DIR=/usr/lib/sysusers.d", "TMPFILES_DIR=/usr/lib/tmpfiles.d"]
+        let install = try make(["install"] + directories)
         XCTAssertEqual(install.status, 0, install.summary)
         XCTAssertTrue(FileManager.default.isExecutableFile(atPath: stage.appendingPathComponent("usr/bin/keymgr").path))
         XCTAssertTrue(FileManager.default.isExecutableFile(atPath: stage.appendingPathComponent("usr/libexec/keymgr/keymgr-core").path))
         let service = try String(contentsOf: stage.appendingPathComponent("etc/systemd/system/keymgr-sync.service"),
                                  encoding: .utf8)
         XCTAssertTrue(service.contains("ExecStart=/usr/bin/keymgr sync --json"), service)
-        XCTAssertEqual(regularFiles(under: stage).count, 8, "\(regularFiles(under: stage))")
-        let uninstall = try make(["uninstall", "PREFIX=/usr", "DESTDIR=\(stage.path)", "SYSTEMD_UNIT_DIR=\(unitDirectory)"])
+        let agent = try String(contentsOf: stage.appendingPathComponent("etc/systemd/system/keymgr.service"), encoding: .utf8)
+        XCTAssertTrue(agent.contains("ExecStart=/usr/libexec/keymgr/keymgr-core agent "), agent)
+        for path in ["usr/lib/sysusers.d/keymgr.conf", "usr/lib/tmpfiles.d/keymgr.conf", "etc/keymgr/policy.toml",
+                     "etc/systemd/system/keymgr.socket"] {
+            XCTAssertTrue(FileManager.default.fileExists(atPath: stage.appendingPathComponent(path).path), path)
+        }
+        XCTAssertEqual(regularFiles(under: stage).count, 13, "\(regularFiles(under: stage))")
+        let uninstall = try make(["uninstall"] + directories)
         XCTAssertEqual(uninstall.status, 0, uninstall.summary)
         XCTAssertEqual(regularFiles(under: stage), [])
     }
@@ -165,18 +198,35 @@ final class InstallTests: XCTestCase {
         for path in ["/usr/bin/keymgr", "/usr/libexec/keymgr/keymgr-core", "/usr/share/man/man1/keymgr.1.gz", "/usr/share/bash-completion/completions/keymgr",
                      "/usr/share/zsh/vendor-completions/_keymgr", "/usr/share/fish/vendor_completions.d/keymgr.fish",
                      "/usr/lib/systemd/system/keymgr-sync.service", "/usr/lib/systemd/system/keymgr-sync.timer",
+                     "/usr/lib/systemd/system/keymgr.socket", "/usr/lib/systemd/system/keymgr.service",
+                     "/usr/lib/sysusers.d/keymgr.conf", "/usr/lib/tmpfiles.d/keymgr.conf", "/etc/keymgr/policy.toml",
                      "/usr/share/doc/keymgr/copyright"] {
             XCTAssertTrue(files.contains(path), "\(path) is not in the package: \(files)")
         }
+        let conffiles = try tool("sh", ["-c", "dpkg-deb --ctrl-tarfile \"$1\" | tar -xO ./conffiles", "sh", deb.path])
+        XCTAssertEqual(conffiles.stdout, "/etc/keymgr/policy.toml\n", "the policy is a conffile: \(conffiles.summary)")
 
         let lintian = try tool("lintian", ["--tag-display-limit", "0", deb.path])
         let errors = lintian.stdout.split(separator: "\n").filter { $0.hasPrefix("E: ") }
         XCTAssertEqual(errors, [], lintian.stdout)
         XCTAssertNotEqual(lintian.status, 2, lintian.summary)
 
+        // The postinst makes the keymgr user and its directories on this machine: taken away again below unless
+        // they were here before.
+        let hadUser = try tool("getent", ["passwd", "keymgr"]).status == 0
+        let hadGroup = try tool("getent", ["group", "keymgr-admins"]).status == 0
+        let hadDirectory = FileManager.default.fileExists(atPath: "/var/lib/keymgr")
+        defer {
+            if !hadUser { _ = try? tool("userdel", ["keymgr"]) }
+            if !hadGroup { _ = try? tool("groupdel", ["keymgr-admins"]) }
+            if !hadDirectory { try? FileManager.default.removeItem(atPath: "/var/lib/keymgr") }
+        }
         let installed = try tool("dpkg", ["-i", deb.path])
         XCTAssertEqual(installed.status, 0, installed.summary)
         defer { _ = try? tool("dpkg", ["--purge", "keymgr"]) }
+        // The postinst ran systemd-sysusers and systemd-tmpfiles with the package's files.
+        XCTAssertEqual(try tool("getent", ["passwd", "keymgr"]).status, 0, "no keymgr user after dpkg -i")
+        XCTAssertEqual(try tool("stat", ["-c", "%U %a", "/var/lib/keymgr"]).stdout, "keymgr 700\n")
         let runVersion = try runClean(URL(fileURLWithPath: "/usr/bin/keymgr"), ["--version"])
         XCTAssertEqual(runVersion.stdout, version + "\n", runVersion.summary)
         let store = sandbox.root.appendingPathComponent("deb-store")
@@ -201,7 +251,8 @@ final class InstallTests: XCTestCase {
         XCTAssertTrue(FileManager.default.fileExists(atPath: store.appendingPathComponent("keymgr.db").path))
     }
 
-    /// The shipped units, pointed at the built binary, pass `systemd-analyze verify` with no warning.
+    /// The shipped units, their placeholders pointed at built programs, pass `systemd-analyze verify` with no
+    /// warning.
     func testShippedUnitsVerify() throws {
         let contrib = packageRoot.appendingPathComponent("contrib/systemd")
         let service = try String(contentsOf: contrib.appendingPathComponent("keymgr-sync.service"), encoding: .utf8)
@@ -210,26 +261,46 @@ final class InstallTests: XCTestCase {
         XCTAssertTrue(timer.contains("\nOnCalendar="), "Persistent= only acts on OnCalendar= timers")
         XCTAssertTrue(timer.contains("\nPersistent=true\n"))
         XCTAssertFalse(timer.contains("OnUnitActiveSec"), "a monotonic timer would make Persistent=true meaningless")
+        XCTAssertTrue(service.contains("ExecStart=@BINDIR@/keymgr "))
+        // @BINDIR@/keymgr and @LIBEXECDIR@/keymgr-core, as links to the built programs.
+        let layout = sandbox.root.appendingPathComponent("layout")
+        for (program, built) in [("bin/keymgr", Sandbox.binary), ("libexec/keymgr/keymgr-core", Sandbox.coreBinary)] {
+            let link = layout.appendingPathComponent(program)
+            try FileManager.default.createDirectory(at: link.deletingLastPathComponent(), withIntermediateDirectories: true)
+            try FileManager.default.createSymbolicLink(at: link, withDestinationURL: built)
+        }
         let units = sandbox.root.appendingPathComponent("units")
         try FileManager.default.createDirectory(at: units, withIntermediateDirectories: true)
-        XCTAssertTrue(service.contains("ExecStart=/usr/local/bin/keymgr "))
-        let serviceFile = units.appendingPathComponent("keymgr-sync.service")
-        let timerFile = units.appendingPathComponent("keymgr-sync.timer")
-        try service.replacingOccurrences(of: "/usr/local/bin/keymgr", with: Sandbox.binary.path)
-            .write(to: serviceFile, atomically: true, encoding: .utf8)
-        try timer.write(to: timerFile, atomically: true, encoding: .utf8)
-        try verifyUnits(service: serviceFile, timer: timerFile)
+        for unit in Self.units {
+            let text = try String(contentsOf: contrib.appendingPathComponent(unit), encoding: .utf8)
+                .replacingOccurrences(of: "@BINDIR@", with: layout.appendingPathComponent("bin").path)
+                .replacingOccurrences(of: "@LIBEXECDIR@", with: layout.appendingPathComponent("libexec/keymgr").path)
+            try text.write(to: units.appendingPathComponent(unit), atomically: true, encoding: .utf8)
+        }
+        try verifyUnits(in: units)
     }
 
-    private func verifyUnits(service: URL, timer: URL, file: StaticString = #filePath, line: UInt = #line) throws {
+    static let units = ["keymgr.socket", "keymgr.service", "keymgr-sync.service", "keymgr-sync.timer"]
+
+    /// `systemd-analyze verify` of the four units in `directory`, and the agent's exposure by `systemd-analyze
+    /// security` (printed; it fails above 2.0, "OK" in systemd's words).
+    private func verifyUnits(in directory: URL, file: StaticString = #filePath, line: UInt = #line) throws {
         let analyze = URL(fileURLWithPath: "/usr/bin/systemd-analyze")
-        guard FileManager.default.isExecutableFile(atPath: analyze.path) else {
-            throw XCTSkip("systemd-analyze is not installed (`make deps` installs the systemd package)")
-        }
-        let verify = try sandbox.run(analyze, ["verify", service.path, timer.path])
+        let paths = Self.units.map { directory.appendingPathComponent($0).path }
+        let verify = try sandbox.run(analyze, ["verify"] + paths)
         XCTAssertEqual(verify.status, 0, verify.summary, file: file, line: line)
         // verify exits 0 on unknown keys and bad values: it only warns. Any line about our units is a defect.
-        let complaints = verify.stderr.split(separator: "\n").filter { $0.contains("keymgr-sync") }
+        let complaints = verify.stderr.split(separator: "\n").filter { $0.contains("keymgr") }
         XCTAssertEqual(complaints, [], verify.stderr, file: file, line: line)
+        for (unit, ceiling) in [("keymgr.service", 2.0), ("keymgr-sync.service", 1.0)] {
+            let security = try sandbox.run(analyze, ["security", "--offline=true", "--no-pager",
+                                                     directory.appendingPathComponent(unit).path])
+            let verdict = try XCTUnwrap(security.stdout.split(separator: "\n").last { $0.contains("Overall exposure level") },
+                                        security.summary, file: file, line: line)
+            print(verdict)
+            let score = verdict.split(separator: ":").last?.split(separator: " ").first.flatMap { Double($0) }
+            XCTAssertLessThanOrEqual(try XCTUnwrap(score, String(verdict), file: file, line: line), ceiling, String(verdict),
+                                     file: file, line: line)
+        }
     }
 }
