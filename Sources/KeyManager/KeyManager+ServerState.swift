@@ -226,9 +226,11 @@ extension KeyManager {
         let settings = try change.applied(to: existing, name: name, at: now())
         try checkSafe(settings)
         if settings.dialect.hasDeviceRegistry,
-           let other = try read({ try $0.servers() }).first(where: { $0.name != name && $0.dialect == .pingam }) {
-            throw KeyManagerError(.config, "the profile \(other.name) already has a device registry (pingam): a store's keys "
-                + "are registered at one PingAM server. Use `--profile \(other.name)`, or remove it first with "
+           let other = try read({ try $0.servers() })
+               .first(where: { $0.name != name && DialectName(stored: $0.dialect)?.hasDeviceRegistry == true }) {
+            throw KeyManagerError(.config, "the profile \(other.name) already has a device registry "
+                + "(\(DialectName(stored: other.dialect)?.rawValue ?? other.dialect)): a store's keys "
+                + "are registered at one device registry. Use `--profile \(other.name)`, or remove it first with "
                 + "`keymgr server remove --profile \(other.name)`")
         }
         try write { writer in
@@ -333,7 +335,7 @@ extension KeyManager {
     /// Records the outcome of a sync run (bookkeeping: not audited, not counted as a reconciliation write).
     public func recordSync(_ summary: SyncSummary) throws {
         let errors = JSONValue.array(summary.errors.map {
-            .object(["userId": .string($0.userId), "code": .string($0.code), "message": .string($0.message)])
+            .object(["userId": .string($0.userId), "code": .string($0.code.rawValue), "message": .string($0.message)])
         }).canonicalJSON()
         let state = SyncStateRecord(
             serverName: summary.serverName, startedAt: summary.startedAt, finishedAt: summary.finishedAt,
@@ -350,7 +352,11 @@ extension ServerSettings {
             throw KeyManagerError(.config, "the server profile \(record.name) has no usable base URL: run `keymgr server set` again")
         }
         let endpoint = { (text: String?) in text.flatMap(URL.init(string:)) }
-        self.init(name: record.name, dialect: record.dialect == .pingam ? .pingam : .oauth, baseURL: baseURL,
+        guard let dialect = DialectName(stored: record.dialect) else {
+            throw KeyManagerError(.config, "the server profile \(record.name) names a dialect this keymgr does not know "
+                + "(\(record.dialect)): run `keymgr server set --profile \(record.name) --dialect NAME` (\(DialectName.accepted))")
+        }
+        self.init(name: record.name, dialect: dialect, baseURL: baseURL,
                   realmPath: record.realmPath, credentialFile: record.credentialFile,
                   credentialHeader: record.credentialHeader, tokenEndpoint: endpoint(record.tokenEndpoint),
                   registrationEndpoint: endpoint(record.registrationEndpoint),
@@ -363,7 +369,7 @@ extension ServerSettings {
 
 extension ServerRecord {
     init(_ settings: ServerSettings, updatedAt: Date) {
-        self.init(name: settings.name, dialect: settings.dialect == .pingam ? .pingam : .oauth,
+        self.init(name: settings.name, dialect: settings.dialect.dialect.storedName,
                   baseUrl: settings.baseURL.absoluteString, realmPath: settings.realmPath,
                   credentialFile: settings.credentialFile, credentialHeader: settings.credentialHeader,
                   tokenEndpoint: settings.tokenEndpoint?.absoluteString,

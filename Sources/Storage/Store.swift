@@ -186,11 +186,19 @@ public final class Store: Sendable {
         for migration in EmbeddedMigration.all where migration.version > current {
             try guarded("apply migration \(migration.version) (\(migration.name))") {
                 try pool.writeWithoutTransaction { db in
+                    // SQLite's way to rebuild a table others reference (its "12 steps"): foreign keys off while the
+                    // migration runs (the pragma does nothing inside a transaction), checked before it commits.
+                    try db.execute(sql: "PRAGMA foreign_keys = OFF")
+                    defer { try? db.execute(sql: "PRAGMA foreign_keys = ON") }
                     try db.inTransaction(.immediate) {
                         // Another process may have migrated while we waited for the lock.
                         let applied = try Int.fetchOne(db, sql: "PRAGMA user_version") ?? 0
                         guard applied < migration.version else { return .commit }
                         try db.execute(sql: migration.sql)
+                        if let broken = try String.fetchOne(db, sql: "SELECT \"table\" FROM pragma_foreign_key_check LIMIT 1") {
+                            throw StorageError(.failure, "migration \(migration.version) would leave rows of \(broken) without "
+                                + "the row they reference: nothing was changed")
+                        }
                         try db.execute(sql: "PRAGMA user_version = \(migration.version)")
                         return .commit
                     }

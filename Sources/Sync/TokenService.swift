@@ -14,13 +14,13 @@ import ServerClients
 /// registration access token on every registration read, so a secret read before a read must not be sent after it.
 /// The kernel releases it when the holder exits or is killed, so a killed refresh never blocks the next.
 final class TokenRefreshLock {
-    private var descriptor: Int32
+    private let lock: FileLock
 
     /// Waits up to `timeout` seconds for the lock (sleeping between tries, never blocking a thread); `busy` after that.
     static func acquire(home: StoreLocation, userId: String, serverName: String, timeout: TimeInterval = 60) async throws -> TokenRefreshLock {
         let lock = try TokenRefreshLock(home: home, userId: userId, serverName: serverName)
         let deadline = Date().addingTimeInterval(timeout)
-        while try !lock.tryLock() {
+        while try !lock.lock.tryLock(cannotLock: { KeyManagerError(.failure, "cannot lock the refresh lock: \($0)") }) {
             guard Date() < deadline else {
                 lock.release()
                 throw KeyManagerError(.busy, "another keymgr process has been refreshing these tokens for too long: try again")
@@ -41,41 +41,17 @@ final class TokenRefreshLock {
     /// The one lock file of every user's OAuth credentials, in the home.
     static let fileName = "oauth.lock"
 
-    /// The byte of `fileName` this lock holds.
-    private let offset: Int
-
     private init(home: StoreLocation, userId: String, serverName: String) throws {
         try home.checkUsable()
         let path = home.url.appendingPathComponent(Self.fileName).path
-        offset = Self.offset(serverName + "\u{0}" + userId)
-        descriptor = open(path, O_CREAT | O_RDWR | O_CLOEXEC, 0o600)
-        guard descriptor >= 0 else {
-            throw KeyManagerError(.config, "cannot open the refresh lock \(path): \(String(cString: strerror(errno)))")
+        lock = try FileLock(path: path, region: .byte(Self.offset(serverName + "\u{0}" + userId))) {
+            KeyManagerError(.config, "cannot open the refresh lock \(path): \($0)")
         }
-    }
-
-    /// Linux's open-file-description locks (`fcntl.h`): owned by the open file, not the process, so two opens in one
-    /// process exclude each other as `flock` does, and closing the descriptor releases the lock.
-    private static let setLock: Int32 = 37  // F_OFD_SETLK
-
-    /// Takes the lock if it is free.
-    private func tryLock() throws -> Bool {
-        var region = Glibc.flock(l_type: Int16(F_WRLCK), l_whence: Int16(SEEK_SET), l_start: offset, l_len: 1, l_pid: 0)
-        if fcntl(descriptor, Self.setLock, &region) == 0 { return true }
-        let reason = errno
-        guard reason == EAGAIN || reason == EACCES || reason == EINTR else {
-            throw KeyManagerError(.failure, "cannot lock the refresh lock: \(String(cString: strerror(reason)))")
-        }
-        return false
     }
 
     func release() {
-        guard descriptor >= 0 else { return }
-        close(descriptor)  // releases the lock: it belongs to this open file description alone
-        descriptor = -1
+        lock.release()
     }
-
-    deinit { release() }
 
     /// Where in the lock file the lock of `text` lies: a stable hash of its UTF-8 (FNV-1a, not a security
     /// boundary), kept below 2^62 so it is a valid positive offset.
@@ -155,10 +131,20 @@ public struct TokenService: Sendable {
                                        issued: response, dpopKey: nil, event: "tokens.imported")
     }
 
+    /// Refreshes the user's tokens now, one process at a time: the revision is read before the lock is taken and
+    /// compared under it, so when another process refreshed while this one waited, its tokens are the answer and
+    /// the old refresh token is never spent again.
+    public func refresh(userId: String) async throws -> TokenSet {
+        guard let seen = try manager.tokenSet(userId: userId, serverName: serverName) else {
+            throw KeyManagerError(.clientNotRegistered, "\(userId) has no tokens: run `keymgr login --user \(userId)`")
+        }
+        return try await refresh(userId: userId, seen: seen.revision)
+    }
+
     /// Refreshes the user's tokens, one process at a time. When the stored tokens changed since the caller saw
     /// revision `seen` (another process refreshed while this one waited for the lock), those are used and the
     /// old refresh token is never spent again.
-    public func refresh(userId: String, seen: String?) async throws -> TokenSet {
+    package func refresh(userId: String, seen: String?) async throws -> TokenSet {
         let lock = try await TokenRefreshLock.acquire(home: home, userId: userId, serverName: serverName)
         defer { lock.release() }
         guard let current = try manager.tokenSet(userId: userId, serverName: serverName) else {
@@ -203,7 +189,13 @@ public struct TokenService: Sendable {
 
     /// Revokes the refresh token (which takes its access tokens with it) and the access token at the server
     /// (RFC 7009), then discards the tokens and the DPoP key here.
-    public func revoke(userId: String) async throws {
+    /// `confirm` is asked first, with the tokens about to be revoked (a user with none fails before it is asked), and
+    /// may throw to stop; it runs before the user's lock is taken, so a person's slow answer holds no lock.
+    public func revoke(userId: String, confirm: @Sendable (TokenSet) throws -> Void = { _ in }) async throws {
+        guard let set = try manager.tokenSet(userId: userId, serverName: serverName) else {
+            throw KeyManagerError(.clientNotRegistered, "\(userId) has no tokens to revoke at the server profile \(serverName)")
+        }
+        try confirm(set)
         try await TokenRefreshLock.holding(home: home, userId: userId, serverName: serverName) {
             try await revokeHoldingLock(userId: userId)
         }
@@ -224,7 +216,7 @@ public struct TokenService: Sendable {
             if let access = secrets.accessToken {
                 try await tokens.revoke(endpoint: endpoint, token: access, hint: "access_token", client: client)
             }
-        } catch let failure as TransportError where failure.oauthError != "invalid_client" {
+        } catch let failure as TransportError where failure.oauthError != .invalidClient {
             throw failure
         }
         try manager.discardTokens(userId: userId, serverName: serverName, reason: "revoked")
@@ -250,14 +242,14 @@ public struct TokenService: Sendable {
     /// A token endpoint failure in terms of what to do next; `invalid_grant` discards the tokens and DPoP key.
     func explain(_ failure: TransportError, userId: String, refreshing: Bool) throws -> any Error {
         switch failure.oauthError {
-        case "invalid_grant" where refreshing:
+        case .invalidGrant where refreshing:
             try manager.discardTokens(userId: userId, serverName: serverName, reason: "invalid_grant")
             return KeyManagerError(.unAuthorize, "the server no longer accepts \(userId)'s refresh token; the tokens and DPoP key "
                 + "were discarded: run `keymgr login --user \(userId)` again")
-        case "invalid_client":
+        case .invalidClient:
             return KeyManagerError(.unAuthorize, "the server no longer knows \(userId)'s client (invalid_client): "
                 + "run `keymgr dcr delete --user \(userId)` and `keymgr dcr register --user \(userId) …` again")
-        case "invalid_dpop_proof" where !bound:
+        case .invalidDPoPProof where !bound:
             return KeyManagerError(.config, "this server requires DPoP-bound tokens: set the profile to --bound "
                 + "(`keymgr server set … --bound`)")
         default:
@@ -274,6 +266,14 @@ public struct DeviceLoginService: Sendable {
 
     public init(tokens: TokenService) {
         self.tokens = tokens
+    }
+
+    /// The whole login: asks for a user code, hands it to `show` (which tells the person where to enter it), then
+    /// polls until they approve and stores the tokens.
+    public func login(userId: String, scope: String?, show: @Sendable (DeviceAuthorization) -> Void) async throws -> TokenSet {
+        let authorization = try await start(userId: userId, scope: scope)
+        show(authorization)
+        return try await finish(userId: userId, authorization)
     }
 
     /// Asks the server for a user code and verification URI to show.

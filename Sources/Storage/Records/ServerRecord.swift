@@ -7,20 +7,14 @@ public struct ServerRecord: KeymgrRecord, Equatable {
 
     /// The profile's name; `default` is the one `keymgr server set` writes.
     public var name: String
-    /// Which wire formats the server speaks.
-    public enum Dialect: String, Codable, Sendable, CaseIterable, DatabaseValueConvertible {
-        case pingam
-        /// Any standards-based OAuth server. The first schema named this dialect `curity` (its CHECK constraint
-        /// still does), so the column keeps that spelling.
-        case oauth = "curity"
-    }
-
     /// Whether tokens are bound to a DPoP key.
     public enum TokenBinding: String, Codable, Sendable, CaseIterable, DatabaseValueConvertible {
         case bound, unbound
     }
 
-    public var dialect: Dialect
+    /// Which wire formats the server speaks, as the dialect spells itself in this table (`pingam`, `curity` for the
+    /// OAuth dialect: the first schema's name for it). Storage keeps it as text; KeyManager knows the dialects.
+    public var dialect: String
     public var baseUrl: String
     public var realmPath: String
     /// Where the admin credential is read from; nil means `$CREDENTIALS_DIRECTORY/keymgr.admin`.
@@ -38,7 +32,7 @@ public struct ServerRecord: KeymgrRecord, Equatable {
     /// HMAC under a master-derived key over the fields that gate access (nil only before a legacy store is stamped).
     public var integrityMac: Data?
 
-    public init(name: String = "default", dialect: Dialect, baseUrl: String, realmPath: String = "/realms/root",
+    public init(name: String = "default", dialect: String, baseUrl: String, realmPath: String = "/realms/root",
                 credentialFile: String? = nil, credentialHeader: String = "Authorization",
                 tokenEndpoint: String? = nil, registrationEndpoint: String? = nil, revocationEndpoint: String? = nil,
                 deviceAuthorizationEndpoint: String? = nil, tokenBinding: TokenBinding = .bound, updatedAt: Date) {

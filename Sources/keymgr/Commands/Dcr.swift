@@ -206,14 +206,13 @@ struct Dcr: ParsableCommand {
         @OptionGroup var confirmation: ConfirmationOptions
 
         func run() throws {
-            let context = try OAuthContext(globals, profile: network.profile, timeout: network.timeout)
-            guard let registration = try context.manager.registration(userId: user, serverName: context.connection.serverName) else {
-                throw KeyManagerError(.clientNotRegistered, "\(user) has no client registration at the server profile \(network.profile)")
+            let service = try OAuthContext(globals, profile: network.profile, timeout: network.timeout).registrations
+            let (user, confirmation) = (user, confirmation)
+            try AsyncBridge.wait {
+                try await service.delete(userId: user) { registration in
+                    try confirmation.confirm("Delete the OAuth client \(registration.clientId) of \(user) at the server, and its tokens here?")
+                }
             }
-            try confirmation.confirm("Delete the OAuth client \(registration.clientId) of \(user) at the server, and its tokens here?")
-            let service = context.registrations
-            let user = user
-            try AsyncBridge.wait { try await service.delete(userId: user) }
             globals.console.confirm("deleted the client registration of \(user)")
         }
     }

@@ -107,15 +107,17 @@ struct Login: KeymgrCommand {
         let context = try OAuthContext(globals, profile: network.profile, timeout: network.timeout)
         let login = DeviceLoginService(tokens: context.tokens)
         let (user, scope) = (user, scope)
-        let authorization = try AsyncBridge.wait { try await login.start(userId: user, scope: scope) }
-        var text = "To log \(TextTable.printable(user)) in, open \(TextTable.printable(authorization.verificationURI)) "
-            + "and enter the code \(TextTable.printable(authorization.userCode))\n"
-        if let complete = authorization.verificationURIComplete {
-            text += "or open \(TextTable.printable(complete))\n"
+        let set = try AsyncBridge.wait {
+            try await login.login(userId: user, scope: scope) { authorization in
+                var text = "To log \(TextTable.printable(user)) in, open \(TextTable.printable(authorization.verificationURI)) "
+                    + "and enter the code \(TextTable.printable(authorization.userCode))\n"
+                if let complete = authorization.verificationURIComplete {
+                    text += "or open \(TextTable.printable(complete))\n"
+                }
+                text += "waiting for approval (the code expires in \(authorization.expiresIn) s)…\n"
+                StandardStream.error.write(text)
+            }
         }
-        text += "waiting for approval (the code expires in \(authorization.expiresIn) s)…\n"
-        StandardStream.error.write(text)
-        let set = try AsyncBridge.wait { try await login.finish(userId: user, authorization) }
         if globals.json {
             globals.console.answer(json: TokenSetJSON(set, secrets: nil))
         } else {

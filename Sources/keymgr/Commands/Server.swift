@@ -94,8 +94,8 @@ struct Server: ParsableCommand {
         var allowInsecureHttp: Bool?
 
         func validate() throws {
-            if let dialect, ServerDialect(name: dialect) == nil {
-                throw ValidationError("--dialect must be pingam or oauth (or curity, another name for oauth), not '\(dialect)'")
+            if let dialect, DialectName(name: dialect) == nil {
+                throw ValidationError("--dialect must be \(DialectName.accepted), not '\(dialect)'")
             }
             for (option, value) in [("--base-url", baseUrl), ("--issuer", issuer), ("--token-endpoint", tokenEndpoint), ("--registration-endpoint", registrationEndpoint),
                                     ("--revocation-endpoint", revocationEndpoint),
@@ -118,7 +118,7 @@ struct Server: ParsableCommand {
             let manager = try globals.openManager()
             let url = { (text: String?) in text.flatMap(URL.init(string:)) }
             var change = ServerSettingsChange()
-            change.dialect = dialect.flatMap(ServerDialect.init(name:))
+            change.dialect = dialect.flatMap(DialectName.init(name:))
             change.baseURL = url(baseUrl)
             change.issuer = url(issuer)
             change.realmPath = realmPath
@@ -130,10 +130,8 @@ struct Server: ParsableCommand {
             change.deviceAuthorizationEndpoint = url(deviceAuthorizationEndpoint)
             change.tokenBinding = tokenBinding?.tokenBinding
             change.allowInsecureHTTP = allowInsecureHttp
-            if let issuer = change.issuer {
-                change.discovered = try AsyncBridge.wait { try await DiscoveryService().endpoints(issuer: issuer) }
-            }
-            let saved = try manager.configureServer(name: server.profile, change)
+            let (profile, proposed) = (server.profile, change)
+            let saved = try AsyncBridge.wait { try await DiscoveryService().configure(manager, name: profile, proposed) }
             if globals.json {
                 console.answer(json: ServerSettingsJSON(saved))
             } else {

@@ -124,13 +124,9 @@ struct Token: ParsableCommand {
         var user: String
 
         func run() throws {
-            let context = try OAuthContext(globals, profile: network.profile, timeout: network.timeout)
-            let service = context.tokens
+            let service = try OAuthContext(globals, profile: network.profile, timeout: network.timeout).tokens
             let user = user
-            guard let seen = try context.manager.tokenSet(userId: user, serverName: context.connection.serverName) else {
-                throw KeyManagerError(.clientNotRegistered, "\(user) has no tokens: run `keymgr login --user \(user)`")
-            }
-            let set = try AsyncBridge.wait { try await service.refresh(userId: user, seen: seen.revision) }
+            let set = try AsyncBridge.wait { try await service.refresh(userId: user) }
             if globals.json {
                 globals.console.answer(json: TokenSetJSON(set, secrets: nil))
             } else {
@@ -163,14 +159,13 @@ struct Token: ParsableCommand {
         @OptionGroup var confirmation: ConfirmationOptions
 
         func run() throws {
-            let context = try OAuthContext(globals, profile: network.profile, timeout: network.timeout)
-            guard try context.manager.tokenSet(userId: user, serverName: context.connection.serverName) != nil else {
-                throw KeyManagerError(.clientNotRegistered, "\(user) has no tokens to revoke at the server profile \(network.profile)")
+            let service = try OAuthContext(globals, profile: network.profile, timeout: network.timeout).tokens
+            let (user, confirmation) = (user, confirmation)
+            try AsyncBridge.wait {
+                try await service.revoke(userId: user) { _ in
+                    try confirmation.confirm("Revoke the tokens of \(user) at the server and discard them here?")
+                }
             }
-            try confirmation.confirm("Revoke the tokens of \(user) at the server and discard them here?")
-            let service = context.tokens
-            let user = user
-            try AsyncBridge.wait { try await service.revoke(userId: user) }
             globals.console.confirm("revoked the tokens of \(user)")
         }
     }
