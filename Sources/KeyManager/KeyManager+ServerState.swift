@@ -93,7 +93,7 @@ extension KeyManager {
     }
 
     /// Every key of every user with its server state: the local half of a sync.
-    public func allKeys() throws -> [UserKey] {
+    package func allKeys() throws -> [UserKey] {
         try keys(userId: nil, statuses: Set(KeyStatus.allCases))
     }
 
@@ -321,7 +321,7 @@ extension KeyManager {
     }
 
     /// Records that the server accepted a binding made through a journey: the key is registered under `deviceName`.
-    public func markRegistered(kid: String, deviceName: String?) throws {
+    package func markRegistered(kid: String, deviceName: String?) throws {
         guard let key = try read({ try $0.key(kid: kid) }) else {
             throw KeyManagerError(.clientNotRegistered, "no key \(kid) on this device")
         }

@@ -3,68 +3,6 @@ import KeyManager
 import Logging
 import ServerClients
 
-/// One use of a user's client credentials at a time per user and server, across processes: an exclusive
-/// open-file-description lock (`F_OFD_SETLK`) on one byte of `oauth.lock` in the home, the byte chosen by a hash of
-/// the user and server. One file serves every user, so no lock file is left behind per user; two users whose hashes
-/// collide only wait for each other.
-///
-/// Held by a refresh (so two processes never spend one refresh token), by each device-grant request and poll, by a
-/// token revocation, by a registration (so one user never gets two clients at once) and by a registration read or
-/// delete: a Curity-like server rotates the client secret and the
-/// registration access token on every registration read, so a secret read before a read must not be sent after it.
-/// The kernel releases it when the holder exits or is killed, so a killed refresh never blocks the next.
-final class TokenRefreshLock {
-    private let lock: FileLock
-
-    /// Waits up to `timeout` seconds for the lock (sleeping between tries, never blocking a thread); `busy` after that.
-    static func acquire(home: StoreLocation, userId: String, serverName: String, timeout: TimeInterval = 60) async throws -> TokenRefreshLock {
-        let lock = try TokenRefreshLock(home: home, userId: userId, serverName: serverName)
-        let deadline = Date().addingTimeInterval(timeout)
-        while try !lock.lock.tryLock(cannotLock: { KeyManagerError(.failure, "cannot lock the refresh lock: \($0)") }) {
-            guard Date() < deadline else {
-                lock.release()
-                throw KeyManagerError(.busy, "another keymgr process has been refreshing these tokens for too long: try again")
-            }
-            try await Task.sleep(nanoseconds: 20_000_000)
-        }
-        return lock
-    }
-
-    /// Runs `body` holding the lock of `userId` at `serverName`.
-    static func holding<T>(home: StoreLocation, userId: String, serverName: String,
-                           _ body: () async throws -> T) async throws -> T {
-        let lock = try await acquire(home: home, userId: userId, serverName: serverName)
-        defer { lock.release() }
-        return try await body()
-    }
-
-    /// The one lock file of every user's OAuth credentials, in the home.
-    static let fileName = "oauth.lock"
-
-    private init(home: StoreLocation, userId: String, serverName: String) throws {
-        try home.checkUsable()
-        let path = home.url.appendingPathComponent(Self.fileName).path
-        lock = try FileLock(path: path, region: .byte(Self.offset(serverName + "\u{0}" + userId))) {
-            KeyManagerError(.config, "cannot open the refresh lock \(path): \($0)")
-        }
-    }
-
-    func release() {
-        lock.release()
-    }
-
-    /// Where in the lock file the lock of `text` lies: a stable hash of its UTF-8 (FNV-1a, not a security
-    /// boundary), kept below 2^62 so it is a valid positive offset.
-    static func offset(_ text: String) -> Int {
-        var hash: UInt64 = 0xcbf2_9ce4_8422_2325
-        for byte in text.utf8 {
-            hash ^= UInt64(byte)
-            hash = hash &* 0x100_0000_01b3
-        }
-        return Int(hash & 0x3FFF_FFFF_FFFF_FFFF)
-    }
-}
-
 /// A user's OAuth tokens: import, refresh (single-flight across processes), revoke, a fresh access token for
 /// scripts, and DPoP proofs with the user's DPoP key.
 public struct TokenService: Sendable {
@@ -86,13 +24,12 @@ public struct TokenService: Sendable {
 
     /// The client credentials of the user's registration.
     func credentials(userId: String) throws -> OAuthClientCredentials {
-        guard let registration = try manager.registration(userId: userId, serverName: serverName) else {
+        guard let client = try manager.clientState(userId: userId, serverName: serverName) else {
             throw KeyManagerError(.clientNotRegistered, "\(userId) has no client registration at this server: "
                 + "run `keymgr dcr register --user \(userId) --software-id TEMPLATE` first")
         }
-        let secrets = try manager.registrationSecrets(userId: userId, serverName: serverName)
-        return OAuthClientCredentials(clientId: registration.clientId, clientSecret: secrets.clientSecret,
-                                      authMethod: registration.tokenEndpointAuthMethod)
+        return OAuthClientCredentials(clientId: client.registration.clientId, clientSecret: client.secrets.clientSecret,
+                                      authMethod: client.registration.tokenEndpointAuthMethod)
     }
 
     static func proofMaker(_ key: DPoPKey?) -> DPoPProofMaker? {
@@ -145,19 +82,26 @@ public struct TokenService: Sendable {
     /// revision `seen` (another process refreshed while this one waited for the lock), those are used and the
     /// old refresh token is never spent again.
     package func refresh(userId: String, seen: String?) async throws -> TokenSet {
+        try await refreshed(userId: userId, seen: seen).set
+    }
+
+    /// `refresh`, with the access token the tokens now hold. Under the lock the token row is read once (set,
+    /// strings and DPoP key together) and the registration row once.
+    private func refreshed(userId: String, seen: String?) async throws -> (set: TokenSet, accessToken: String?) {
         let lock = try await TokenRefreshLock.acquire(home: home, userId: userId, serverName: serverName)
         defer { lock.release() }
-        guard let current = try manager.tokenSet(userId: userId, serverName: serverName) else {
+        guard let current = try manager.tokenState(userId: userId, serverName: serverName, withDPoPKey: bound) else {
             throw KeyManagerError(.clientNotRegistered, "\(userId) has no tokens: run `keymgr login --user \(userId)`")
         }
-        if let seen, current.revision != seen {
+        if let seen, current.set.revision != seen {
             logger.debug("another process refreshed these tokens", metadata: ["user": .string(userId)])
-            return current
+            return (current.set, current.secrets.accessToken)
         }
-        guard let refreshToken = try manager.tokenSecrets(userId: userId, serverName: serverName).refreshToken else {
+        guard let refreshToken = current.secrets.refreshToken else {
             throw KeyManagerError(.unAuthorize, "\(userId) has no refresh token: run `keymgr login --user \(userId)` again")
         }
-        let key = try requestKey(userId: userId)
+        // The profile's choice, not the stored tokens', decides whether a proof goes along (see `requestKey`).
+        let key = bound ? current.dpopKey : nil
         let client = try credentials(userId: userId)
         let response: OAuthTokenResponse
         do {
@@ -168,20 +112,23 @@ public struct TokenService: Sendable {
             throw try explain(failure, userId: userId, refreshing: true)
         }
         try checkBinding(response)
-        return try manager.storeTokens(userId: userId, serverName: serverName, clientId: client.clientId,
-                                       issued: response, dpopKey: response.tokenType == "DPoP" ? key : nil,
-                                       event: "tokens.refreshed")
+        let stored = try manager.storeTokens(userId: userId, serverName: serverName, clientId: client.clientId,
+                                             issued: response, dpopKey: response.tokenType == "DPoP" ? key : nil,
+                                             event: "tokens.refreshed")
+        return (stored, response.accessToken)
     }
 
-    /// An access token valid for more than `minTTL` seconds, refreshing first (single-flight) when needed.
+    /// An access token valid for more than `minTTL` seconds, refreshing first (single-flight) when needed. Without
+    /// a refresh the token row is read once.
     public func accessToken(userId: String, minTTL: TimeInterval) async throws -> (token: String, set: TokenSet) {
-        guard var set = try manager.tokenSet(userId: userId, serverName: serverName) else {
+        guard let state = try manager.tokenState(userId: userId, serverName: serverName, withDPoPKey: false) else {
             throw KeyManagerError(.clientNotRegistered, "\(userId) has no tokens: run `keymgr login --user \(userId)`")
         }
+        var (set, token) = (state.set, state.secrets.accessToken)
         if let expiresAt = set.expiresAt, expiresAt.timeIntervalSinceNow <= minTTL {
-            set = try await refresh(userId: userId, seen: set.revision)
+            (set, token) = try await refreshed(userId: userId, seen: set.revision)
         }
-        guard let token = try manager.tokenSecrets(userId: userId, serverName: serverName).accessToken else {
+        guard let token else {
             throw KeyManagerError(.unAuthorize, "\(userId) has no access token: run `keymgr login --user \(userId)` again")
         }
         return (token, set)
@@ -202,10 +149,9 @@ public struct TokenService: Sendable {
     }
 
     private func revokeHoldingLock(userId: String) async throws {
-        guard try manager.tokenSet(userId: userId, serverName: serverName) != nil else {
+        guard let secrets = try manager.tokenState(userId: userId, serverName: serverName, withDPoPKey: false)?.secrets else {
             throw KeyManagerError(.clientNotRegistered, "\(userId) has no tokens to revoke")
         }
-        let secrets = try manager.tokenSecrets(userId: userId, serverName: serverName)
         let client = try credentials(userId: userId)
         let endpoint = try connection.endpoint(connection.settings.revocationEndpoint, "revocation endpoint", flag: "--revocation-endpoint")
         let tokens = connection.tokenClient(nonces: nonces)
@@ -232,7 +178,7 @@ public struct TokenService: Sendable {
     }
 
     /// Calls a protected resource with the user's access token (DPoP with nonce retry, or Bearer).
-    public func callResource(userId: String, method: String, url: URL) async throws -> HTTPResponse {
+    package func callResource(userId: String, method: String, url: URL) async throws -> HTTPResponse {
         let (token, set) = try await accessToken(userId: userId, minTTL: 60)
         let key = try requestKey(userId: userId)
         return try await connection.tokenClient(nonces: nonces).resource(method: method, url: url, accessToken: token,
@@ -257,72 +203,4 @@ public struct TokenService: Sendable {
         }
     }
 
-}
-
-/// `keymgr login`: the device authorization grant (RFC 8628), so a person at a shared terminal gets tokens
-/// without a browser on it.
-public struct DeviceLoginService: Sendable {
-    let tokens: TokenService
-
-    public init(tokens: TokenService) {
-        self.tokens = tokens
-    }
-
-    /// The whole login: asks for a user code, hands it to `show` (which tells the person where to enter it), then
-    /// polls until they approve and stores the tokens.
-    public func login(userId: String, scope: String?, show: @Sendable (DeviceAuthorization) -> Void) async throws -> TokenSet {
-        let authorization = try await start(userId: userId, scope: scope)
-        show(authorization)
-        return try await finish(userId: userId, authorization)
-    }
-
-    /// Asks the server for a user code and verification URI to show.
-    public func start(userId: String, scope: String?) async throws -> DeviceAuthorization {
-        let connection = tokens.connection
-        let endpoint = try connection.endpoint(connection.settings.deviceAuthorizationEndpoint, "device authorization endpoint",
-                                               flag: "--device-authorization-endpoint")
-        let registered = try tokens.manager.registration(userId: userId, serverName: tokens.serverName)
-        let scope = scope ?? registered?.scope
-        return try await TokenRefreshLock.holding(home: tokens.home, userId: userId, serverName: tokens.serverName) {
-            try await connection.tokenClient(nonces: tokens.nonces).authorizeDevice(
-                endpoint: endpoint, client: try tokens.credentials(userId: userId), scope: scope)
-        }
-    }
-
-    /// Polls at the server's interval (5 s slower on each `slow_down`) until the person approves, then stores the
-    /// tokens, bound to a new DPoP key when the profile is bound. Each poll reads the client credentials afresh
-    /// under the user's lock: a sync may have rotated the client secret since the last one.
-    public func finish(userId: String, _ authorization: DeviceAuthorization) async throws -> TokenSet {
-        let connection = tokens.connection
-        let key = tokens.bound ? try DPoPKey.generate() : nil
-        let endpoint = try connection.tokenEndpoint
-        let deadline = Date().addingTimeInterval(TimeInterval(authorization.expiresIn))
-        var interval = authorization.interval
-        let tokenClient = connection.tokenClient(nonces: tokens.nonces)
-        while true {
-            try await Task.sleep(nanoseconds: UInt64(interval) * 1_000_000_000)
-            guard Date() < deadline.addingTimeInterval(TimeInterval(interval)) else {
-                throw KeyManagerError(.timeout, "the login code expired before it was approved: run `keymgr login` again")
-            }
-            let lock = try await TokenRefreshLock.acquire(home: tokens.home, userId: userId, serverName: tokens.serverName)
-            defer { lock.release() }
-            let client = try tokens.credentials(userId: userId)
-            let result: DevicePollResult
-            do {
-                result = try await tokenClient.pollDeviceCode(tokenEndpoint: endpoint, deviceCode: authorization.deviceCode,
-                                                              client: client, dpop: TokenService.proofMaker(key))
-            } catch let failure as TransportError {
-                throw try tokens.explain(failure, userId: userId, refreshing: false)
-            }
-            switch result {
-            case .pending: continue
-            case .slowDown: interval += 5
-            case .tokens(let response):
-                try tokens.checkBinding(response)
-                return try tokens.manager.storeTokens(
-                    userId: userId, serverName: tokens.serverName, clientId: client.clientId,
-                    issued: response, dpopKey: response.tokenType == "DPoP" ? key : nil, event: "tokens.login")
-            }
-        }
-    }
 }

@@ -128,10 +128,4 @@ enum OAuthWire {
             ?? value?.doubleValue.flatMap { $0.isFinite ? Int64(exactly: $0.rounded(.down)) : nil }
             ?? value?.stringValue.flatMap { Int64($0) }
     }
-
-    /// A string member, or the first element of an array of strings (real servers send both shapes).
-    static func stringOrFirst(_ value: JSONValue?) -> String? {
-        if let text = value?.stringValue { return text }
-        return value?.arrayValue?.compactMap(\.stringValue).first
-    }
 }

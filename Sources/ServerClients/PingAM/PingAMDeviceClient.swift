@@ -97,7 +97,7 @@ public struct PingAMDeviceClient: Sendable {
 
     /// Renames a binding as the SDKs do: `PUT` of the whole device object (`_id`, `uuid`, `deviceId`,
     /// `deviceName`, `createdDate`, `lastAccessDate`, as listed) with `If-Match: *`.
-    public func renameDevice(userId: String, device: ServerDevice, to deviceName: String) async throws {
+    package func renameDevice(userId: String, device: ServerDevice, to deviceName: String) async throws {
         var headers = headers
         headers["If-Match"] = "*"
         headers["Content-Type"] = "application/json"

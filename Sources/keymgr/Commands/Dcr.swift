@@ -3,33 +3,6 @@ import Foundation
 import KeyManager
 import Sync
 
-/// The store, the configured server and the OAuth services over them, for the dcr, token, dpop and login commands.
-struct OAuthContext {
-    let manager: KeyManager
-    let connection: ServerConnection
-    let globals: GlobalOptions
-
-    init(_ globals: GlobalOptions, profile: String, timeout: TimeInterval = 15) throws {
-        self.globals = globals
-        manager = try globals.openManager()
-        connection = try ServerConnection.configured(in: manager, profile: profile, timeout: timeout)
-    }
-
-    var registrations: RegistrationService { RegistrationService(manager: manager, connection: connection, home: globals.storeHome, logger: globals.logger) }
-    var tokens: TokenService { TokenService(manager: manager, connection: connection, home: globals.storeHome, logger: globals.logger) }
-
-    /// A whole small file (a secret or a metadata document), or `badInput`.
-    static func readFile(_ path: String, what: String) throws -> Data {
-        guard let data = FileManager.default.contents(atPath: path) else {
-            throw KeyManagerError(.badInput, "cannot read \(what) from \(path): check it exists and is readable")
-        }
-        return data
-    }
-
-    /// All of stdin.
-    static func readStdin() -> Data { FileHandle.standardInput.readDataToEndOfFile() }
-}
-
 /// `keymgr dcr`: each user's own OAuth client (RFC 7591 Dynamic Client Registration, RFC 7592 management).
 struct Dcr: ParsableCommand {
     static let configuration = CommandConfiguration(
