@@ -91,11 +91,8 @@ struct Dcr: ParsableCommand {
                 try await service.register(userId: user, softwareId: softwareId, metadata: document2, scope: scope,
                                            initialAccessToken: token)
             }
-            if globals.json {
-                globals.console.answer(json: RegistrationJSON(registration, secrets: nil))
-            } else {
-                globals.console.confirm("registered client \(registration.clientId) for \(user)")
-            }
+            globals.render(RegistrationOutput(registration: registration, secrets: nil,
+                                              confirmation: "registered client \(registration.clientId) for \(user)"))
         }
     }
 
@@ -133,25 +130,7 @@ struct Dcr: ParsableCommand {
                 throw KeyManagerError(.clientNotRegistered, "\(user) has no client registration: run `keymgr dcr register --user \(user) …`")
             }
             let secrets = reveal ? try manager.registrationSecrets(userId: user, serverName: settings.name) : nil
-            if globals.json {
-                globals.console.answer(json: RegistrationJSON(registration, secrets: secrets))
-                return
-            }
-            var lines: [(String, String)] = [
-                ("user", registration.userId), ("client id", registration.clientId),
-                ("client secret", secrets.map { HumanText.text($0.clientSecret) } ?? (registration.hasClientSecret ? "(sealed; --reveal shows it)" : "-")),
-                ("registration URI", HumanText.text(registration.registrationClientURI?.absoluteString)),
-                ("issued", HumanText.time(registration.clientIdIssuedAt)),
-                ("secret expires", registration.clientSecretExpiresAt.map { HumanText.time($0) } ?? "never"),
-                ("auth method", HumanText.text(registration.tokenEndpointAuthMethod)),
-                ("grant types", registration.grantTypes.joined(separator: " ")),
-                ("scope", HumanText.text(registration.scope)), ("software id", HumanText.text(registration.softwareId)),
-                ("updated", HumanText.time(registration.updatedAt)),
-            ]
-            if let secrets { lines.append(("registration token", HumanText.text(secrets.registrationAccessToken))) }
-            let width = lines.map(\.0.count).max() ?? 0
-            globals.console.answer(lines.map { $0.0 + String(repeating: " ", count: width - $0.0.count + 2) + TextTable.printable($0.1) }
-                .joined(separator: "\n"))
+            globals.render(RegistrationOutput(registration: registration, secrets: secrets, confirmation: nil))
         }
     }
 

@@ -65,12 +65,8 @@ struct Dpop: ParsableCommand {
             let connection = try ServerConnection.configured(in: manager, profile: server.profile)
             let service = TokenService(manager: manager, connection: connection, home: globals.storeHome, logger: globals.logger)
             let proof = try service.proof(userId: user, htm: htm, htu: url, nonce: nonce, accessToken: accessToken)
-            if globals.json {
-                let jkt = try manager.tokenSet(userId: user, serverName: connection.serverName)?.jkt
-                globals.console.answer(json: ["proof": proof, "jkt": jkt ?? ""])
-            } else {
-                globals.console.answer(proof)
-            }
+            let jkt = globals.json ? try manager.tokenSet(userId: user, serverName: connection.serverName)?.jkt : nil
+            globals.render(ProofOutput(proof: proof, jkt: jkt))
         }
     }
 }
@@ -118,10 +114,6 @@ struct Login: KeymgrCommand {
                 StandardStream.error.write(text)
             }
         }
-        if globals.json {
-            globals.console.answer(json: TokenSetJSON(set, secrets: nil))
-        } else {
-            globals.console.confirm("logged \(user) in: \(set.tokenType) tokens\(set.bound ? " bound to a DPoP key" : "") stored")
-        }
+        globals.render(TokenSetOutput(set: set, confirmation: "logged \(user) in: \(set.tokenType) tokens\(set.bound ? " bound to a DPoP key" : "") stored"))
     }
 }
