@@ -273,6 +273,13 @@ extension KeyManager {
     /// `server remove`: deletes the profile and the client registrations, tokens and DPoP keys kept for it here
     /// (nothing is sent to the server), audited as `server.removed`.
     @discardableResult
+    /// `confirm` is asked first with what the removal would take (`serverRemoval`; an unknown profile fails before it
+    /// is asked) and may throw to stop.
+    public func removeServer(name: String, confirm: (ServerRemoval) throws -> Void) throws -> ServerRemoval {
+        try confirm(try serverRemoval(name: name))
+        return try removeServer(name: name)
+    }
+
     public func removeServer(name: String) throws -> ServerRemoval {
         let removal = try write { writer in
             guard try writer.server(name: name) != nil else {

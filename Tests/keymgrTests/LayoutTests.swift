@@ -57,10 +57,10 @@ final class LayoutTests: XCTestCase {
     }
 
     /// Commands whose output is a `CommandOutput` value print through `GlobalOptions.render(_:)`, the one branch on
-    /// `--json`: they have no `if globals.json` of their own. (The OAuth commands so far; the others still branch.)
+    /// `--json`: they have no `if globals.json` of their own. (The OAuth and server commands so far; the others still branch.)
     func testConvertedCommandsRenderOutputValues() throws {
         let files = Dictionary(try cliFiles().map { ($0.name, $0.text) }, uniquingKeysWith: { first, _ in first })
-        for name in ["Token.swift", "Dcr.swift", "Login.swift"] {
+        for name in ["Token.swift", "Dcr.swift", "Login.swift", "Server.swift"] {
             let text = try XCTUnwrap(files[name], name)
             XCTAssertFalse(text.contains("if globals.json"), "\(name) branches on --json itself: render a CommandOutput")
             XCTAssertTrue(text.contains("globals.render("), name)
