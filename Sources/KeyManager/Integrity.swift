@@ -65,7 +65,7 @@ struct Integrity: Sendable {
 
     func mac(_ server: ServerRecord) throws -> Data {
         try Self.mac(serverKey, "servers", [
-            server.name, server.dialect.rawValue, server.baseUrl, server.realmPath, server.credentialFile,
+            server.name, server.dialect, server.baseUrl, server.realmPath, server.credentialFile,
             server.credentialHeader, server.tokenEndpoint, server.registrationEndpoint, server.revocationEndpoint,
             server.deviceAuthorizationEndpoint, server.tokenBinding.rawValue, server.allowInsecureHttp ? "1" : "0",
         ])

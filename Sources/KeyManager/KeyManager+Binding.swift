@@ -294,61 +294,6 @@ extension KeyManager {
         key.revokeReason = reason
         if key.serverState == .registered { key.serverState = .pendingDeletion }
     }
-
-    /// Picks one key: by kid, or the user's only key with a status in `statuses` (optionally for one issuer).
-    /// Several candidates: a usage error listing them, as the Ping SDK's key selection asks the user to choose.
-    ///
-    /// Under the agent's policy, the key's user must be in scope, and (when `using` it) its auth type too.
-    func selectKey(userId: String?, kid: String?, statuses: Set<KeyStatus>, issuer: String?,
-                   verb: String, using: Bool = true) throws -> KeyListing {
-        let listing = try selectKeyInStore(userId: userId, kid: kid, statuses: statuses, issuer: issuer, verb: verb)
-        try authorize(listing.key, username: listing.username, using: using)
-        return listing
-    }
-
-    private func selectKeyInStore(userId: String?, kid: String?, statuses: Set<KeyStatus>, issuer: String?,
-                                  verb: String) throws -> KeyListing {
-        try read { reader in
-            if let kid {
-                guard let key = try Self.key(named: kid, in: reader), userId == nil || key.userId == userId else {
-                    throw KeyManagerError(.clientNotRegistered, "no key \(kid)\(userId.map { " for user \($0)" } ?? "") on this device: see `keymgr list`")
-                }
-                guard key.status == .active || key.status == .locked else {
-                    throw KeyManagerError(.clientNotRegistered, "key \(kid) was \(key.status.rawValue)\(key.revokedAt.map { " at \(Timestamp.string(from: $0))" } ?? ""): bind the user again with `keymgr bind --user \(key.userId)`")
-                }
-                return KeyListing(key: try verified(key), username: try reader.user(id: key.userId)?.username)
-            }
-            guard let userId else { throw KeyManagerError(.usage, "name the key to \(verb) with --user or --kid") }
-            // Every candidate row's MAC is checked as it is read, and the username below with its user row.
-            var candidates = try reader.keys(userId: userId, statuses: Set(statuses.map(\.record)))
-                .map { KeyListing(key: $0, username: nil) }
-            if let issuer { candidates = candidates.filter { $0.key.issuer == issuer } }
-            guard let first = candidates.first else {
-                throw KeyManagerError(.clientNotRegistered, "user \(userId) has no key on this device: bind one with `keymgr bind --user \(userId)`")
-            }
-            guard candidates.count == 1 else {
-                let list = candidates.map { "\($0.key.kid) (issuer \($0.key.issuer), \($0.key.authType.rawValue))" }.joined(separator: ", ")
-                throw KeyManagerError(.usage, "user \(userId) has \(candidates.count) keys on this device: choose one with --kid: \(list)")
-            }
-            return KeyListing(key: try verified(first.key), username: try reader.user(id: userId)?.username)
-        }
-    }
-
-    /// The key a `--kid` value names: its whole kid, or (as git shortens hashes) any prefix of at least
-    /// `shortKidLength` characters that only one kid starts with. Several matches: a usage error listing them.
-    static func key(named text: String, in reader: StoreReader) throws -> UserKeyRecord? {
-        if let exact = try reader.key(kid: text) { return exact }
-        guard text.count >= shortKidLength else { return nil }
-        let matches = try reader.keys(kidPrefix: text, limit: 10)
-        guard matches.count <= 1 else {
-            throw KeyManagerError(.usage, "more than one key starts with \(text): give more of the kid, e.g. one of "
-                + matches.map(\.kid).joined(separator: ", "))
-        }
-        return matches.first
-    }
-
-    /// How many characters of a kid tables show, and the shortest prefix `--kid` accepts.
-    public static let shortKidLength = 8
 }
 
 /// A key made for a binding the server has not accepted yet (see `KeyManager.prepareBinding`): nothing of it is

@@ -9,17 +9,15 @@ extension KeyManager {
     /// `open` finishes a rotation that stopped between the two. A key from systemd's credential store cannot be
     /// rewritten from here.
     /// An exclusive `flock` on `<key file>.lock`, or `busy` when another rotation holds it.
-    static func rotationLock(for keyPath: String) throws -> Int32 {
+    static func rotationLock(for keyPath: String) throws -> FileLock {
         let path = keyPath + ".lock"
-        let descriptor = Glibc.open(path, O_CREAT | O_RDWR | O_CLOEXEC, 0o600)
-        guard descriptor >= 0 else {
-            throw KeyManagerError(.config, "cannot open \(path) to rotate the master key: \(String(cString: strerror(errno)))")
-        }
-        guard flock(descriptor, LOCK_EX | LOCK_NB) == 0 else {
-            close(descriptor)
-            throw KeyManagerError(.busy, "another `keymgr master rotate` is running on this store: run it again when it has finished")
-        }
-        return descriptor
+        let lock = try FileLock(path: path) { KeyManagerError(.config, "cannot open \(path) to rotate the master key: \($0)") }
+        guard try lock.tryLock(cannotLock: { _ in Self.rotationBusy }) else { throw Self.rotationBusy }
+        return lock
+    }
+
+    private static var rotationBusy: KeyManagerError {
+        KeyManagerError(.busy, "another `keymgr master rotate` is running on this store: run it again when it has finished")
     }
 
     /// Fails, as `rotateMasterKey` would, when the master key cannot be rotated from here: what `master rotate`
@@ -48,7 +46,7 @@ extension KeyManager {
         // One rotation at a time: two would both write `.next`, and the one renamed last could be a key the store
         // was never sealed under. Held until the new key file is in place; the kernel drops it if keymgr dies.
         let lock = try Self.rotationLock(for: keyPath)
-        defer { close(lock) }
+        defer { lock.release() }
         let pendingPath = keyPath + ".next"
         unlink(pendingPath)
         let newMaster = try SecretBytes.random(count: MasterKey.byteCount)

@@ -93,7 +93,7 @@ extension KeyManager {
     }
 
     /// Every key of every user with its server state: the local half of a sync.
-    public func allKeys() throws -> [UserKey] {
+    package func allKeys() throws -> [UserKey] {
         try keys(userId: nil, statuses: Set(KeyStatus.allCases))
     }
 
@@ -227,9 +227,11 @@ extension KeyManager {
         let settings = try change.applied(to: existing, name: name, at: now())
         try checkSafe(settings)
         if settings.dialect.hasDeviceRegistry,
-           let other = try read({ try $0.servers() }).first(where: { $0.name != name && $0.dialect == .pingam }) {
-            throw KeyManagerError(.config, "the profile \(other.name) already has a device registry (pingam): a store's keys "
-                + "are registered at one PingAM server. Use `--profile \(other.name)`, or remove it first with "
+           let other = try read({ try $0.servers() })
+               .first(where: { $0.name != name && DialectName(stored: $0.dialect)?.hasDeviceRegistry == true }) {
+            throw KeyManagerError(.config, "the profile \(other.name) already has a device registry "
+                + "(\(DialectName(stored: other.dialect)?.rawValue ?? other.dialect)): a store's keys "
+                + "are registered at one device registry. Use `--profile \(other.name)`, or remove it first with "
                 + "`keymgr server remove --profile \(other.name)`")
         }
         try write { writer in
@@ -272,6 +274,13 @@ extension KeyManager {
     /// `server remove`: deletes the profile and the client registrations, tokens and DPoP keys kept for it here
     /// (nothing is sent to the server), audited as `server.removed`.
     @discardableResult
+    /// `confirm` is asked first with what the removal would take (`serverRemoval`; an unknown profile fails before it
+    /// is asked) and may throw to stop.
+    public func removeServer(name: String, confirm: (ServerRemoval) throws -> Void) throws -> ServerRemoval {
+        try confirm(try serverRemoval(name: name))
+        return try removeServer(name: name)
+    }
+
     public func removeServer(name: String) throws -> ServerRemoval {
         let removal = try write { writer in
             guard try writer.server(name: name) != nil else {
@@ -320,7 +329,7 @@ extension KeyManager {
     }
 
     /// Records that the server accepted a binding made through a journey: the key is registered under `deviceName`.
-    public func markRegistered(kid: String, deviceName: String?) throws {
+    package func markRegistered(kid: String, deviceName: String?) throws {
         guard let key = try read({ try $0.key(kid: kid) }) else {
             throw KeyManagerError(.clientNotRegistered, "no key \(kid) on this device")
         }
@@ -334,7 +343,7 @@ extension KeyManager {
     /// Records the outcome of a sync run (bookkeeping: not audited, not counted as a reconciliation write).
     public func recordSync(_ summary: SyncSummary) throws {
         let errors = JSONValue.array(summary.errors.map {
-            .object(["userId": .string($0.userId), "code": .string($0.code), "message": .string($0.message)])
+            .object(["userId": .string($0.userId), "code": .string($0.code.rawValue), "message": .string($0.message)])
         }).canonicalJSON()
         let state = SyncStateRecord(
             serverName: summary.serverName, startedAt: summary.startedAt, finishedAt: summary.finishedAt,
@@ -351,7 +360,11 @@ extension ServerSettings {
             throw KeyManagerError(.config, "the server profile \(record.name) has no usable base URL: run `keymgr server set` again")
         }
         let endpoint = { (text: String?) in text.flatMap(URL.init(string:)) }
-        self.init(name: record.name, dialect: record.dialect == .pingam ? .pingam : .oauth, baseURL: baseURL,
+        guard let dialect = DialectName(stored: record.dialect) else {
+            throw KeyManagerError(.config, "the server profile \(record.name) names a dialect this keymgr does not know "
+                + "(\(record.dialect)): run `keymgr server set --profile \(record.name) --dialect NAME` (\(DialectName.accepted))")
+        }
+        self.init(name: record.name, dialect: dialect, baseURL: baseURL,
                   realmPath: record.realmPath, credentialFile: record.credentialFile,
                   credentialHeader: record.credentialHeader, tokenEndpoint: endpoint(record.tokenEndpoint),
                   registrationEndpoint: endpoint(record.registrationEndpoint),
@@ -364,7 +377,7 @@ extension ServerSettings {
 
 extension ServerRecord {
     init(_ settings: ServerSettings, updatedAt: Date) {
-        self.init(name: settings.name, dialect: settings.dialect == .pingam ? .pingam : .oauth,
+        self.init(name: settings.name, dialect: settings.dialect.dialect.storedName,
                   baseUrl: settings.baseURL.absoluteString, realmPath: settings.realmPath,
                   credentialFile: settings.credentialFile, credentialHeader: settings.credentialHeader,
                   tokenEndpoint: settings.tokenEndpoint?.absoluteString,

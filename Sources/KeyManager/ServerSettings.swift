@@ -1,25 +1,5 @@
 import Foundation
 
-/// Which wire formats an identity server speaks.
-public enum ServerDialect: String, Sendable, CaseIterable, Codable {
-    /// PingAM / PingOne Advanced Identity Cloud: device REST and journeys, on top of the OAuth endpoints.
-    case pingam
-    /// Curity or any standards-based authorization server: OAuth endpoints only, no device registry.
-    case oauth
-
-    /// Accepts the dialect's name, and `curity` as a name for `oauth`.
-    public init?(name: String) {
-        switch name.lowercased() {
-        case "pingam": self = .pingam
-        case "oauth", "curity": self = .oauth
-        default: return nil
-        }
-    }
-
-    /// Whether the server keeps a registry of device bindings that sync reconciles with (rules 1–4).
-    public var hasDeviceRegistry: Bool { self == .pingam }
-}
-
 /// Whether the OAuth tokens keymgr asks for are bound to a DPoP key (RFC 9449).
 public enum TokenBinding: String, Sendable, CaseIterable, Codable {
     case bound, unbound
@@ -29,7 +9,7 @@ public enum TokenBinding: String, Sendable, CaseIterable, Codable {
 public struct ServerSettings: Sendable, Equatable {
     /// The profile's name; `default` is the one `keymgr server set` writes.
     public var name: String
-    public var dialect: ServerDialect
+    public var dialect: DialectName
     public var baseURL: URL
     /// PingAM's realm path, e.g. `/realms/root/realms/alpha`.
     public var realmPath: String
@@ -47,7 +27,7 @@ public struct ServerSettings: Sendable, Equatable {
     /// Whether plain `http://` to a host other than loopback is allowed (`server set --allow-insecure-http`).
     public var allowInsecureHTTP: Bool
 
-    public init(name: String = "default", dialect: ServerDialect, baseURL: URL, realmPath: String = "/realms/root",
+    public init(name: String = "default", dialect: DialectName, baseURL: URL, realmPath: String = "/realms/root",
                 credentialFile: String? = nil, credentialHeader: String = "Authorization", tokenEndpoint: URL? = nil,
                 registrationEndpoint: URL? = nil, revocationEndpoint: URL? = nil, deviceAuthorizationEndpoint: URL? = nil,
                 tokenBinding: TokenBinding = .bound, updatedAt: Date = Date(), allowInsecureHTTP: Bool = false) {
@@ -66,15 +46,12 @@ public struct ServerSettings: Sendable, Equatable {
         self.allowInsecureHTTP = allowInsecureHTTP
     }
 
-    /// The profile's base URL: `given` when there is one, else, for the `oauth` dialect, the issuer (an OAuth
-    /// server needs no base URL beyond its issuer: discovery finds every endpoint from it). Trailing slashes are
-    /// dropped, so `https://am.example.com/am/` and `…/am` are one server. PingAM needs its base URL: without one
-    /// it is a usage error.
-    public static func baseURL(given: URL?, dialect: ServerDialect, issuer: URL?) throws -> URL {
-        guard let chosen = given ?? (dialect == .oauth ? issuer : nil) else {
-            throw KeyManagerError(.usage, dialect == .oauth
-                ? "give --base-url or --issuer: an OAuth profile needs one of them"
-                : "give --base-url: a PingAM profile needs the server's base URL, e.g. https://am.example.com/am")
+    /// The profile's base URL: `given` when there is one, else, for a dialect whose issuer stands for its base URL
+    /// (`oauth`: discovery finds every endpoint from it), the issuer. Trailing slashes are dropped, so
+    /// `https://am.example.com/am/` and `…/am` are one server. Without one it is a usage error.
+    public static func baseURL(given: URL?, dialect: DialectName, issuer: URL?) throws -> URL {
+        guard let chosen = given ?? (dialect.dialect.issuerStandsForBaseURL ? issuer : nil) else {
+            throw KeyManagerError(.usage, dialect.dialect.missingBaseURL)
         }
         var text = chosen.absoluteString
         while text.hasSuffix("/") { text.removeLast() }
@@ -164,52 +141,6 @@ extension ServerSettings {
     }
 }
 
-/// The outcome of one sync run, kept so `status` can say when the store last synced.
-public struct SyncSummary: Sendable, Equatable {
-    /// A user the run could not reconcile.
-    public struct UserError: Sendable, Equatable {
-        public var userId: String
-        public var code: String
-        public var message: String
-
-        public init(userId: String, code: String, message: String) {
-            self.userId = userId
-            self.code = code
-            self.message = message
-        }
-
-        /// `failure`'s code and message, for `userId`.
-        public init(userId: String, _ failure: some KeymgrFailure) {
-            self.init(userId: userId, code: failure.code.rawValue, message: failure.message)
-        }
-    }
-
-    public var serverName: String
-    public var startedAt: Date
-    public var finishedAt: Date
-    public var users: Int
-    public var inSync: Int
-    public var registered: Int
-    public var revoked: Int
-    public var serverDeleted: Int
-    public var orphans: Int
-    public var errors: [UserError]
-
-    public init(serverName: String, startedAt: Date, finishedAt: Date, users: Int, inSync: Int, registered: Int,
-                revoked: Int, serverDeleted: Int, orphans: Int, errors: [UserError]) {
-        self.serverName = serverName
-        self.startedAt = startedAt
-        self.finishedAt = finishedAt
-        self.users = users
-        self.inSync = inSync
-        self.registered = registered
-        self.revoked = revoked
-        self.serverDeleted = serverDeleted
-        self.orphans = orphans
-        self.errors = errors
-    }
-}
-
 /// What one `keymgr server set` gives: every nil keeps what the profile has (a new profile takes the defaults).
 ///
 /// `discovered` holds the endpoints an issuer's metadata named in this run: they replace the profile's endpoints,
@@ -230,7 +161,7 @@ public struct ServerSettingsChange: Sendable, Equatable {
         }
     }
 
-    public var dialect: ServerDialect?
+    public var dialect: DialectName?
     public var baseURL: URL?
     /// The OAuth issuer given in this run (its endpoints are in `discovered`).
     public var issuer: URL?
@@ -252,7 +183,7 @@ public struct ServerSettingsChange: Sendable, Equatable {
     /// - Throws: `usage` naming what a new profile lacks.
     public func applied(to existing: ServerSettings?, name: String, at now: Date) throws -> ServerSettings {
         guard let dialect = dialect ?? existing?.dialect else {
-            throw KeyManagerError(.usage, "the profile \(name) is new: give --dialect pingam or --dialect oauth")
+            throw KeyManagerError(.usage, "the profile \(name) is new: give " + DialectName.allCases.map { "--dialect \($0.rawValue)" }.joined(separator: " or "))
         }
         // A base URL given now is normalised; a new profile without one derives it from the issuer (oauth only).
         let baseURL = try existing.flatMap { existing in self.baseURL == nil ? existing.baseURL : nil }

@@ -37,11 +37,11 @@ enum AuditChain {
 /// `chain` is HMAC-SHA256 under the audit key: `mac = chain(prevMac || canonical entry || hash)`, so nobody without
 /// the master key can rewrite, shorten in the middle or transplant the chain consistently. `anchor` MACs the newest
 /// entry's seq and mac into the device row, so cutting entries off the end shows too.
-public struct AuditKeys: Sendable {
+package struct AuditKeys: Sendable {
     let chain: @Sendable ([UInt8]) throws -> [UInt8]
     let anchor: @Sendable ([UInt8]) throws -> [UInt8]
 
-    public init(chain: @escaping @Sendable ([UInt8]) throws -> [UInt8],
+    package init(chain: @escaping @Sendable ([UInt8]) throws -> [UInt8],
                 anchor: @escaping @Sendable ([UInt8]) throws -> [UInt8]) {
         self.chain = chain
         self.anchor = anchor

@@ -9,28 +9,28 @@ import GRDB
 /// type and value, so the primary key (the row's identity) is inside it and a column added later is covered
 /// without code. `tag` is HMAC-SHA256 under another key over a row's MAC: the per-row tags are never stored, and
 /// each table's committed row set is the XOR of its rows' tags (with the row count), kept in `device.row_sets`.
-public struct RowIntegrityKeys: Sendable {
+package struct RowIntegrityKeys: Sendable {
     let mac: @Sendable ([UInt8]) throws -> [UInt8]
     let tag: @Sendable ([UInt8]) throws -> [UInt8]
 
-    public init(mac: @escaping @Sendable ([UInt8]) throws -> [UInt8], tag: @escaping @Sendable ([UInt8]) throws -> [UInt8]) {
+    package init(mac: @escaping @Sendable ([UInt8]) throws -> [UInt8], tag: @escaping @Sendable ([UInt8]) throws -> [UInt8]) {
         self.mac = mac
         self.tag = tag
     }
 }
 
 /// What `keymgr audit verify` found wrong with one row or one table's set of rows.
-public struct RowProblem: Sendable, Equatable {
+package struct RowProblem: Sendable, Equatable {
     /// The table.
-    public let table: String
+    package let table: String
     /// The row, as its primary key (`kid=…`), or nil for a problem with the table's set of rows.
-    public let row: String?
+    package let row: String?
     /// What is wrong, in words.
-    public let reason: String
+    package let reason: String
 }
 
 /// Whether the store's rows carry MACs yet (see `StoreReader.rowStampState()`).
-public enum RowStampState: Sendable, Equatable {
+package enum RowStampState: Sendable, Equatable {
     /// Stamped, under the schema version keymgr runs.
     case current
     /// Made before row MACs (no committed row sets): stamped once, on the first open with the master key.
@@ -366,7 +366,7 @@ extension StoreReader {
     }
 
     /// Whether the store's rows carry MACs yet, and under which schema.
-    public func rowStampState() throws -> RowStampState {
+    package func rowStampState() throws -> RowStampState {
         guard let text = try String.fetchOne(db, sql: "SELECT row_sets FROM device WHERE id = 1") else { return .unstamped }
         var utf8 = Array(text.utf8)[...]
         // Unreadable: the device row's MAC reports it when the row is read.
@@ -376,7 +376,7 @@ extension StoreReader {
 
     /// Whether some row other than the device row holds under `keys`: proof that a master key is this store's when
     /// the device row (whose check value would say so) was edited.
-    public func someRowHolds(keys: RowIntegrityKeys) throws -> Bool {
+    package func someRowHolds(keys: RowIntegrityKeys) throws -> Bool {
         for table in try coveredTables().keys.sorted() where table != RowIntegrity.rootTable {
             guard let row = try Row.fetchOne(db, sql: "SELECT * FROM \(table.quotedDatabaseIdentifier) LIMIT 1") else { continue }
             let (columns, values) = RowIntegrity.columnsAndValues(of: row)
@@ -407,7 +407,7 @@ extension StoreReader {
     /// Checks every row of every covered table, and each table's set of rows against what the device row commits:
     /// what `keymgr audit verify` reports. Rows are encoded over the columns they were stamped with (the committed
     /// ones), so a store a later migration extended is checked as it was stamped.
-    public func verifyAllRows(keys: RowIntegrityKeys) throws -> (checked: Int, problems: [RowProblem]) {
+    package func verifyAllRows(keys: RowIntegrityKeys) throws -> (checked: Int, problems: [RowProblem]) {
         var problems: [RowProblem] = []
         var checked = 0
         let covered = try coveredTables()
@@ -470,7 +470,7 @@ extension StoreReader {
 extension StoreWriter {
     /// Throws `.tampered` naming the first row or table that `verifyAllRows` finds wrong: before `master rotate` or a
     /// re-stamp after a migration blesses the rows under new MACs.
-    public func verifyRowsOrThrow(keys: RowIntegrityKeys) throws {
+    package func verifyRowsOrThrow(keys: RowIntegrityKeys) throws {
         let (_, problems) = try verifyAllRows(keys: keys)
         if let first = problems.first {
             throw StorageError(.tampered, "the \(first.table) " + (first.row.map { "row \($0)" } ?? "table")
@@ -482,7 +482,7 @@ extension StoreWriter {
     /// Stamps every row of every covered table and the device row under `keys`, and commits each table's set, as of
     /// now: for a store made before row MACs (trusted as it is, once), after a migration and for `master rotate`
     /// (the last two once `verifyRowsOrThrow` passed, before the transaction changed anything).
-    public func stampAllRows(keys: RowIntegrityKeys) throws {
+    package func stampAllRows(keys: RowIntegrityKeys) throws {
         var sets = RowSets(schema: EmbeddedMigration.latestVersion)
         for (table, columns) in try coveredTables() where table != RowIntegrity.rootTable {
             var set = RowSets.TableSet(count: 0, digest: [UInt8](repeating: 0, count: 32), columns: columns)
@@ -610,7 +610,7 @@ extension StoreReader {
     /// Rows the audit log says should be there and are not: keys bound, PIN records of usable PIN keys,
     /// registrations and token sets last created and never removed since. How `keymgr audit verify` names a
     /// deletion its row-set check found.
-    public func missingRows() throws -> [RowProblem] {
+    package func missingRows() throws -> [RowProblem] {
         var missing: [RowProblem] = []
         for kid in try String.fetchAll(db, sql: """
             SELECT DISTINCT kid FROM audit_events WHERE event IN ('key.bound', 'key.rebound') AND kid IS NOT NULL

@@ -1,7 +1,7 @@
 /// Errors of the Storage layer: a code callers can act on and a message a person can act on.
-public struct StorageError: Error, Sendable, Equatable, CustomStringConvertible {
+package struct StorageError: Error, Sendable, Equatable, CustomStringConvertible {
     /// What kind of storage failure this is.
-    public enum Code: String, Sendable {
+    package enum Code: String, Sendable {
         /// The home directory or database file is unsafe (another OS user could write it).
         case insecureHome
         /// There is no store in the home yet.
@@ -23,14 +23,14 @@ public struct StorageError: Error, Sendable, Equatable, CustomStringConvertible 
     }
 
     /// What kind of failure this is.
-    public let code: Code
+    package let code: Code
     /// What went wrong and what to do next.
-    public let message: String
+    package let message: String
 
-    public init(_ code: Code, _ message: String) {
+    package init(_ code: Code, _ message: String) {
         self.code = code
         self.message = message
     }
 
-    public var description: String { message }
+    package var description: String { message }
 }

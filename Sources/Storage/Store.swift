@@ -4,10 +4,10 @@ import GRDB
 import Synchronization
 
 /// The SHA-256 function the audit chain uses, supplied by the crypto layer (Storage does no crypto itself).
-public typealias AuditDigest = @Sendable ([UInt8]) -> [UInt8]
+package typealias AuditDigest = @Sendable ([UInt8]) -> [UInt8]
 
 /// How a process means to use the store it opens.
-public enum StoreAccess: Sendable {
+package enum StoreAccess: Sendable {
     /// Reads and writes: one WAL `DatabasePool`, durable (`synchronous=FULL`), opened at once.
     case readWrite
     /// Reads, and a write only if one turns out to be needed (a schema migration, stamping an old store's MACs).
@@ -22,9 +22,9 @@ public enum StoreAccess: Sendable {
 /// needs it if the store was opened `.readOnly`.
 ///
 /// Every write goes through `write(_:)`, one immediate transaction; the audit log is appended inside it.
-public final class Store: Sendable {
+package final class Store: Sendable {
     /// Where the store lives.
-    public let home: StoreHome
+    package let home: StoreHome
     /// The connection reads go through: the writer pool, or a read-only connection.
     private let reader: any DatabaseReader
     /// The writer pool, once opened.
@@ -32,7 +32,7 @@ public final class Store: Sendable {
     let digest: AuditDigest
 
     /// How long a statement waits for another process's lock before failing with `busy`.
-    public static let busyTimeout: TimeInterval = 5
+    package static let busyTimeout: TimeInterval = 5
 
     private init(home: StoreHome, reader: any DatabaseReader, writer: DatabasePool?, digest: @escaping AuditDigest) {
         self.home = home
@@ -48,7 +48,7 @@ public final class Store: Sendable {
     ///
     /// - Throws: `StorageError` `.notInitialized` when there is no store and `create` is false, `.insecureHome`
     ///   when another OS user could write the home or the database, `.newerSchema` when a newer keymgr wrote it.
-    public static func open(home: StoreHome, create: Bool = false, access: StoreAccess = .readWrite,
+    package static func open(home: StoreHome, create: Bool = false, access: StoreAccess = .readWrite,
                             digest: @escaping AuditDigest) throws -> Store {
         try home.prepare(create: create)
         let path = home.databaseURL.path
@@ -161,7 +161,7 @@ public final class Store: Sendable {
     // MARK: Schema
 
     /// The schema version of the open database.
-    public func schemaVersion() throws -> Int {
+    package func schemaVersion() throws -> Int {
         try guarded("read the schema version") { try reader.read { try Int.fetchOne($0, sql: "PRAGMA user_version") ?? 0 } }
     }
 
@@ -186,11 +186,19 @@ public final class Store: Sendable {
         for migration in EmbeddedMigration.all where migration.version > current {
             try guarded("apply migration \(migration.version) (\(migration.name))") {
                 try pool.writeWithoutTransaction { db in
+                    // SQLite's way to rebuild a table others reference (its "12 steps"): foreign keys off while the
+                    // migration runs (the pragma does nothing inside a transaction), checked before it commits.
+                    try db.execute(sql: "PRAGMA foreign_keys = OFF")
+                    defer { try? db.execute(sql: "PRAGMA foreign_keys = ON") }
                     try db.inTransaction(.immediate) {
                         // Another process may have migrated while we waited for the lock.
                         let applied = try Int.fetchOne(db, sql: "PRAGMA user_version") ?? 0
                         guard applied < migration.version else { return .commit }
                         try db.execute(sql: migration.sql)
+                        if let broken = try String.fetchOne(db, sql: "SELECT \"table\" FROM pragma_foreign_key_check LIMIT 1") {
+                            throw StorageError(.failure, "migration \(migration.version) would leave rows of \(broken) without "
+                                + "the row they reference: nothing was changed")
+                        }
                         try db.execute(sql: "PRAGMA user_version = \(migration.version)")
                         return .commit
                     }
@@ -203,7 +211,7 @@ public final class Store: Sendable {
 
     /// Runs `body` in a read-only snapshot of the store; with `rows`, every record it reads is checked against its
     /// row MAC first.
-    public func read<T>(rows: RowIntegrityKeys? = nil, _ body: (StoreReader) throws -> T) throws -> T {
+    package func read<T>(rows: RowIntegrityKeys? = nil, _ body: (StoreReader) throws -> T) throws -> T {
         try guarded("read the store") {
             try reader.read { db in try body(StoreReader(db: db, digest: digest, rowKeys: rows)) }
         }
@@ -211,7 +219,7 @@ public final class Store: Sendable {
 
     /// Runs `body` in one immediate write transaction: everything it does commits together or not at all.
     @discardableResult
-    public func write<T>(_ body: (StoreWriter) throws -> T) throws -> T {
+    package func write<T>(_ body: (StoreWriter) throws -> T) throws -> T {
         try write(audit: nil, body)
     }
 
@@ -221,7 +229,7 @@ public final class Store: Sendable {
     /// every row it changed or deleted is checked as it was, and every row it touched is stamped, with its table's
     /// committed set (see `RowIntegrity`). Without (`stampAllRows` callers), rows are neither checked nor stamped.
     @discardableResult
-    public func write<T>(audit keys: AuditKeys?, rows: RowIntegrityKeys? = nil, _ body: (StoreWriter) throws -> T) throws -> T {
+    package func write<T>(audit keys: AuditKeys?, rows: RowIntegrityKeys? = nil, _ body: (StoreWriter) throws -> T) throws -> T {
         try guarded("write the store") {
             try pool.writeWithoutTransaction { db in
                 var result: T?
@@ -241,14 +249,14 @@ public final class Store: Sendable {
     }
 
     /// Runs a checkpoint that folds the WAL back into the database file (used before inspecting raw bytes).
-    public func checkpoint() throws {
+    package func checkpoint() throws {
         try guarded("checkpoint the WAL") { _ = try pool.writeWithoutTransaction { try $0.checkpoint(.truncate) } }
     }
 
     /// Folds the WAL into the database and truncates it, if no reader holds it, so that rows a transaction
     /// destroyed (a revoked key's sealed blob) do not linger in `-wal`; `secure_delete` zeroes them in the file.
     /// Best effort: a reader elsewhere may keep the WAL until its own checkpoint.
-    public func checkpointDestroyedData() {
+    package func checkpointDestroyedData() {
         guard let pool = writerPool.withLock({ $0 }) else { return }  // nothing written, nothing destroyed
         _ = try? pool.writeWithoutTransaction { try $0.checkpoint(.truncate) }
     }

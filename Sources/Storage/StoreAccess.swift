@@ -5,7 +5,7 @@ import GRDB
 /// (`Records/<Record>+Queries.swift`).
 ///
 /// Valid only inside the `Store.read`/`Store.write` closure it was handed to.
-public class StoreReader {
+package class StoreReader {
     let db: Database
     let digest: AuditDigest
     let auditKeys: AuditKeys?
@@ -21,7 +21,7 @@ public class StoreReader {
 }
 
 /// Write access inside one transaction: every change keymgr makes, beside the queries of its table.
-public final class StoreWriter: StoreReader {
+package final class StoreWriter: StoreReader {
     /// The rows this transaction changed so far, when it stamps them at commit (`Store.write(audit:rows:)`).
     var changes: RowChangeLog?
 }

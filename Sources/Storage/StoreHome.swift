@@ -2,16 +2,16 @@ import Foundation
 
 /// The directory that holds a keymgr store: `keymgr.db`, the master key (unless it comes from elsewhere)
 /// and the sync lock. Mode 0700, owned by the user running keymgr (or root).
-public struct StoreHome: Sendable, Equatable {
+package struct StoreHome: Sendable, Equatable {
     /// The home directory.
-    public let url: URL
+    package let url: URL
 
-    public init(url: URL) {
+    package init(url: URL) {
         self.url = url.standardizedFileURL
     }
 
     /// The home named by `--home`, else `$KEYMGR_HOME`, else `${XDG_DATA_HOME:-~/.local/share}/keymgr`.
-    public static func resolve(explicit: String?, environment: [String: String] = ProcessInfo.processInfo.environment) -> StoreHome {
+    package static func resolve(explicit: String?, environment: [String: String] = ProcessInfo.processInfo.environment) -> StoreHome {
         if let explicit, !explicit.isEmpty { return StoreHome(url: URL(fileURLWithPath: explicit)) }
         if let fromEnvironment = environment["KEYMGR_HOME"], !fromEnvironment.isEmpty {
             return StoreHome(url: URL(fileURLWithPath: fromEnvironment))
@@ -28,13 +28,13 @@ public struct StoreHome: Sendable, Equatable {
     }
 
     /// The SQLite database file.
-    public var databaseURL: URL { url.appendingPathComponent("keymgr.db") }
+    package var databaseURL: URL { url.appendingPathComponent("keymgr.db") }
 
     /// Whether a database exists in this home.
-    public var hasDatabase: Bool { FileManager.default.fileExists(atPath: databaseURL.path) }
+    package var hasDatabase: Bool { FileManager.default.fileExists(atPath: databaseURL.path) }
 
     /// Makes sure the home exists with mode 0700 (creating it if `create`), and that no other OS user can write it.
-    public func prepare(create: Bool) throws {
+    package func prepare(create: Bool) throws {
         var info = stat()
         if lstat(url.path, &info) != 0 {
             guard create else {

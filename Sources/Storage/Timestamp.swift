@@ -4,27 +4,27 @@ import Foundation
 ///
 /// Fixed width, so text order is time order in SQL; formatted by hand because `ISO8601DateFormatter`
 /// is slow enough to dominate listing thousands of keys.
-public enum Timestamp {
+package enum Timestamp {
     /// The first and last instants the format can show: 0001-01-01T00:00:00.000Z and 9999-12-31T23:59:59.999Z.
     static let earliestMillis: Int64 = -62_135_596_800_000
     static let latestMillis: Int64 = 253_402_300_799_999
 
     /// Milliseconds since 1970, the store's precision, clamped to the years 1 to 9999
     /// (so any `Date`, however absurd its source, converts without trapping).
-    public static func milliseconds(_ date: Date) -> Int64 {
+    package static func milliseconds(_ date: Date) -> Int64 {
         let millis = (date.timeIntervalSince1970 * 1000).rounded()
         guard millis.isFinite else { return millis > 0 ? latestMillis : earliestMillis }
         return Int64(min(max(millis, Double(earliestMillis)), Double(latestMillis)))
     }
 
     /// The instant `millis` milliseconds after 1970, or nil outside the years 1 to 9999.
-    public static func date(milliseconds millis: Double) -> Date? {
+    package static func date(milliseconds millis: Double) -> Date? {
         guard millis.isFinite, millis >= Double(earliestMillis), millis <= Double(latestMillis) else { return nil }
         return Date(timeIntervalSince1970: millis / 1000)
     }
 
     /// Formats `date` as `yyyy-MM-ddTHH:mm:ss.SSSZ` in UTC (clamped to the years 1 to 9999).
-    public static func string(from date: Date) -> String {
+    package static func string(from date: Date) -> String {
         let clamped = min(max(date.timeIntervalSince1970 * 1000, Double(earliestMillis)), Double(latestMillis))
         let totalMillis = clamped.isFinite ? Int64(clamped.rounded(.down)) : earliestMillis
         var seconds = time_t(totalMillis.floorDiv(1000))
@@ -52,7 +52,7 @@ public enum Timestamp {
     }
 
     /// Parses an ISO 8601 UTC timestamp: `yyyy-MM-ddTHH:mm:ss[.SSS]Z` or a bare date `yyyy-MM-dd` (midnight UTC).
-    public static func date(from text: String) -> Date? {
+    package static func date(from text: String) -> Date? {
         let bytes = Array(text.utf8)
         func number(_ start: Int, _ count: Int) -> Int? {
             guard start + count <= bytes.count else { return nil }

@@ -39,8 +39,20 @@ public struct FleetListing: Sendable, Equatable {
     public var bindings: [FleetBinding] = []
     /// Users whose listing failed, with the failure's code and message; nothing of theirs is in `bindings`.
     public var errors: [SyncSummary.UserError] = []
+    /// The users whose listing was asked for, in the order asked.
+    public var userIds: [String] = []
 
     public init() {}
+
+    /// The listing judged, for every front end alike: nil when every user's listing succeeded; `whole` when none did
+    /// (nothing worth showing: the first failure is the command's); else the failure that follows the partial listing.
+    public var failure: (error: KeyManagerError, whole: Bool)? {
+        guard let first = errors.first else { return nil }
+        let code = first.code
+        if errors.count == users { return (KeyManagerError(code, first.message), true) }
+        return (KeyManagerError(code, "the bindings of \(errors.count) of \(users) users could not be listed: "
+                                    + "the listing above is incomplete"), false)
+    }
 }
 
 /// How an administrator names the device to revoke.
@@ -145,6 +157,7 @@ public struct AdminService: Sendable {
         let deviceId = try manager.deviceIdentity().deviceId
         var listing = FleetListing()
         listing.users = userIds.count
+        listing.userIds = userIds
         var done = 0
         try await withThrowingTaskGroup(of: (String, Result<[ServerDevice], TransportError>).self) { group in
             var next = 0
@@ -180,9 +193,16 @@ public struct AdminService: Sendable {
         return listing
     }
 
-    /// `admin devices`: the bindings of `userIds`, audited when any user's listing succeeded.
-    public func devices(userIds: [String], single: Bool, concurrency: Int = 8,
+    /// `admin devices`: the bindings of `user` (an id or login name), or of every known user when nil.
+    public func devices(user: String?, concurrency: Int = 8,
                         progress: @Sendable (Int, Int) -> Void = { _, _ in }) async throws -> FleetListing {
+        let userIds = try user.map { [try manager.resolveUser($0)] } ?? knownUsers()
+        return try await devices(userIds: userIds, single: user != nil, concurrency: concurrency, progress: progress)
+    }
+
+    /// `admin devices`: the bindings of `userIds`, audited when any user's listing succeeded.
+    package func devices(userIds: [String], single: Bool, concurrency: Int = 8,
+                         progress: @Sendable (Int, Int) -> Void = { _, _ in }) async throws -> FleetListing {
         for userId in userIds { try manager.authorize(userId: userId) }
         let listing = try await listBindings(userIds: userIds, concurrency: concurrency, progress: progress)
         if listing.errors.count < listing.users {
@@ -273,6 +293,15 @@ public struct AdminService: Sendable {
             plan.hasRegistration = registered || tokens != nil
         }
         return plan
+    }
+
+    /// `admin revoke`: plans the revocation of `selector` of `user` (an id or login name), asks `confirm` when the
+    /// plan changes anything (it may throw to stop; nothing has changed then), and carries the plan out.
+    public func revokeDevice(user: String, selector: DeviceSelector, reason: DeviceRevocationReason,
+                             confirm: @Sendable (DeviceRevocationPlan) throws -> Void = { _ in }) async throws -> DeviceRevocationReport {
+        let plan = try await planRevocation(userId: try manager.resolveUser(user), selector: selector, reason: reason)
+        if !plan.isEmpty { try confirm(plan) }
+        return try await revoke(plan)
     }
 
     /// Carries out a plan: deletes the bindings on the server (404 counts as already gone); when the device is this

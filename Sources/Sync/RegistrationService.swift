@@ -123,8 +123,15 @@ public struct RegistrationService: Sendable {
 
     /// Deletes the client at the server (RFC 7592 DELETE; already gone is fine), then its registration, tokens and
     /// DPoP key here. Holds the user's lock, so no refresh stores tokens of the deleted client after the wipe.
-    public func delete(userId: String) async throws {
+    /// `confirm` is asked first, with the registration about to be deleted (a user with none fails before it is
+    /// asked), and may throw to stop; it runs before the user's lock is taken, so a person's slow answer holds no lock.
+    public func delete(userId: String, confirm: @Sendable (Registration) throws -> Void = { _ in }) async throws {
         try manager.authorize(userId: userId)
+        guard let registration = try manager.registration(userId: userId, serverName: connection.serverName) else {
+            throw KeyManagerError(.clientNotRegistered,
+                                  "\(userId) has no client registration at the server profile \(connection.serverName)")
+        }
+        try confirm(registration)
         try await TokenRefreshLock.holding(home: home, userId: userId, serverName: connection.serverName) {
             try await deleteHoldingLock(userId: userId)
         }
@@ -175,7 +182,7 @@ public struct RegistrationService: Sendable {
             } catch let failure as any KeymgrFailure {
                 errors.append(.init(userId: registration.userId, failure))
             } catch {
-                errors.append(.init(userId: registration.userId, code: KeyManagerError.Code.failure.rawValue, message: "\(error)"))
+                errors.append(.init(userId: registration.userId, code: .failure, message: "\(error)"))
             }
         }
         return (registrations.count, wiped, errors)

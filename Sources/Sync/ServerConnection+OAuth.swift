@@ -9,8 +9,18 @@ extension ServerConnection {
     /// A discovery client over this connection's HTTP.
     public var discoveryClient: OAuthDiscoveryClient { OAuthDiscoveryClient(http: http) }
 
-    /// The RFC 7591/7592 client.
-    public var registrationClient: OAuthRegistrationClient { OAuthRegistrationClient(http: http) }
+    /// The dialect's client registration client; `unsupported` for a dialect without dynamic client registration.
+    public var registrationClient: OAuthRegistrationClient {
+        get throws {
+            switch dialect.registrations {
+            case nil:
+                throw KeyManagerError(.unsupported, "the configured server is \(settings.dialect.rawValue), which has no "
+                    + "dynamic client registration: register the client at the server and import its tokens")
+            case .rfc7591:
+                return OAuthRegistrationClient(http: http)
+            }
+        }
+    }
 
     /// A token endpoint client remembering server nonces in `nonces`.
     public func tokenClient(nonces: DPoPNonces) -> OAuthTokenClient { OAuthTokenClient(http: http, nonces: nonces) }
@@ -39,6 +49,14 @@ public struct DiscoveryService: Sendable {
 
     public init(http: any HTTPClient) {
         self.http = http
+    }
+
+    /// `server set`: saves `change` to the profile `name`, the endpoints of the issuer's metadata merged in first when
+    /// the change names an issuer (discovery runs before anything is saved, so a failed discovery saves nothing).
+    public func configure(_ manager: KeyManager, name: String, _ change: ServerSettingsChange) async throws -> ServerSettings {
+        var change = change
+        if let issuer = change.issuer { change.discovered = try await endpoints(issuer: issuer) }
+        return try manager.configureServer(name: name, change)
     }
 
     /// The endpoints the issuer's metadata names, for `KeyManager.configureServer(name:_:)` to merge.

@@ -29,19 +29,26 @@ public struct ServerConnection: Sendable {
         return ServerConnection(settings: settings, http: CurlHTTPClient(timeout: timeout), environment: environment)
     }
 
-    /// PingAM's device REST with the admin credential; nil for a dialect that keeps no device registry.
+    /// The profile's dialect: what the server offers (docs/architecture.md, "Adding a dialect").
+    public var dialect: any ServerDialect { settings.dialect.dialect }
+
+    /// The dialect's device registry client with the admin credential; nil for a dialect that keeps no device registry.
     public func deviceClient() throws -> PingAMDeviceClient? {
-        guard settings.dialect.hasDeviceRegistry else { return nil }
-        return PingAMDeviceClient(server: pingAMServer, http: http, adminHeader: try adminHeader())
+        switch dialect.deviceRegistry {
+        case nil: nil
+        case .pingAMDeviceREST: PingAMDeviceClient(server: pingAMServer, http: http, adminHeader: try adminHeader())
+        }
     }
 
-    /// PingAM's journeys; `config` for a dialect without them.
+    /// The dialect's journey client; `config` for a dialect without journeys.
     public func journeyClient() throws -> PingAMJourneyClient {
-        guard settings.dialect == .pingam else {
-            throw KeyManagerError(.config, "the configured server is \(settings.dialect.rawValue): journeys are PingAM's; "
+        switch dialect.journeys {
+        case nil:
+            throw KeyManagerError(.config, "the configured server is \(settings.dialect.rawValue), which has no journeys; "
                 + "run `keymgr server set --dialect pingam …` to use them")
+        case .pingAMAuthenticate:
+            return PingAMJourneyClient(server: pingAMServer, http: http)
         }
-        return PingAMJourneyClient(server: pingAMServer, http: http)
     }
 
     var pingAMServer: PingAMServer { PingAMServer(baseURL: settings.baseURL, realmPath: settings.realmPath) }

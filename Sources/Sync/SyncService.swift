@@ -51,12 +51,16 @@ public struct SyncReport: Sendable, Equatable {
     /// When the valve trips: how many revocations were planned and how many are allowed.
     public var plannedRevocations = 0
     public var revocationLimit = 0
+    /// The `maxRevokePercent` the run was given (the valve's message names it).
+    public var maxRevokePercent: Double = 20
     /// The server keeps no device registry (an OAuth dialect): there were no device bindings to reconcile.
     public var noDeviceRegistry = false
     /// Users whose client registration the server no longer knows (rule 5): registration, tokens and DPoP key wiped.
     public var registrationsWiped: [String] = []
     /// How many client registrations rule 5 read (each failed read is one entry of `errors`).
     public var registrationsChecked = 0
+    /// The user id of each kid named in `registered`, `revoked` and `serverDeleted`.
+    public var owners: [String: String] = [:]
 
     /// An empty report: a run that had nothing to reconcile.
     public init(dryRun: Bool) {
@@ -88,6 +92,23 @@ public struct SyncService: Sendable {
     /// Runs one sync. The caller holds the `SyncLease`.
     /// - Parameter progress: called with (users done, users in all) as listings arrive.
     public func run(_ options: SyncOptions, progress: @Sendable (Int, Int) -> Void = { _, _ in }) async throws -> SyncReport {
+        var report = try await reconcile(options, progress: progress)
+        report.owners = try owners(of: report)
+        return report
+    }
+
+    /// The user id of each kid the report names as registered, revoked or deleted on the server.
+    private func owners(of report: SyncReport) throws -> [String: String] {
+        let named = Set(report.registered + report.revoked + report.serverDeleted)
+        guard !named.isEmpty else { return [:] }
+        var owners: [String: String] = [:]
+        try manager.forEachKey(userId: nil, statuses: Set(KeyStatus.allCases)) { key in
+            if named.contains(key.kid) { owners[key.kid] = key.userId }
+        }
+        return owners
+    }
+
+    private func reconcile(_ options: SyncOptions, progress: @Sendable (Int, Int) -> Void) async throws -> SyncReport {
         guard let devices = try connection.deviceClient() else {
             // An OAuth server keeps no device registry: only its registrations are checked (rule 5).
             var report = SyncReport(dryRun: options.dryRun)
@@ -180,6 +201,7 @@ public struct SyncService: Sendable {
         let planned = plans.reduce(0) { $0 + $1.plan.changes.revokedByServer.count }
         report.plannedRevocations = planned
         report.revocationLimit = Reconciler.revocationLimit(activeKeys: activeKeys, percent: options.maxRevokePercent)
+        report.maxRevokePercent = options.maxRevokePercent
         if planned > report.revocationLimit && !options.force {
             // Nothing is applied; the report lists what the valve held back.
             report.safetyValveTripped = true

@@ -45,7 +45,8 @@ final class CryptoAESGCMTests: XCTestCase {
         for (name, open) in cases {
             XCTAssertThrowsError(try open(), name) { error in
                 XCTAssertTrue(AESGCM.isOpenFailure(error), "\(name): \(error)")
-                XCTAssertEqual(error as? KeyManagerError, KeyManagerError(.failure, AESGCM.openFailedMessage))
+                XCTAssertEqual((error as? any KeymgrFailure)?.code, .failure)
+                XCTAssertEqual((error as? any KeymgrFailure)?.message, AESGCM.openFailedMessage)
             }
         }
     }

@@ -82,7 +82,7 @@ final class KeyLifecycleTests: KeyManagerTestCase {
         let bound = try bind("frank")
         let now = Date()
         try manager.store.write(audit: nil, rows: manager.integrity.rowKeys) { writer in
-            try writer.save(ServerRecord(dialect: .oauth, baseUrl: "http://127.0.0.1:1", updatedAt: now))
+            try writer.save(ServerRecord(dialect: "curity", baseUrl: "http://127.0.0.1:1", updatedAt: now))
             try writer.save(TokenRecord(userId: "frank", serverName: "default", clientId: "c", tokenType: "DPoP",
                                         sealedAccessToken: Data([1]), sealedRefreshToken: nil, sealedIdToken: nil, scope: nil,
                                         expiresAt: nil, jkt: nil, sealedDpopKey: Data([2]), updatedAt: now))

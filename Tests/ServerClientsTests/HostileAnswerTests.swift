@@ -55,7 +55,7 @@ final class HostileAnswerTests: XCTestCase {
         let basically = OAuthTokenClient.tokenFailure(HTTPResponse(status: 401, headers: ["www-authenticate": "Basically nothing"]), doing: "refresh")
         XCTAssertNil(basically.oauthError)
         let basic = OAuthTokenClient.tokenFailure(HTTPResponse(status: 401, headers: ["www-authenticate": #"Basic realm="as""#]), doing: "refresh")
-        XCTAssertEqual(basic.oauthError, "invalid_client")
+        XCTAssertEqual(basic.oauthError, .invalidClient)
     }
 
     /// RFC 9449 §8.1: a nonce is 1*NQCHAR. Anything else is not remembered (so never put into a proof).

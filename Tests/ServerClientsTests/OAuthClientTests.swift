@@ -111,23 +111,23 @@ final class OAuthClientTests: XCTestCase {
             }
         }
         let empty = await refreshFailure(HTTPResponse(status: 400))
-        XCTAssertEqual(empty?.oauthError, "invalid_grant", "400 with an empty body is a dead refresh token")
+        XCTAssertEqual(empty?.oauthError, .invalidGrant, "400 with an empty body is a dead refresh token")
         let grant = await refreshFailure(StubHTTPClient.json(400, #"{"error":"invalid_grant"}"#))
-        XCTAssertEqual(grant?.oauthError, "invalid_grant")
+        XCTAssertEqual(grant?.oauthError, .invalidGrant)
         // oauthlib before 3.0 answered invalid_grant with 401.
         let grant401 = await refreshFailure(StubHTTPClient.json(401, #"{"error":"invalid_grant"}"#))
-        XCTAssertEqual(grant401?.oauthError, "invalid_grant")
+        XCTAssertEqual(grant401?.oauthError, .invalidGrant)
         for status in [400, 401, 403] {
             let dpop = await refreshFailure(StubHTTPClient.json(status, #"{"error":"invalid_dpop_proof"}"#))
-            XCTAssertEqual(dpop?.oauthError, "invalid_dpop_proof", "status \(status)")
+            XCTAssertEqual(dpop?.oauthError, .invalidDPoPProof, "status \(status)")
         }
         let client401 = await refreshFailure(StubHTTPClient.json(401, #"{"error":"invalid_client"}"#))
-        XCTAssertEqual(client401?.oauthError, "invalid_client")
+        XCTAssertEqual(client401?.oauthError, .invalidClient)
         XCTAssertEqual(client401?.kind, .credentialRefused)
         // oauthlib answers every 401 with a Bearer challenge, also to a client that used Basic: the body decides.
         let bearerChallenge = await refreshFailure(StubHTTPClient.json(401, #"{"error":"invalid_client"}"#,
                                                                        headers: ["www-authenticate": #"Bearer error="invalid_client""#]))
-        XCTAssertEqual(bearerChallenge?.oauthError, "invalid_client")
+        XCTAssertEqual(bearerChallenge?.oauthError, .invalidClient)
         let html = await refreshFailure(HTTPResponse(status: 200, headers: ["content-type": "text/html"], body: Data("<html>".utf8)))
         XCTAssertEqual(html?.kind, .malformed)
         let unknownType = await refreshFailure(StubHTTPClient.json(200, #"{"access_token":"a","token_type":"mac"}"#))
@@ -159,7 +159,7 @@ final class OAuthClientTests: XCTestCase {
                 XCTAssertEqual(result, answer == "slow_down" ? .slowDown : .pending, answer)
                 XCTAssertTrue(answer == "authorization_pending" || answer == "slow_down")
             } catch let error as TransportError {
-                XCTAssertEqual(error.oauthError, answer)
+                XCTAssertEqual(error.oauthError, OAuthErrorCode(answer))
             }
             XCTAssertEqual(Self.form(stub.requests[0])["grant_type"], "urn:ietf:params:oauth:grant-type:device_code")
         }

@@ -63,6 +63,52 @@ final class StoreOpeningTests: StorageTestCase {
         XCTAssertEqual(try openStore(create: false).schemaVersion(), EmbeddedMigration.latestVersion)
     }
 
+    /// Migration 0006 rebuilds `servers` without the dialect's CHECK constraint: a store made before it keeps every
+    /// server row (rowid and MAC columns too) and the registrations and tokens that reference them, and afterwards
+    /// the table takes a dialect name the constraint would have refused (the dialect is checked in code).
+    func testTheDialectConstraintIsDroppedAndEveryRowKept() throws {
+        _ = try openStore()
+        let before = "SELECT rowid, name, dialect, base_url, hex(row_mac) FROM servers ORDER BY name"
+        try rawConnection().write { db in
+            // The schema of version 5: the dialect constrained, as migrations 0001 to 0003 left it.
+            try db.execute(sql: """
+                PRAGMA foreign_keys = OFF;
+                DROP TABLE servers;
+                CREATE TABLE servers (
+                    name TEXT PRIMARY KEY NOT NULL,
+                    dialect TEXT NOT NULL CHECK (dialect IN ('pingam', 'curity')),
+                    base_url TEXT NOT NULL, realm_path TEXT NOT NULL DEFAULT '/realms/root', credential_file TEXT,
+                    credential_header TEXT NOT NULL DEFAULT 'Authorization', token_endpoint TEXT,
+                    registration_endpoint TEXT, revocation_endpoint TEXT, device_authorization_endpoint TEXT,
+                    token_binding TEXT NOT NULL DEFAULT 'bound' CHECK (token_binding IN ('bound', 'unbound')),
+                    updated_at TEXT NOT NULL,
+                    allow_insecure_http INTEGER NOT NULL DEFAULT 0 CHECK (allow_insecure_http IN (0, 1)),
+                    integrity_mac BLOB, row_mac BLOB);
+                INSERT INTO servers (rowid, name, dialect, base_url, updated_at, row_mac)
+                    VALUES (7, 'default', 'pingam', 'https://am.example.com/am', 't', x'0102'),
+                           (9, 'curity', 'curity', 'https://as.example.com', 't', x'0304');
+                INSERT INTO users (user_id, created_at, updated_at) VALUES ('alice', 't', 't');
+                INSERT INTO registrations (user_id, server_name, client_id, created_at, updated_at)
+                    VALUES ('alice', 'curity', 'c1', 't', 't');
+                PRAGMA user_version = 5;
+                """)
+            XCTAssertThrowsError(try db.execute(sql: "INSERT INTO servers (name, dialect, base_url, updated_at) VALUES ('x', 'future', 'u', 't')"))
+        }
+        let rows = try rawConnection().read { try Row.fetchAll($0, sql: before).map { $0.description } }
+        let store = try openStore(create: false)
+        XCTAssertEqual(try store.schemaVersion(), EmbeddedMigration.latestVersion)
+        try store.read { reader in
+            XCTAssertEqual(try Row.fetchAll(reader.db, sql: before).map { $0.description }, rows)
+            XCTAssertEqual(try String.fetchAll(reader.db, sql: "SELECT client_id FROM registrations"), ["c1"])
+            XCTAssertEqual(try Row.fetchAll(reader.db, sql: "SELECT * FROM pragma_foreign_key_check"), [])
+        }
+        try rawConnection().write { db in
+            try db.execute(sql: "INSERT INTO servers (name, dialect, base_url, updated_at) VALUES ('x', 'future', 'u', 't')")
+        }
+        let foreignKeys = try store.pool.write { try Int.fetchOne($0, sql: "PRAGMA foreign_keys") }
+        XCTAssertEqual(foreignKeys, 1, "the migration turns foreign keys back on")
+    }
+
     func testDatabaseFromANewerKeymgrIsRefused() throws {
         _ = try openStore()
         let future = EmbeddedMigration.latestVersion + 1

@@ -69,7 +69,7 @@ final class StoreRecordsTests: StorageTestCase {
         let now = Date()
         try store.write { writer in
             try writer.upsertUser(userId: "erin", username: nil, at: now)
-            try writer.save(ServerRecord(dialect: .pingam, baseUrl: "http://127.0.0.1:1", updatedAt: now))
+            try writer.save(ServerRecord(dialect: "pingam", baseUrl: "http://127.0.0.1:1", updatedAt: now))
             try writer.save(RegistrationRecord(userId: "erin", serverName: "default", clientId: "c1", sealedClientSecret: Data([9]),
                                                sealedRegistrationAccessToken: nil, registrationClientUri: nil, clientIdIssuedAt: 1,
                                                clientSecretExpiresAt: 0, tokenEndpointAuthMethod: "client_secret_basic",
@@ -81,7 +81,7 @@ final class StoreRecordsTests: StorageTestCase {
             try writer.save(SyncStateRecord(serverName: "default", startedAt: now, finishedAt: now, users: 3))
         }
         try store.read { reader in
-            XCTAssertEqual(try reader.server()?.dialect, .pingam)
+            XCTAssertEqual(try reader.server()?.dialect, "pingam")
             XCTAssertEqual(try reader.registration(userId: "erin", serverName: "default")?.clientId, "c1")
             XCTAssertEqual(try reader.tokenSet(userId: "erin", serverName: "default")?.jkt, "abc")
             XCTAssertEqual(try reader.lastSync()?.users, 3)

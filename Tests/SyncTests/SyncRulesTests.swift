@@ -181,8 +181,8 @@ final class SyncRulesTests: SyncTestCase {
         for (name, _) in faults { XCTAssertEqual(try key(keys[name]!.kid)?.status, .active, name) }
         XCTAssertEqual(report.inSync, 4)
         let codes = Dictionary(uniqueKeysWithValues: report.errors.map { ($0.userId, $0.code) })
-        XCTAssertEqual(codes[keys["bob"]!.userId], "serverUnavailable")
-        XCTAssertEqual(codes[keys["carol"]!.userId], "timeout")
+        XCTAssertEqual(codes[keys["bob"]!.userId], .serverUnavailable)
+        XCTAssertEqual(codes[keys["carol"]!.userId], .timeout)
     }
 
     func testRule7TheSafetyValveAppliesNothingUnlessForced() async throws {

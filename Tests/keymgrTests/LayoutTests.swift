@@ -30,6 +30,60 @@ final class LayoutTests: XCTestCase {
         }
     }
 
+    /// A command parses, calls one service or facade method, and renders: the rules (what a run's report means for the
+    /// exit status, which tokens a refresh may spend, what a deletion acts on) live below the CLI, where the agent and
+    /// a library user get them too. So a command's `run()` waits on at most one service call, a `run()` that does makes
+    /// no call of its own into the store's facade (the service reads what it acts on), and no command reads a token
+    /// revision or judges a report's errors.
+    func testCommandsLeaveTheRulesToTheServices() throws {
+        let commands = try cliFiles().filter { !$0.text.isEmpty && $0.text.contains("KeymgrCommand") }
+        XCTAssertGreaterThan(commands.count, 10)
+        var runs = 0
+        for (name, text) in commands {
+            for body in Self.runBodies(text) {
+                runs += 1
+                let waits = body.components(separatedBy: "AsyncBridge.wait").count - 1
+                XCTAssertLessThanOrEqual(waits, 1, "a run() in \(name) waits on \(waits) service calls: make them one service method")
+                if waits > 0 {
+                    XCTAssertFalse(body.contains("manager."),
+                                   "a run() in \(name) calls a service and reads the store itself: let the service read it")
+                }
+            }
+            for judged in [".revision", "errors.isEmpty", "errors.first", "errors.allSatisfy"] {
+                XCTAssertFalse(text.contains(judged), "\(name) has `\(judged)`: that rule belongs to the service")
+            }
+        }
+        XCTAssertGreaterThan(runs, 30, "found the commands' run() bodies")
+    }
+
+    /// Commands whose output is a `CommandOutput` value print through `GlobalOptions.render(_:)`, the one branch on
+    /// `--json`: they have no `if globals.json` of their own. (The OAuth and server commands so far; the others still branch.)
+    func testConvertedCommandsRenderOutputValues() throws {
+        let files = Dictionary(try cliFiles().map { ($0.name, $0.text) }, uniquingKeysWith: { first, _ in first })
+        for name in ["Token.swift", "Dcr.swift", "Login.swift", "Server.swift"] {
+            let text = try XCTUnwrap(files[name], name)
+            XCTAssertFalse(text.contains("if globals.json"), "\(name) branches on --json itself: render a CommandOutput")
+            XCTAssertTrue(text.contains("globals.render("), name)
+        }
+    }
+
+    /// The bodies of the `func run() throws { … }` in `text`, braces matched.
+    static func runBodies(_ text: String) -> [Substring] {
+        var bodies: [Substring] = []
+        var rest = text[...]
+        while let start = rest.range(of: "func run() throws {") {
+            var depth = 1
+            var index = start.upperBound
+            while depth > 0, index < rest.endIndex {
+                if rest[index] == "{" { depth += 1 } else if rest[index] == "}" { depth -= 1 }
+                index = rest.index(after: index)
+            }
+            bodies.append(rest[start.upperBound..<index])
+            rest = rest[index...]
+        }
+        return bodies
+    }
+
     /// libtss2 (like libcrypto) is reached only from Sources/KeyManager/Crypto: one place speaks to the TPM.
     func testOnlyTheCryptoLayerImportsLibtss2() throws {
         let sources = Self.cliSources.deletingLastPathComponent()

@@ -73,7 +73,7 @@ package enum AESGCM {
 
     /// Opens a value sealed by `seal` under `key` and `aad`.
     ///
-    /// Throws `KeyManagerError(.failure, openFailedMessage)` when the key or AAD is wrong or the value was
+    /// Throws `OpenFailure` (code `failure`, `openFailedMessage`) when the key or AAD is wrong or the value was
     /// tampered with, truncated or is of an unknown format.
     package static func open(_ sealed: [UInt8], key: SecretBytes, aad: [UInt8]) throws -> SecretBytes {
         try checkKey(key)
@@ -131,11 +131,17 @@ package enum AESGCM {
     /// Whether `error` is the failure to open a sealed value (wrong key or AAD, tampered or truncated),
     /// as opposed to any other error.
     package static func isOpenFailure(_ error: any Error) -> Bool {
-        guard let error = error as? KeyManagerError else { return false }
-        return error.code == .failure && error.message == openFailedMessage
+        error is OpenFailure
     }
 
-    private static var openFailed: KeyManagerError { KeyManagerError(.failure, openFailedMessage) }
+    /// A sealed value that did not open: its own type, so callers tell it from other failures without reading
+    /// its message. Reported as any `failure` is (exit 1).
+    package struct OpenFailure: KeymgrFailure, Equatable {
+        package var code: KeyManagerError.Code { .failure }
+        package var message: String { AESGCM.openFailedMessage }
+    }
+
+    private static var openFailed: OpenFailure { OpenFailure() }
 
     private static func checkKey(_ key: SecretBytes) throws {
         guard key.count == keyByteCount else {

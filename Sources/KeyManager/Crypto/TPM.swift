@@ -83,17 +83,20 @@ package final class TPMConnection {
     /// (`flock` on the directory of its socket) for the length of an operation.
     package static func with<T>(tcti: String, _ body: (TPMConnection) throws -> T) throws -> T {
         try exclusive.withLock {
-            let lock = lockDirectory(tcti).map { open($0, O_RDONLY | O_DIRECTORY | O_CLOEXEC) } ?? -1
-            if lock >= 0 { _ = flock(lock, LOCK_EX) }
-            defer { if lock >= 0 { _ = Glibc.close(lock) } }
+            let lock = lockDirectory(tcti).flatMap { try? FileLock(path: $0, directory: true) { _ in TPMLockUnavailable() } }
+            lock?.lock()
+            defer { lock?.release() }
             do {
                 return try body(try TPMConnection(tcti: tcti))
-            } catch TPMFailure.other(_, let code, _) where lock >= 0 && code & 0xFFFF_FF7F == 0x902 {
+            } catch TPMFailure.other(_, let code, _) where lock != nil && code & 0xFFFF_FF7F == 0x902 {
                 try TPMConnection(tcti: tcti).flushTransientObjects()
                 return try body(try TPMConnection(tcti: tcti))
             }
         }
     }
+
+    /// A socket directory that cannot be opened: the operation goes on without the OS lock, as before.
+    private struct TPMLockUnavailable: Error {}
 
     /// The directory of a `swtpm:path=SOCKET` TCTI's socket; nil for other TCTIs (a kernel resource manager,
     /// /dev/tpmrm0, keeps each process's objects apart).

@@ -25,9 +25,7 @@ public struct OAuthRegistrationClient: Sendable {
         let response = try await OAuthWire.send(http, HTTPRequest(method: "POST", url: endpoint, headers: headers, body: body))
         guard response.status == 200 || response.status == 201 else {
             if response.status == 401 || response.status == 403 {
-                var failure = OAuthWire.failure(response, doing: "register a client")
-                failure.message += ": check the initial access token file"
-                throw failure
+                throw OAuthWire.failure(response, doing: "register a client").adding(": check the initial access token file")
             }
             throw OAuthWire.failure(response, doing: "register a client")
         }

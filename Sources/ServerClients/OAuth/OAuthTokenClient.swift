@@ -92,8 +92,8 @@ public struct OAuthTokenClient: Sendable {
         guard response.status == 200 else {
             let answer = OAuthWire.errorAnswer(response)
             if response.status == 400, answer.emptyBody {
-                throw TransportError(.rejected, "the server answered 400 with no body to the refresh: the refresh token is dead",
-                                     oauthError: "invalid_grant")
+                throw TransportError(verdict: .init(status: 400, oauthError: .invalidGrant),
+                                     "the server answered 400 with no body to the refresh: the refresh token is dead")
             }
             throw Self.tokenFailure(response, doing: "refresh the tokens")
         }
@@ -121,12 +121,14 @@ public struct OAuthTokenClient: Sendable {
         let response = try await tokenRequest(tokenEndpoint, form: form, client: client, dpop: dpop, identifying: true)
         if response.status == 200 { return .tokens(try OAuthTokenResponse.parse(response.body)) }
         switch OAuthWire.errorAnswer(response).error {
-        case "authorization_pending": return .pending
-        case "slow_down": return .slowDown
-        case "expired_token":
-            throw TransportError(.rejected, "the login code expired before it was approved: run `keymgr login` again", oauthError: "expired_token")
-        case "access_denied":
-            throw TransportError(.credentialRefused, "the login was denied at the verification page", oauthError: "access_denied")
+        case .authorizationPending: return .pending
+        case .slowDown: return .slowDown
+        case .expiredToken:
+            throw TransportError(verdict: .init(status: response.status, oauthError: .expiredToken),
+                                 "the login code expired before it was approved: run `keymgr login` again", kind: .rejected)
+        case .accessDenied:
+            throw TransportError(verdict: .init(status: response.status, oauthError: .accessDenied),
+                                 "the login was denied at the verification page", kind: .credentialRefused)
         default:
             throw Self.tokenFailure(response, doing: "finish the device login")
         }
@@ -180,7 +182,7 @@ public struct OAuthTokenClient: Sendable {
             nonces.remember(response, from: endpoint)
             attempt += 1
             if response.status == 400 || response.status == 401, attempt == 1, dpop != nil,
-               OAuthWire.errorAnswer(response).error == "use_dpop_nonce", DPoPNonces.isValid(response.headers["dpop-nonce"]) {
+               OAuthWire.errorAnswer(response).error == .useDPoPNonce, DPoPNonces.isValid(response.headers["dpop-nonce"]) {
                 continue
             }
             return response
@@ -190,20 +192,22 @@ public struct OAuthTokenClient: Sendable {
     /// A resource server's 401 asking for a DPoP nonce: a `DPoP` challenge with `error="use_dpop_nonce"` (RFC 9449 §9).
     static func asksForNonce(_ response: HTTPResponse) -> Bool {
         HTTPChallenge.parse(response.headers["www-authenticate"] ?? "").contains {
-            $0.isScheme("DPoP") && $0.parameters["error"] == "use_dpop_nonce"
+            $0.isScheme("DPoP") && $0.parameters["error"].map(OAuthErrorCode.init) == .useDPoPNonce
         }
     }
 
     /// Token endpoint failures by meaning: `invalid_dpop_proof` comes with 400, 401 or 403 depending on the server.
     static func tokenFailure(_ response: HTTPResponse, doing: String) -> TransportError {
-        var failure = OAuthWire.failure(response, doing: doing)
+        let failure = OAuthWire.failure(response, doing: doing)
         // A 401 with a Basic challenge and no readable body is the client authentication failing (RFC 6749 §5.2).
         if failure.oauthError == nil, response.status == 401,
            HTTPChallenge.parse(response.headers["www-authenticate"] ?? "").contains(where: { $0.isScheme("Basic") }) {
-            failure.oauthError = "invalid_client"
-            failure.message += ": the server refused the client's credentials (invalid_client)"
+            return TransportError(verdict: .init(status: 401, oauthError: .invalidClient),
+                                  failure.message + ": the server refused the client's credentials (invalid_client)")
         }
-        if failure.oauthError == "invalid_dpop_proof" || failure.oauthError == "use_dpop_nonce" { failure.kind = .rejected }
+        if let verdict = failure.verdict, verdict.oauthError == .invalidDPoPProof || verdict.oauthError == .useDPoPNonce {
+            return TransportError(verdict: verdict, failure.message, kind: .rejected)
+        }
         return failure
     }
 }

@@ -72,7 +72,7 @@ public struct OAuthClientCredentials: Sendable {
 /// An OAuth error answer (RFC 6749 §5.2): `error` and, if given, `error_description`.
 public struct OAuthErrorAnswer: Sendable, Equatable {
     public var status: Int
-    public var error: String?
+    public var error: OAuthErrorCode?
     public var description: String?
     /// The answer had no body at all.
     public var emptyBody: Bool
@@ -99,7 +99,7 @@ enum OAuthWire {
 
     static func errorAnswer(_ response: HTTPResponse) -> OAuthErrorAnswer {
         let object = object(response.body)
-        return OAuthErrorAnswer(status: response.status, error: object?["error"]?.stringValue,
+        return OAuthErrorAnswer(status: response.status, error: object?["error"]?.stringValue.map(OAuthErrorCode.init),
                                 description: object?["error_description"]?.stringValue,
                                 emptyBody: response.body.allSatisfy { $0 == 0x20 || $0 == 0x0A || $0 == 0x0D || $0 == 0x09 })
     }
@@ -112,24 +112,12 @@ enum OAuthWire {
         if let error = answer.error { detail += " \(error)" }
         if let description = answer.description { detail += " (\(description.prefix(200)))" }
         detail += " when asked to \(doing)"
-        switch response.status {
-        case 500...: return TransportError(.unavailable, detail, oauthError: answer.error)
-        case 401, 403: return TransportError(.credentialRefused, detail, oauthError: answer.error)
-        default: return TransportError(.rejected, detail, oauthError: answer.error)
-        }
+        return TransportError(verdict: .init(status: response.status, oauthError: answer.error), detail)
     }
 
     /// Sends with retries on 429 and 503, honouring `Retry-After` (seconds) up to 30 s.
     static func send(_ http: any HTTPClient, _ request: HTTPRequest, maxAttempts: Int = 3) async throws -> HTTPResponse {
-        var attempt = 1
-        while true {
-            let response = try await http.send(request)
-            guard response.status == 429 || response.status == 503, attempt < maxAttempts else { return response }
-            let advised = response.headers["retry-after"].flatMap(TimeInterval.init) ?? 0.25 * Double(1 << attempt)
-            guard advised <= 30 else { return response }
-            try await Task.sleep(nanoseconds: UInt64(max(0, advised) * 1_000_000_000))
-            attempt += 1
-        }
+        try await RetryingHTTPClient(http, maxAttempts: maxAttempts).send(request)
     }
 
     /// A number of seconds: an integer, a fraction (rounded down) or a string of digits (Azure AD sends
@@ -139,11 +127,5 @@ enum OAuthWire {
         value?.intValue
             ?? value?.doubleValue.flatMap { $0.isFinite ? Int64(exactly: $0.rounded(.down)) : nil }
             ?? value?.stringValue.flatMap { Int64($0) }
-    }
-
-    /// A string member, or the first element of an array of strings (real servers send both shapes).
-    static func stringOrFirst(_ value: JSONValue?) -> String? {
-        if let text = value?.stringValue { return text }
-        return value?.arrayValue?.compactMap(\.stringValue).first
     }
 }

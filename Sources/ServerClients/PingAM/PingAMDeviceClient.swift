@@ -97,7 +97,7 @@ public struct PingAMDeviceClient: Sendable {
 
     /// Renames a binding as the SDKs do: `PUT` of the whole device object (`_id`, `uuid`, `deviceId`,
     /// `deviceName`, `createdDate`, `lastAccessDate`, as listed) with `If-Match: *`.
-    public func renameDevice(userId: String, device: ServerDevice, to deviceName: String) async throws {
+    package func renameDevice(userId: String, device: ServerDevice, to deviceName: String) async throws {
         var headers = headers
         headers["If-Match"] = "*"
         headers["Content-Type"] = "application/json"
@@ -117,24 +117,15 @@ public struct PingAMDeviceClient: Sendable {
 
     /// Sends with retries on 429 and 503, honouring `Retry-After` (seconds) up to `maxRetryAfter`, else backing off.
     func send(_ request: HTTPRequest) async throws -> HTTPResponse {
-        var attempt = 1
-        while true {
-            let response = try await http.send(request)
-            guard response.status == 429 || response.status == 503, attempt < maxAttempts else { return response }
-            let advised = response.headers["retry-after"].flatMap(TimeInterval.init) ?? 0.25 * Double(1 << attempt)
-            guard advised <= maxRetryAfter else { return response }
-            try await Task.sleep(nanoseconds: UInt64(max(0, advised) * 1_000_000_000))
-            attempt += 1
-        }
+        try await RetryingHTTPClient(http, maxAttempts: maxAttempts, maxRetryAfter: maxRetryAfter).send(request)
     }
 
     static func failure(_ response: HTTPResponse, doing: String) -> TransportError {
         let reason = (try? JSONDecoder().decode(JSONValue.self, from: response.body))?["message"]?.stringValue
         let detail = "the server answered \(response.status)\(reason.map { " (\($0))" } ?? "") when asked to \(doing)"
         switch response.status {
-        case 500...: return TransportError(.unavailable, detail)
-        case 401, 403: return TransportError(.credentialRefused, detail + ": check the admin credential")
-        default: return TransportError(.rejected, detail)
+        case 401, 403: return TransportError(verdict: .init(status: response.status), detail + ": check the admin credential")
+        default: return TransportError(verdict: .init(status: response.status), detail)
         }
     }
 

@@ -139,8 +139,9 @@ public struct PingAMJourneyClient: Sendable {
                                                        body: Data(body.canonicalJSON().utf8)))
         jar.store(setCookie: response.headers["set-cookie"])
         guard var object = try? JSONDecoder().decode(JSONValue.self, from: response.body).objectValue else {
-            throw TransportError(response.status >= 500 ? .unavailable : .malformed,
-                                 "the server's journey answer is not JSON (HTTP \(response.status))")
+            let message = "the server's journey answer is not JSON (HTTP \(response.status))"
+            throw response.status >= 500 ? TransportError(verdict: .init(status: response.status), message)
+                : TransportError(.malformed, message)
         }
         if response.status == 200, let tokenId = object["tokenId"]?.stringValue {
             object["tokenId"] = nil
@@ -153,7 +154,7 @@ public struct PingAMJourneyClient: Sendable {
         }
         guard response.status == 200, object["callbacks"]?.arrayValue != nil || object["successUrl"] != nil else {
             let message = object["message"]?.stringValue ?? "HTTP \(response.status)"
-            throw TransportError(response.status >= 500 ? .unavailable : .rejected,
+            throw TransportError(verdict: .init(status: response.status), kind: response.status >= 500 ? .unavailable : .rejected,
                                  "the server ended the journey \(journey): \(message)")
         }
         return object
@@ -171,7 +172,7 @@ public struct PingAMJourneyClient: Sendable {
         let response = try await http.send(HTTPRequest(method: "POST", url: try server.url("/sessions?_action=logout"),
                                                        headers: headers, body: Data("{}".utf8)))
         guard (200..<300).contains(response.status) else {
-            throw TransportError(response.status >= 500 ? .unavailable : .rejected,
+            throw TransportError(verdict: .init(status: response.status), kind: response.status >= 500 ? .unavailable : .rejected,
                                  "the server did not end the journey's session (HTTP \(response.status) to the logout): "
                                      + "ask the administrator to end it, or to allow noSession=true")
         }

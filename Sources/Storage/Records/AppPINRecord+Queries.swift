@@ -4,25 +4,25 @@ import GRDB
 // The queries of `AppPINRecord`: reads for any snapshot, changes inside a write transaction.
 
 extension StoreReader {
-    public func appPIN(kid: String) throws -> AppPINRecord? {
+    package func appPIN(kid: String) throws -> AppPINRecord? {
         try checkedOne(AppPINRecord.self, "app_pins", sql: "SELECT * FROM app_pins WHERE kid = ?", arguments: [kid])
     }
 
     /// Every PIN record (for re-wrapping under a new master key).
-    public func appPINs() throws -> [AppPINRecord] {
+    package func appPINs() throws -> [AppPINRecord] {
         try checkedAll(AppPINRecord.self, "app_pins", sql: "SELECT * FROM app_pins ORDER BY kid")
     }
 }
 
 extension StoreWriter {
-    public func save(_ pin: AppPINRecord) throws { try pin.save(db) }
+    package func save(_ pin: AppPINRecord) throws { try pin.save(db) }
 
-    public func deleteAppPIN(kid: String) throws { _ = try AppPINRecord.deleteOne(db, key: kid) }
+    package func deleteAppPIN(kid: String) throws { _ = try AppPINRecord.deleteOne(db, key: kid) }
 
     /// Sets the key's wrong-PIN counter and the record's MAC, only while the record still has `salt` (the PIN the
     /// caller checked); returns whether it did. Only the counter changes: a PIN changed meanwhile is never undone.
     @discardableResult
-    public func setPINFailures(kid: String, salt: Data, count: Int, integrityMac: Data, at now: Date) throws -> Bool {
+    package func setPINFailures(kid: String, salt: Data, count: Int, integrityMac: Data, at now: Date) throws -> Bool {
         try db.execute(sql: """
             UPDATE app_pins SET failed_attempts = ?, integrity_mac = ?, updated_at = ? WHERE kid = ? AND salt = ?
             """, arguments: [count, integrityMac, Timestamp.string(from: now), kid, salt])

@@ -2,23 +2,23 @@ import Foundation
 import GRDB
 
 /// The PIN verifier and failure counter of one APPLICATION_PIN key.
-public struct AppPINRecord: KeymgrRecord, Equatable {
-    public static let databaseTableName = "app_pins"
+package struct AppPINRecord: KeymgrRecord, Equatable {
+    package static let databaseTableName = "app_pins"
 
-    public var kid: String
-    public var argon2MemoryKib: Int
-    public var argon2Iterations: Int
-    public var argon2Parallelism: Int
-    public var salt: Data
+    package var kid: String
+    package var argon2MemoryKib: Int
+    package var argon2Iterations: Int
+    package var argon2Parallelism: Int
+    package var salt: Data
     /// Derived from Argon2id(PIN) with a master-key-derived pepper: useless without the master key.
-    public var verifier: Data
-    public var failedAttempts: Int
-    public var pinRetry: Int
-    public var updatedAt: Date
+    package var verifier: Data
+    package var failedAttempts: Int
+    package var pinRetry: Int
+    package var updatedAt: Date
     /// HMAC under a master-derived key over the fields that gate access (nil only before a legacy store is stamped).
-    public var integrityMac: Data?
+    package var integrityMac: Data?
 
-    public init(kid: String, argon2MemoryKib: Int, argon2Iterations: Int, argon2Parallelism: Int,
+    package init(kid: String, argon2MemoryKib: Int, argon2Iterations: Int, argon2Parallelism: Int,
                 salt: Data, verifier: Data, failedAttempts: Int = 0, pinRetry: Int, updatedAt: Date) {
         self.kid = kid
         self.argon2MemoryKib = argon2MemoryKib

@@ -5,17 +5,17 @@ import GRDB
 
 extension StoreReader {
     /// The event names the log holds (a scan of the whole log: for a name keymgr does not know).
-    public func auditEventNames() throws -> Set<String> {
+    package func auditEventNames() throws -> Set<String> {
         Set(try String.fetchAll(db, sql: "SELECT DISTINCT event FROM audit_events"))
     }
 
     /// Whether the log holds an entry of `event` (stops at the first).
-    public func auditHasEvent(_ event: String) throws -> Bool {
+    package func auditHasEvent(_ event: String) throws -> Bool {
         try Bool.fetchOne(db, sql: "SELECT EXISTS (SELECT 1 FROM audit_events WHERE event = ?)", arguments: [event]) ?? false
     }
 
     /// Audit entries matching `query`, in its order.
-    public func auditEvents(_ query: AuditQuery = AuditQuery()) throws -> [AuditEventRecord] {
+    package func auditEvents(_ query: AuditQuery = AuditQuery()) throws -> [AuditEventRecord] {
         var entries: [AuditEventRecord] = []
         try forEachAuditEvent(query) { entries.append($0) }
         return entries
@@ -24,7 +24,7 @@ extension StoreReader {
     /// Calls `body` with each audit entry matching `query` as SQLite steps through them: memory stays flat however
     /// long the log. With `query.newest`, the log is read from its end (`ORDER BY seq DESC LIMIT`, on the primary
     /// key), so the cost does not grow with the log's length.
-    public func forEachAuditEvent(_ query: AuditQuery, _ body: (AuditEventRecord) throws -> Void) throws {
+    package func forEachAuditEvent(_ query: AuditQuery, _ body: (AuditEventRecord) throws -> Void) throws {
         var conditions: [String] = []
         var arguments = StatementArguments()
         if let userId = query.userId { conditions.append("user_id = ?"); arguments += [userId] }
@@ -45,10 +45,10 @@ extension StoreReader {
     }
 
     /// Recomputes the audit chain from the first entry and reports the first entry that does not hold.
-    public func verifyAuditChain() throws -> AuditChainReport {
+    package func verifyAuditChain() throws -> AuditChainReport {
         var expectedPrev = AuditChain.genesis
         var checked = 0
-        let cursor = try AuditEventRecord.order(Column("seq")).fetchCursor(db)
+        let cursor = try AuditEventRecord.order(AuditEventRecord.Columns.seq).fetchCursor(db)
         while let entry = try cursor.next() {
             if entry.prevHash != expectedPrev {
                 return AuditChainReport(checked: checked, firstBad: .init(seq: entry.seq,
@@ -66,13 +66,13 @@ extension StoreReader {
 
     /// Checks the keyed chain too: every entry's MAC under `keys` and the anchor of the newest entry. Names a rewritten
     /// chain, a chain copied from another store, and entries cut off the end.
-    public func verifyAuditChain(keys: AuditKeys) throws -> AuditChainReport {
+    package func verifyAuditChain(keys: AuditKeys) throws -> AuditChainReport {
         let hashes = try verifyAuditChain()
         if hashes.firstBad != nil { return hashes }
         var prevMac: String?
         var checked = 0
         var last: AuditEventRecord?
-        let cursor = try AuditEventRecord.order(Column("seq")).fetchCursor(db)
+        let cursor = try AuditEventRecord.order(AuditEventRecord.Columns.seq).fetchCursor(db)
         while let entry = try cursor.next() {
             guard let mac = entry.mac, Hex.decode(mac) != nil else {
                 return AuditChainReport(checked: checked, firstBad: .init(seq: entry.seq,
@@ -126,7 +126,7 @@ func constantTimeEqual(_ a: [UInt8], _ b: [UInt8]) -> Bool {
 extension StoreWriter {
     /// Appends an audit entry chained to the last one, in this transaction.
     @discardableResult
-    public func appendAudit(_ event: NewAuditEvent) throws -> AuditEventRecord {
+    package func appendAudit(_ event: NewAuditEvent) throws -> AuditEventRecord {
         let last = try Row.fetchOne(db, sql: "SELECT seq, hash, mac FROM audit_events ORDER BY seq DESC LIMIT 1")
         let prevHash: String = last?["hash"] ?? AuditChain.genesis
         let prevMac: String? = last?["mac"]
@@ -155,7 +155,7 @@ extension StoreWriter {
     /// chain (once, when it is first opened with the master key) and for `master rotate`. Checks the SHA-256 chain
     /// first, so a chain broken before stamping is never blessed. Returns how many entries were stamped.
     @discardableResult
-    public func stampAuditChain(keys: AuditKeys) throws -> Int {
+    package func stampAuditChain(keys: AuditKeys) throws -> Int {
         if let bad = try verifyAuditChain().firstBad {
             throw StorageError(.tampered, "the audit log is broken at entry \(bad.seq) (\(bad.reason)): it cannot be re-keyed; "
                 + "restore the store from a backup")
@@ -163,7 +163,7 @@ extension StoreWriter {
         var prevMac: String?
         var stamped = 0
         var newest: (Int64, String)?
-        let entries = try AuditEventRecord.order(Column("seq")).fetchAll(db)
+        let entries = try AuditEventRecord.order(AuditEventRecord.Columns.seq).fetchAll(db)
         for entry in entries {
             let mac = try keys.mac(of: entry, prevMac: prevMac)
             try db.execute(sql: "UPDATE audit_events SET mac = ? WHERE seq = ?", arguments: [mac, entry.seq])
@@ -186,7 +186,7 @@ extension AuditEventRecord {
     /// that may hold millions, where the decoder's snake-case key conversion cost more than the query.
     ///
     /// - Throws: GRDB's error for a missing column or a NULL where the schema has none.
-    public init(row: Row) throws {
+    package init(row: Row) throws {
         seq = try row.decode(forColumn: "seq")
         at = try row.decode(forColumn: "at")
         event = try row.decode(forColumn: "event")

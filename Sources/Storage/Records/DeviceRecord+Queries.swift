@@ -8,7 +8,7 @@ extension StoreReader {
     ///
     /// Read by column index, not through `Decodable` (with its snake_case key conversion): every command reads this
     /// row once at start-up, where that conversion cost more than the query.
-    public func device() throws -> DeviceRecord? {
+    package func device() throws -> DeviceRecord? {
         // Every column, in table order (later migrations only append): the row MAC is over all of them.
         guard let found = try Row.fetchOne(db, sql: "SELECT * FROM device WHERE id = 1") else { return nil }
         let row = try checked(DeviceRecord.databaseTableName, found, rowid: 1)
@@ -34,5 +34,5 @@ extension StoreReader {
 
 extension StoreWriter {
     /// Inserts or replaces the device row.
-    public func save(_ device: DeviceRecord) throws { try device.save(db) }
+    package func save(_ device: DeviceRecord) throws { try device.save(db) }
 }

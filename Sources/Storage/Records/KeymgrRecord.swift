@@ -2,15 +2,15 @@ import Foundation
 import GRDB
 
 /// What every keymgr record shares: snake_case columns and keymgr's timestamp format.
-public protocol KeymgrRecord: Codable, Sendable, FetchableRecord, PersistableRecord {}
+package protocol KeymgrRecord: Codable, Sendable, FetchableRecord, PersistableRecord {}
 
 extension KeymgrRecord {
-    public static var databaseColumnDecodingStrategy: DatabaseColumnDecodingStrategy { .convertFromSnakeCase }
-    public static var databaseColumnEncodingStrategy: DatabaseColumnEncodingStrategy { .convertToSnakeCase }
-    public static func databaseDateEncodingStrategy(for column: String) -> DatabaseDateEncodingStrategy {
+    package static var databaseColumnDecodingStrategy: DatabaseColumnDecodingStrategy { .convertFromSnakeCase }
+    package static var databaseColumnEncodingStrategy: DatabaseColumnEncodingStrategy { .convertToSnakeCase }
+    package static func databaseDateEncodingStrategy(for column: String) -> DatabaseDateEncodingStrategy {
         .custom { Timestamp.string(from: $0) }
     }
-    public static func databaseDateDecodingStrategy(for column: String) -> DatabaseDateDecodingStrategy {
+    package static func databaseDateDecodingStrategy(for column: String) -> DatabaseDateDecodingStrategy {
         .custom { value in String.fromDatabaseValue(value).flatMap(Timestamp.date(from:)) }
     }
 }

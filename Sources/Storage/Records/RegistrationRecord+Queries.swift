@@ -1,33 +1,28 @@
 import Foundation
 import GRDB
 
-// The queries of `RegistrationRecord`: reads for any snapshot, changes inside a write transaction.
+// The queries of `RegistrationRecord` (the shared per-user-and-server set, `UserServerRecord.swift`).
 
 extension StoreReader {
-    public func registration(userId: String, serverName: String) throws -> RegistrationRecord? {
-        try checkedOne(RegistrationRecord.self, "registrations",
-                       sql: "SELECT * FROM registrations WHERE user_id = ? AND server_name = ?", arguments: [userId, serverName])
+    package func registration(userId: String, serverName: String) throws -> RegistrationRecord? {
+        try userServerRecord(RegistrationRecord.self, userId: userId, serverName: serverName)
     }
 
-    public func registrations(userId: String? = nil) throws -> [RegistrationRecord] {
-        guard let userId else {
-            return try checkedAll(RegistrationRecord.self, "registrations", sql: "SELECT * FROM registrations ORDER BY user_id, server_name")
-        }
-        return try checkedAll(RegistrationRecord.self, "registrations",
-                              sql: "SELECT * FROM registrations WHERE user_id = ? ORDER BY server_name", arguments: [userId])
+    package func registrations(userId: String? = nil) throws -> [RegistrationRecord] {
+        try userServerRecords(RegistrationRecord.self, userId: userId)
     }
 }
 
 extension StoreWriter {
-    public func save(_ registration: RegistrationRecord) throws { try registration.save(db) }
+    package func save(_ registration: RegistrationRecord) throws { try registration.save(db) }
 
-    public func deleteRegistration(userId: String, serverName: String) throws {
-        _ = try RegistrationRecord.deleteOne(db, key: ["user_id": userId, "server_name": serverName])
+    package func deleteRegistration(userId: String, serverName: String) throws {
+        try deleteUserServerRecord(RegistrationRecord.self, userId: userId, serverName: serverName)
     }
 
     /// Deletes every registration of a user; returns how many there were.
     @discardableResult
-    public func deleteRegistrations(userId: String) throws -> Int {
-        try RegistrationRecord.filter(Column("user_id") == userId).deleteAll(db)
+    package func deleteRegistrations(userId: String) throws -> Int {
+        try deleteUserServerRecords(RegistrationRecord.self, userId: userId)
     }
 }

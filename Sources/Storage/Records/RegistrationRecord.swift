@@ -2,30 +2,30 @@ import Foundation
 import GRDB
 
 /// A Dynamic Client Registration (RFC 7591/7592) of one user at one server. Secrets are sealed.
-public struct RegistrationRecord: KeymgrRecord, Equatable {
-    public static let databaseTableName = "registrations"
+package struct RegistrationRecord: KeymgrRecord, Equatable {
+    package static let databaseTableName = "registrations"
 
-    public var userId: String
-    public var serverName: String
-    public var clientId: String
-    public var sealedClientSecret: Data?
-    public var sealedRegistrationAccessToken: Data?
-    public var registrationClientUri: String?
-    public var clientIdIssuedAt: Int64?
-    public var clientSecretExpiresAt: Int64?
-    public var tokenEndpointAuthMethod: String?
+    package var userId: String
+    package var serverName: String
+    package var clientId: String
+    package var sealedClientSecret: Data?
+    package var sealedRegistrationAccessToken: Data?
+    package var registrationClientUri: String?
+    package var clientIdIssuedAt: Int64?
+    package var clientSecretExpiresAt: Int64?
+    package var tokenEndpointAuthMethod: String?
     /// JSON array of grant types.
-    public var grantTypes: String?
-    public var scope: String?
-    public var softwareId: String?
+    package var grantTypes: String?
+    package var scope: String?
+    package var softwareId: String?
     /// Every other non-secret field of the server's response, as JSON.
-    public var metadata: String
+    package var metadata: String
     /// `active` or `revoked`.
-    public var status: String
-    public var createdAt: Date
-    public var updatedAt: Date
+    package var status: String
+    package var createdAt: Date
+    package var updatedAt: Date
 
-    public init(userId: String, serverName: String, clientId: String, sealedClientSecret: Data?,
+    package init(userId: String, serverName: String, clientId: String, sealedClientSecret: Data?,
                 sealedRegistrationAccessToken: Data?, registrationClientUri: String?, clientIdIssuedAt: Int64?,
                 clientSecretExpiresAt: Int64?, tokenEndpointAuthMethod: String?, grantTypes: String?, scope: String?,
                 softwareId: String?, metadata: String = "{}", status: String = "active", createdAt: Date, updatedAt: Date) {

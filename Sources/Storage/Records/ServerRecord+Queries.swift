@@ -4,26 +4,26 @@ import GRDB
 // The queries of `ServerRecord`: reads for any snapshot, changes inside a write transaction.
 
 extension StoreReader {
-    public func server(name: String = "default") throws -> ServerRecord? {
+    package func server(name: String = "default") throws -> ServerRecord? {
         try checkedOne(ServerRecord.self, "servers", sql: "SELECT * FROM servers WHERE name = ?", arguments: [name])
     }
 
-    public func servers() throws -> [ServerRecord] {
+    package func servers() throws -> [ServerRecord] {
         try checkedAll(ServerRecord.self, "servers", sql: "SELECT * FROM servers ORDER BY name")
     }
 }
 
 extension StoreWriter {
-    public func save(_ server: ServerRecord) throws { try server.save(db) }
+    package func save(_ server: ServerRecord) throws { try server.save(db) }
 }
 
 extension StoreWriter {
     /// Deletes a server profile with the registrations, token sets and sync record kept for it (in the caller's
     /// transaction); returns how many registrations and token sets there were.
-    public func deleteServer(name: String) throws -> (registrations: Int, tokenSets: Int) {
-        let tokens = try TokenRecord.filter(Column("server_name") == name).deleteAll(db)
-        let registrations = try RegistrationRecord.filter(Column("server_name") == name).deleteAll(db)
-        _ = try SyncStateRecord.filter(Column("server_name") == name).deleteAll(db)
+    package func deleteServer(name: String) throws -> (registrations: Int, tokenSets: Int) {
+        let tokens = try deleteUserServerRecords(TokenRecord.self, serverName: name)
+        let registrations = try deleteUserServerRecords(RegistrationRecord.self, serverName: name)
+        _ = try SyncStateRecord.filter(UserServerColumns.serverName == name).deleteAll(db)
         _ = try ServerRecord.deleteOne(db, key: name)
         return (registrations, tokens)
     }
@@ -31,8 +31,8 @@ extension StoreWriter {
 
 extension StoreReader {
     /// How many registrations and token sets are kept for the server profile `name`.
-    public func credentialCounts(serverName name: String) throws -> (registrations: Int, tokenSets: Int) {
-        (try RegistrationRecord.filter(Column("server_name") == name).fetchCount(db),
-         try TokenRecord.filter(Column("server_name") == name).fetchCount(db))
+    package func credentialCounts(serverName name: String) throws -> (registrations: Int, tokenSets: Int) {
+        (try userServerRecordCount(RegistrationRecord.self, serverName: name),
+         try userServerRecordCount(TokenRecord.self, serverName: name))
     }
 }

@@ -2,43 +2,37 @@ import Foundation
 import GRDB
 
 /// A configured identity server profile: settings only, never a secret.
-public struct ServerRecord: KeymgrRecord, Equatable {
-    public static let databaseTableName = "servers"
+package struct ServerRecord: KeymgrRecord, Equatable {
+    package static let databaseTableName = "servers"
 
     /// The profile's name; `default` is the one `keymgr server set` writes.
-    public var name: String
-    /// Which wire formats the server speaks.
-    public enum Dialect: String, Codable, Sendable, CaseIterable, DatabaseValueConvertible {
-        case pingam
-        /// Any standards-based OAuth server. The first schema named this dialect `curity` (its CHECK constraint
-        /// still does), so the column keeps that spelling.
-        case oauth = "curity"
-    }
-
+    package var name: String
     /// Whether tokens are bound to a DPoP key.
-    public enum TokenBinding: String, Codable, Sendable, CaseIterable, DatabaseValueConvertible {
+    package enum TokenBinding: String, Codable, Sendable, CaseIterable, DatabaseValueConvertible {
         case bound, unbound
     }
 
-    public var dialect: Dialect
-    public var baseUrl: String
-    public var realmPath: String
+    /// Which wire formats the server speaks, as the dialect spells itself in this table (`pingam`, `curity` for the
+    /// OAuth dialect: the first schema's name for it). Storage keeps it as text; KeyManager knows the dialects.
+    package var dialect: String
+    package var baseUrl: String
+    package var realmPath: String
     /// Where the admin credential is read from; nil means `$CREDENTIALS_DIRECTORY/keymgr.admin`.
-    public var credentialFile: String?
+    package var credentialFile: String?
     /// `Authorization` (sent as a Bearer token) or a header name such as `iPlanetDirectoryPro`.
-    public var credentialHeader: String
-    public var tokenEndpoint: String?
-    public var registrationEndpoint: String?
-    public var revocationEndpoint: String?
-    public var deviceAuthorizationEndpoint: String?
-    public var tokenBinding: TokenBinding
-    public var updatedAt: Date
+    package var credentialHeader: String
+    package var tokenEndpoint: String?
+    package var registrationEndpoint: String?
+    package var revocationEndpoint: String?
+    package var deviceAuthorizationEndpoint: String?
+    package var tokenBinding: TokenBinding
+    package var updatedAt: Date
     /// Whether plain `http://` to a host other than loopback was allowed (`server set --allow-insecure-http`).
-    public var allowInsecureHttp: Bool = false
+    package var allowInsecureHttp: Bool = false
     /// HMAC under a master-derived key over the fields that gate access (nil only before a legacy store is stamped).
-    public var integrityMac: Data?
+    package var integrityMac: Data?
 
-    public init(name: String = "default", dialect: Dialect, baseUrl: String, realmPath: String = "/realms/root",
+    package init(name: String = "default", dialect: String, baseUrl: String, realmPath: String = "/realms/root",
                 credentialFile: String? = nil, credentialHeader: String = "Authorization",
                 tokenEndpoint: String? = nil, registrationEndpoint: String? = nil, revocationEndpoint: String? = nil,
                 deviceAuthorizationEndpoint: String? = nil, tokenBinding: TokenBinding = .bound, updatedAt: Date) {

@@ -4,18 +4,13 @@ import GRDB
 // The queries of `SyncStateRecord`: reads for any snapshot, changes inside a write transaction.
 
 extension StoreReader {
-    public func syncState(serverName: String = "default") throws -> SyncStateRecord? {
-        try checkedOne(SyncStateRecord.self, "sync_state", sql: "SELECT * FROM sync_state WHERE server_name = ?",
-                       arguments: [serverName])
-    }
-
     /// The most recent sync run over all servers.
-    public func lastSync() throws -> SyncStateRecord? {
+    package func lastSync() throws -> SyncStateRecord? {
         // SQL text: `order()` first asks the schema whether the table exists (see `key(kid:)`).
         try checkedOne(SyncStateRecord.self, "sync_state", sql: "SELECT * FROM sync_state ORDER BY started_at DESC LIMIT 1")
     }
 }
 
 extension StoreWriter {
-    public func save(_ state: SyncStateRecord) throws { try state.save(db) }
+    package func save(_ state: SyncStateRecord) throws { try state.save(db) }
 }

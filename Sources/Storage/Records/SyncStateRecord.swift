@@ -2,23 +2,23 @@ import Foundation
 import GRDB
 
 /// The outcome of the last sync run against one server.
-public struct SyncStateRecord: KeymgrRecord, Equatable {
-    public static let databaseTableName = "sync_state"
+package struct SyncStateRecord: KeymgrRecord, Equatable {
+    package static let databaseTableName = "sync_state"
 
-    public var serverName: String
-    public var startedAt: Date
-    public var finishedAt: Date?
-    public var users: Int
-    public var inSync: Int
-    public var registered: Int
-    public var revoked: Int
-    public var serverDeleted: Int
-    public var orphans: Int
-    public var errors: Int
+    package var serverName: String
+    package var startedAt: Date
+    package var finishedAt: Date?
+    package var users: Int
+    package var inSync: Int
+    package var registered: Int
+    package var revoked: Int
+    package var serverDeleted: Int
+    package var orphans: Int
+    package var errors: Int
     /// JSON array of `{"userId","code","message"}`.
-    public var errorSummary: String
+    package var errorSummary: String
 
-    public init(serverName: String, startedAt: Date, finishedAt: Date?, users: Int = 0, inSync: Int = 0,
+    package init(serverName: String, startedAt: Date, finishedAt: Date?, users: Int = 0, inSync: Int = 0,
                 registered: Int = 0, revoked: Int = 0, serverDeleted: Int = 0, orphans: Int = 0, errors: Int = 0,
                 errorSummary: String = "[]") {
         self.serverName = serverName

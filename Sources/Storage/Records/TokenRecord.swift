@@ -2,25 +2,25 @@ import Foundation
 import GRDB
 
 /// The OAuth tokens of one user at one server, and the DPoP key they are bound to. Secrets are sealed.
-public struct TokenRecord: KeymgrRecord, Equatable {
-    public static let databaseTableName = "tokens"
+package struct TokenRecord: KeymgrRecord, Equatable {
+    package static let databaseTableName = "tokens"
 
-    public var userId: String
-    public var serverName: String
-    public var clientId: String
+    package var userId: String
+    package var serverName: String
+    package var clientId: String
     /// `DPoP` or `Bearer`.
-    public var tokenType: String
-    public var sealedAccessToken: Data?
-    public var sealedRefreshToken: Data?
-    public var sealedIdToken: Data?
-    public var scope: String?
-    public var expiresAt: Date?
+    package var tokenType: String
+    package var sealedAccessToken: Data?
+    package var sealedRefreshToken: Data?
+    package var sealedIdToken: Data?
+    package var scope: String?
+    package var expiresAt: Date?
     /// RFC 7638 thumbprint of the DPoP key the tokens are bound to.
-    public var jkt: String?
-    public var sealedDpopKey: Data?
-    public var updatedAt: Date
+    package var jkt: String?
+    package var sealedDpopKey: Data?
+    package var updatedAt: Date
 
-    public init(userId: String, serverName: String, clientId: String, tokenType: String, sealedAccessToken: Data?,
+    package init(userId: String, serverName: String, clientId: String, tokenType: String, sealedAccessToken: Data?,
                 sealedRefreshToken: Data?, sealedIdToken: Data?, scope: String?, expiresAt: Date?, jkt: String?,
                 sealedDpopKey: Data?, updatedAt: Date) {
         self.userId = userId

@@ -5,7 +5,7 @@ import GRDB
 
 extension StoreReader {
     /// Keys whose kid starts with `prefix`, compared without regard to case (at most `limit`).
-    public func keys(kidPrefix prefix: String, limit: Int) throws -> [UserKeyRecord] {
+    package func keys(kidPrefix prefix: String, limit: Int) throws -> [UserKeyRecord] {
         try checkedAll(UserKeyRecord.self, "user_keys", sql: """
             SELECT * FROM user_keys WHERE upper(substr(kid, 1, ?)) = upper(?) ORDER BY kid LIMIT ?
             """, arguments: [prefix.count, prefix, limit])
@@ -13,12 +13,12 @@ extension StoreReader {
 
     // Hot paths (sign, status) query with SQL text: the query interface's fetchOne(key:) and order() first ask the
     // schema for primary keys and tables, which costs a short process more than the query itself.
-    public func key(kid: String) throws -> UserKeyRecord? {
+    package func key(kid: String) throws -> UserKeyRecord? {
         try checkedOne(UserKeyRecord.self, "user_keys", sql: "SELECT * FROM user_keys WHERE kid = ?", arguments: [kid])
     }
 
     /// The keys of one user (or of every user when `userId` is nil) whose status is in `statuses`, oldest first.
-    public func keys(userId: String? = nil, statuses: Set<UserKeyRecord.Status>) throws -> [UserKeyRecord] {
+    package func keys(userId: String? = nil, statuses: Set<UserKeyRecord.Status>) throws -> [UserKeyRecord] {
         var keys: [UserKeyRecord] = []
         try forEachKey(userId: userId, statuses: statuses) { keys.append($0) }
         return keys
@@ -26,7 +26,7 @@ extension StoreReader {
 
     /// The keys `keys(userId:statuses:)` returns, in the same order, one at a time as SQLite steps, each row's MAC
     /// checked (when this reader checks rows): what sync reads to decide, over every key of the store.
-    public func forEachKey(userId: String? = nil, statuses: Set<UserKeyRecord.Status>,
+    package func forEachKey(userId: String? = nil, statuses: Set<UserKeyRecord.Status>,
                            _ body: (UserKeyRecord) throws -> Void) throws {
         let placeholders = Array(repeating: "?", count: statuses.count).joined(separator: ", ")
         var arguments: StatementArguments = StatementArguments(statuses.map(\.rawValue).sorted())
@@ -41,13 +41,13 @@ extension StoreReader {
     }
 
     /// Keys in a given server state (e.g. those queued for deletion on the server).
-    public func keys(serverState: UserKeyRecord.ServerState) throws -> [UserKeyRecord] {
+    package func keys(serverState: UserKeyRecord.ServerState) throws -> [UserKeyRecord] {
         try checkedAll(UserKeyRecord.self, "user_keys", sql: "SELECT * FROM user_keys WHERE server_state = ? ORDER BY kid",
                        arguments: [serverState.rawValue])
     }
 
     /// Keys with their owners' usernames, for listing.
-    public func keyListings(userId: String? = nil, statuses: Set<UserKeyRecord.Status>) throws -> [KeyListing] {
+    package func keyListings(userId: String? = nil, statuses: Set<UserKeyRecord.Status>) throws -> [KeyListing] {
         let placeholders = Array(repeating: "?", count: statuses.count).joined(separator: ", ")
         var arguments: StatementArguments = StatementArguments(statuses.map(\.rawValue).sorted())
         var sql = """
@@ -68,7 +68,7 @@ extension StoreReader {
     /// read by index (no `Decodable`, no per-row column-name conversion), nothing held between rows.
     ///
     /// - Throws: `StorageError` `.tampered` for a row holding a value keymgr never writes.
-    public func forEachListedKey(userId: String? = nil, statuses: Set<UserKeyRecord.Status>,
+    package func forEachListedKey(userId: String? = nil, statuses: Set<UserKeyRecord.Status>,
                                  _ body: (ListedKey) throws -> Void) throws {
         let placeholders = Array(repeating: "?", count: statuses.count).joined(separator: ", ")
         var arguments: StatementArguments = StatementArguments(statuses.map(\.rawValue).sorted())
@@ -138,17 +138,17 @@ extension StoreReader {
 }
 
 extension StoreWriter {
-    public func insert(_ key: UserKeyRecord) throws { try key.insert(db) }
+    package func insert(_ key: UserKeyRecord) throws { try key.insert(db) }
 
     /// Records a use of an active key, changing nothing else of its row; false when the key is no longer active.
-    public func markUsed(kid: String, at: Date) throws -> Bool {
+    package func markUsed(kid: String, at: Date) throws -> Bool {
         try db.execute(sql: "UPDATE user_keys SET last_used_at = ? WHERE kid = ? AND status = 'active'",
                        arguments: [Timestamp.string(from: at), kid])
         return db.changesCount == 1
     }
 
     /// Writes back a changed key row; the row must exist.
-    public func update(_ key: UserKeyRecord) throws {
+    package func update(_ key: UserKeyRecord) throws {
         do { try key.update(db) } catch is RecordError {
             throw StorageError(.notFound, "key \(key.kid) is not in the store")
         }
@@ -160,7 +160,7 @@ extension UserKeyRecord {
     /// thousands, where the decoder's key conversion and generic look-ups cost more than the query.
     ///
     /// - Throws: `StorageError` `.tampered` for a value keymgr never writes; GRDB's error for a missing column.
-    public init(row: Row) throws {
+    package init(row: Row) throws {
         kid = try row.decode(forColumn: "kid")
         userId = try row.decode(forColumn: "user_id")
         issuer = try row.decode(forColumn: "issuer")
@@ -183,7 +183,7 @@ extension UserKeyRecord {
 
 extension StoreReader {
     /// The kids of usable (active or locked) keys that start with `prefix`, for shell completion: at most `limit`.
-    public func usableKids(startingWith prefix: String, limit: Int) throws -> [String] {
+    package func usableKids(startingWith prefix: String, limit: Int) throws -> [String] {
         try String.fetchAll(db, sql: """
             SELECT kid FROM user_keys WHERE kid >= ? AND substr(kid, 1, length(?)) = ? AND status IN ('active', 'locked')
             ORDER BY kid LIMIT ?

@@ -2,16 +2,16 @@ import Foundation
 import GRDB
 
 /// One device-bound key of one user: the row of `user_keys`.
-public struct UserKeyRecord: KeymgrRecord, Equatable {
-    public static let databaseTableName = "user_keys"
+package struct UserKeyRecord: KeymgrRecord, Equatable {
+    package static let databaseTableName = "user_keys"
 
     /// `active` keys sign; `locked` ones wait for a rebind; `revoked` and `superseded` are tombstones.
-    public enum Status: String, Codable, Sendable, CaseIterable, DatabaseValueConvertible {
+    package enum Status: String, Codable, Sendable, CaseIterable, DatabaseValueConvertible {
         case active, locked, revoked, superseded
     }
 
     /// How the key's user proves presence: the Ping Device Binding auth types, by their wire names.
-    public enum AuthType: String, Codable, Sendable, CaseIterable, DatabaseValueConvertible {
+    package enum AuthType: String, Codable, Sendable, CaseIterable, DatabaseValueConvertible {
         case none = "NONE"
         case applicationPIN = "APPLICATION_PIN"
         case biometricOnly = "BIOMETRIC_ONLY"
@@ -19,34 +19,34 @@ public struct UserKeyRecord: KeymgrRecord, Equatable {
     }
 
     /// What the server knows of this key.
-    public enum ServerState: String, Codable, Sendable, CaseIterable, DatabaseValueConvertible {
+    package enum ServerState: String, Codable, Sendable, CaseIterable, DatabaseValueConvertible {
         case unregistered, registered, pendingDeletion, deleted
     }
 
-    public var kid: String
-    public var userId: String
-    public var issuer: String
-    public var authType: AuthType
-    public var algorithm: String = "ES256"
+    package var kid: String
+    package var userId: String
+    package var issuer: String
+    package var authType: AuthType
+    package var algorithm: String = "ES256"
     /// The public JWK, as JSON text.
-    public var publicJwk: String
+    package var publicJwk: String
     /// The sealed private key; nil once the key material is destroyed.
-    public var wrappedPrivateKey: Data?
-    public var status: Status
-    public var serverState: ServerState
+    package var wrappedPrivateKey: Data?
+    package var status: Status
+    package var serverState: ServerState
     /// The name the server shows for this binding.
-    public var deviceName: String?
-    public var serverLastAccessAt: Date?
-    public var createdAt: Date
-    public var lastUsedAt: Date?
-    public var revokedAt: Date?
-    public var revokeReason: String?
+    package var deviceName: String?
+    package var serverLastAccessAt: Date?
+    package var createdAt: Date
+    package var lastUsedAt: Date?
+    package var revokedAt: Date?
+    package var revokeReason: String?
     /// HMAC under a master-derived key over the fields that gate access (nil only before a legacy store is stamped).
-    public var integrityMac: Data?
+    package var integrityMac: Data?
     /// Where the private half lives: `software` (sealed P-256 scalar) or `tpm` (sealed TPM-wrapped blob).
-    public var keyBackend: String = "software"
+    package var keyBackend: String = "software"
 
-    public init(kid: String, userId: String, issuer: String, authType: AuthType, publicJwk: String,
+    package init(kid: String, userId: String, issuer: String, authType: AuthType, publicJwk: String,
                 wrappedPrivateKey: Data?, status: Status, serverState: ServerState, deviceName: String? = nil,
                 serverLastAccessAt: Date? = nil, createdAt: Date, lastUsedAt: Date? = nil,
                 revokedAt: Date? = nil, revokeReason: String? = nil) {
@@ -68,33 +68,33 @@ public struct UserKeyRecord: KeymgrRecord, Equatable {
 }
 
 /// A key with its owner's username, as `list` shows it.
-public struct KeyListing: Sendable, Equatable {
-    public var key: UserKeyRecord
-    public var username: String?
+package struct KeyListing: Sendable, Equatable {
+    package var key: UserKeyRecord
+    package var username: String?
 
-    public init(key: UserKeyRecord, username: String?) {
+    package init(key: UserKeyRecord, username: String?) {
         self.key = key
         self.username = username
     }
 }
 
 /// A key as `list` shows it, without its key material: what `StoreReader.forEachListedKey` hands over per row.
-public struct ListedKey: Sendable, Equatable {
-    public var kid: String
-    public var userId: String
-    public var username: String?
-    public var authType: UserKeyRecord.AuthType
-    public var status: UserKeyRecord.Status
-    public var serverState: UserKeyRecord.ServerState
-    public var deviceName: String?
-    public var serverLastAccessAt: Date?
-    public var createdAt: Date
-    public var lastUsedAt: Date?
-    public var issuer: String
-    public var revokedAt: Date?
-    public var revokeReason: String?
+package struct ListedKey: Sendable, Equatable {
+    package var kid: String
+    package var userId: String
+    package var username: String?
+    package var authType: UserKeyRecord.AuthType
+    package var status: UserKeyRecord.Status
+    package var serverState: UserKeyRecord.ServerState
+    package var deviceName: String?
+    package var serverLastAccessAt: Date?
+    package var createdAt: Date
+    package var lastUsedAt: Date?
+    package var issuer: String
+    package var revokedAt: Date?
+    package var revokeReason: String?
 
-    public init(kid: String, userId: String, username: String?, authType: UserKeyRecord.AuthType,
+    package init(kid: String, userId: String, username: String?, authType: UserKeyRecord.AuthType,
                 status: UserKeyRecord.Status, serverState: UserKeyRecord.ServerState, deviceName: String?,
                 serverLastAccessAt: Date?, createdAt: Date, lastUsedAt: Date?, issuer: String, revokedAt: Date?,
                 revokeReason: String?) {

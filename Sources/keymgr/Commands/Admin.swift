@@ -36,9 +36,8 @@ struct Admin: ParsableCommand {
     /// (69 unreachable, 77 credential refused, …).
     static func printListing(_ listing: FleetListing, globals: GlobalOptions, wide: Bool, oneUser: Bool = false,
                              empty: String) throws {
-        if let first = listing.errors.first, listing.errors.count == listing.users {
-            throw KeyManagerError(KeyManagerError.Code(rawValue: first.code) ?? .failure, first.message)
-        }
+        let failure = listing.failure
+        if let failure, failure.whole { throw failure.error }
         let console = globals.console
         if globals.json {
             console.answer(json: listing.bindings.map(FleetBindingJSON.init))
@@ -54,13 +53,11 @@ struct Admin: ParsableCommand {
             }
             console.table(Array(columns.dropFirst(skip)), rows, empty: empty, wide: wide)
         }
-        guard let first = listing.errors.first else { return }
+        guard let failure else { return }
         for error in listing.errors {
-            StandardStream.error.write("keymgr: \(TextTable.printable(error.userId)): \(TextTable.printable(error.message)) (\(error.code))\n")
+            StandardStream.error.write("keymgr: \(TextTable.printable(error.userId)): \(TextTable.printable(error.message)) (\(error.code.rawValue))\n")
         }
-        throw FailureAfterReport(KeyManagerError.Code(rawValue: first.code) ?? .failure,
-                                 "the bindings of \(listing.errors.count) of \(listing.users) users could not be listed: "
-                                    + "the listing above is incomplete")
+        throw FailureAfterReport(failure.error.code, failure.error.message)
     }
 
     /// `keymgr admin devices`.
@@ -102,21 +99,19 @@ struct Admin: ParsableCommand {
 
         func run() throws {
             let service = try Admin.service(globals, network: network)
-            let userIds = try user.map { [try service.manager.resolveUser($0)] } ?? service.knownUsers()
-            let single = user != nil
-            let concurrency = fleet.concurrency
+            let (user, single, concurrency) = (user, user != nil, fleet.concurrency)
             let progress = ProgressLine(enabled: isatty(STDERR_FILENO) == 1 && !globals.quiet && !single, label: "listing")
             let listing: FleetListing
             do {
                 defer { progress.clear() }
                 listing = try AsyncBridge.wait {
-                    try await service.devices(userIds: userIds, single: single, concurrency: concurrency) {
+                    try await service.devices(user: user, concurrency: concurrency) {
                         progress.show(done: $0, total: $1)
                     }
                 }
             }
             try Admin.printListing(listing, globals: globals, wide: table.wide, oneUser: single,
-                                   empty: single ? "the server lists no binding of \(userIds[0])" : "the server lists no binding of the \(userIds.count) known users")
+                                   empty: single ? "the server lists no binding of \(listing.userIds.first ?? "")" : "the server lists no binding of the \(listing.users) known users")
         }
     }
 
@@ -221,12 +216,13 @@ struct Admin: ParsableCommand {
 
         func run() throws {
             let service = try Admin.service(globals, network: network)
-            let userId = try service.manager.resolveUser(user)
             let selector: DeviceSelector = device.map(DeviceSelector.binding) ?? .deviceId(deviceId ?? "")
-            let why = DeviceRevocationReason(rawValue: reason) ?? .other
-            let plan = try AsyncBridge.wait { try await service.planRevocation(userId: userId, selector: selector, reason: why) }
-            if !plan.isEmpty { try confirmation.confirm(Self.question(plan)) }
-            let report = try AsyncBridge.wait { try await service.revoke(plan) }
+            let (user, why, confirmation) = (user, DeviceRevocationReason(rawValue: reason) ?? .other, confirmation)
+            let report = try AsyncBridge.wait {
+                try await service.revokeDevice(user: user, selector: selector, reason: why) { plan in
+                    try confirmation.confirm(Self.question(plan))
+                }
+            }
             let console = globals.console
             if globals.json {
                 console.answer(json: DeviceRevocationJSON(report))

@@ -3,30 +3,6 @@ import Foundation
 import KeyManager
 import Sync
 
-/// The store, the configured server and the OAuth services over them, for the dcr, token, dpop and login commands.
-struct OAuthContext {
-    let manager: KeyManager
-    let connection: ServerConnection
-    let globals: GlobalOptions
-
-    init(_ globals: GlobalOptions, profile: String, timeout: TimeInterval = 15) throws {
-        self.globals = globals
-        manager = try globals.openManager()
-        connection = try ServerConnection.configured(in: manager, profile: profile, timeout: timeout)
-    }
-
-    var registrations: RegistrationService { RegistrationService(manager: manager, connection: connection, home: globals.storeHome, logger: globals.logger) }
-    var tokens: TokenService { TokenService(manager: manager, connection: connection, home: globals.storeHome, logger: globals.logger) }
-
-    /// A whole small file (a secret or a metadata document), or `badInput`; in the agent, only one the caller may read.
-    static func readFile(_ path: String, what: String) throws -> Data {
-        try CallerFiles.read(path, what: what)
-    }
-
-    /// All of stdin.
-    static func readStdin() -> Data { FileHandle.standardInput.readDataToEndOfFile() }
-}
-
 /// `keymgr dcr`: each user's own OAuth client (RFC 7591 Dynamic Client Registration, RFC 7592 management).
 struct Dcr: ParsableCommand {
     static let configuration = CommandConfiguration(
@@ -115,11 +91,8 @@ struct Dcr: ParsableCommand {
                 try await service.register(userId: user, softwareId: softwareId, metadata: document2, scope: scope,
                                            initialAccessToken: token)
             }
-            if globals.json {
-                globals.console.answer(json: RegistrationJSON(registration, secrets: nil))
-            } else {
-                globals.console.confirm("registered client \(registration.clientId) for \(user)")
-            }
+            globals.render(RegistrationOutput(registration: registration, secrets: nil,
+                                              confirmation: "registered client \(registration.clientId) for \(user)"))
         }
     }
 
@@ -157,25 +130,7 @@ struct Dcr: ParsableCommand {
                 throw KeyManagerError(.clientNotRegistered, "\(user) has no client registration: run `keymgr dcr register --user \(user) …`")
             }
             let secrets = reveal ? try manager.registrationSecrets(userId: user, serverName: settings.name) : nil
-            if globals.json {
-                globals.console.answer(json: RegistrationJSON(registration, secrets: secrets))
-                return
-            }
-            var lines: [(String, String)] = [
-                ("user", registration.userId), ("client id", registration.clientId),
-                ("client secret", secrets.map { HumanText.text($0.clientSecret) } ?? (registration.hasClientSecret ? "(sealed; --reveal shows it)" : "-")),
-                ("registration URI", HumanText.text(registration.registrationClientURI?.absoluteString)),
-                ("issued", HumanText.time(registration.clientIdIssuedAt)),
-                ("secret expires", registration.clientSecretExpiresAt.map { HumanText.time($0) } ?? "never"),
-                ("auth method", HumanText.text(registration.tokenEndpointAuthMethod)),
-                ("grant types", registration.grantTypes.joined(separator: " ")),
-                ("scope", HumanText.text(registration.scope)), ("software id", HumanText.text(registration.softwareId)),
-                ("updated", HumanText.time(registration.updatedAt)),
-            ]
-            if let secrets { lines.append(("registration token", HumanText.text(secrets.registrationAccessToken))) }
-            let width = lines.map(\.0.count).max() ?? 0
-            globals.console.answer(lines.map { $0.0 + String(repeating: " ", count: width - $0.0.count + 2) + TextTable.printable($0.1) }
-                .joined(separator: "\n"))
+            globals.render(RegistrationOutput(registration: registration, secrets: secrets, confirmation: nil))
         }
     }
 
@@ -203,14 +158,13 @@ struct Dcr: ParsableCommand {
         @OptionGroup var confirmation: ConfirmationOptions
 
         func run() throws {
-            let context = try OAuthContext(globals, profile: network.profile, timeout: network.timeout)
-            guard let registration = try context.manager.registration(userId: user, serverName: context.connection.serverName) else {
-                throw KeyManagerError(.clientNotRegistered, "\(user) has no client registration at the server profile \(network.profile)")
+            let service = try OAuthContext(globals, profile: network.profile, timeout: network.timeout).registrations
+            let (user, confirmation) = (user, confirmation)
+            try AsyncBridge.wait {
+                try await service.delete(userId: user) { registration in
+                    try confirmation.confirm("Delete the OAuth client \(registration.clientId) of \(user) at the server, and its tokens here?")
+                }
             }
-            try confirmation.confirm("Delete the OAuth client \(registration.clientId) of \(user) at the server, and its tokens here?")
-            let service = context.registrations
-            let user = user
-            try AsyncBridge.wait { try await service.delete(userId: user) }
             globals.console.confirm("deleted the client registration of \(user)")
         }
     }

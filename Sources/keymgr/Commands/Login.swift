@@ -65,12 +65,8 @@ struct Dpop: ParsableCommand {
             let connection = try ServerConnection.configured(in: manager, profile: server.profile)
             let service = TokenService(manager: manager, connection: connection, home: globals.storeHome, logger: globals.logger)
             let proof = try service.proof(userId: user, htm: htm, htu: url, nonce: nonce, accessToken: accessToken)
-            if globals.json {
-                let jkt = try manager.tokenSet(userId: user, serverName: connection.serverName)?.jkt
-                globals.console.answer(json: ["proof": proof, "jkt": jkt ?? ""])
-            } else {
-                globals.console.answer(proof)
-            }
+            let jkt = globals.json ? try manager.tokenSet(userId: user, serverName: connection.serverName)?.jkt : nil
+            globals.render(ProofOutput(proof: proof, jkt: jkt))
         }
     }
 }
@@ -107,19 +103,17 @@ struct Login: KeymgrCommand {
         let context = try OAuthContext(globals, profile: network.profile, timeout: network.timeout)
         let login = DeviceLoginService(tokens: context.tokens)
         let (user, scope) = (user, scope)
-        let authorization = try AsyncBridge.wait { try await login.start(userId: user, scope: scope) }
-        var text = "To log \(TextTable.printable(user)) in, open \(TextTable.printable(authorization.verificationURI)) "
-            + "and enter the code \(TextTable.printable(authorization.userCode))\n"
-        if let complete = authorization.verificationURIComplete {
-            text += "or open \(TextTable.printable(complete))\n"
+        let set = try AsyncBridge.wait {
+            try await login.login(userId: user, scope: scope) { authorization in
+                var text = "To log \(TextTable.printable(user)) in, open \(TextTable.printable(authorization.verificationURI)) "
+                    + "and enter the code \(TextTable.printable(authorization.userCode))\n"
+                if let complete = authorization.verificationURIComplete {
+                    text += "or open \(TextTable.printable(complete))\n"
+                }
+                text += "waiting for approval (the code expires in \(authorization.expiresIn) s)…\n"
+                StandardStream.error.write(text)
+            }
         }
-        text += "waiting for approval (the code expires in \(authorization.expiresIn) s)…\n"
-        StandardStream.error.write(text)
-        let set = try AsyncBridge.wait { try await login.finish(userId: user, authorization) }
-        if globals.json {
-            globals.console.answer(json: TokenSetJSON(set, secrets: nil))
-        } else {
-            globals.console.confirm("logged \(user) in: \(set.tokenType) tokens\(set.bound ? " bound to a DPoP key" : "") stored")
-        }
+        globals.render(TokenSetOutput(set: set, confirmation: "logged \(user) in: \(set.tokenType) tokens\(set.bound ? " bound to a DPoP key" : "") stored"))
     }
 }

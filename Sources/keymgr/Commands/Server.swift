@@ -94,8 +94,8 @@ struct Server: ParsableCommand {
         var allowInsecureHttp: Bool?
 
         func validate() throws {
-            if let dialect, ServerDialect(name: dialect) == nil {
-                throw ValidationError("--dialect must be pingam or oauth (or curity, another name for oauth), not '\(dialect)'")
+            if let dialect, DialectName(name: dialect) == nil {
+                throw ValidationError("--dialect must be \(DialectName.accepted), not '\(dialect)'")
             }
             for (option, value) in [("--base-url", baseUrl), ("--issuer", issuer), ("--token-endpoint", tokenEndpoint), ("--registration-endpoint", registrationEndpoint),
                                     ("--revocation-endpoint", revocationEndpoint),
@@ -120,7 +120,7 @@ struct Server: ParsableCommand {
             let manager = try globals.openManager()
             let url = { (text: String?) in text.flatMap(URL.init(string:)) }
             var change = ServerSettingsChange()
-            change.dialect = dialect.flatMap(ServerDialect.init(name:))
+            change.dialect = dialect.flatMap(DialectName.init(name:))
             change.baseURL = url(baseUrl)
             change.issuer = url(issuer)
             change.realmPath = realmPath
@@ -132,15 +132,9 @@ struct Server: ParsableCommand {
             change.deviceAuthorizationEndpoint = url(deviceAuthorizationEndpoint)
             change.tokenBinding = tokenBinding?.tokenBinding
             change.allowInsecureHTTP = allowInsecureHttp
-            if let issuer = change.issuer {
-                change.discovered = try AsyncBridge.wait { try await DiscoveryService().endpoints(issuer: issuer) }
-            }
-            let saved = try manager.configureServer(name: server.profile, change)
-            if globals.json {
-                console.answer(json: ServerSettingsJSON(saved))
-            } else {
-                console.confirm("saved the \(saved.name) server profile: \(saved.dialect.rawValue) at \(saved.baseURL.absoluteString)")
-            }
+            let (profile, proposed) = (server.profile, change)
+            let saved = try AsyncBridge.wait { try await DiscoveryService().configure(manager, name: profile, proposed) }
+            globals.render(ServerProfileOutput(settings: saved, saved: true))
         }
 
         /// An http or https URL with a host, and no user name or password in it (secrets belong in the credential file).
@@ -210,28 +204,7 @@ struct Server: ParsableCommand {
                     ? "no server is configured: run `keymgr server set --dialect pingam --base-url URL --credential-file F`"
                     : "no server profile \(server.profile): see `keymgr server list`")
             }
-            let console = globals.console
-            if globals.json {
-                console.answer(json: ServerSettingsJSON(settings))
-                return
-            }
-            let lines: [(String, String)] = [
-                ("name", settings.name),
-                ("dialect", settings.dialect.rawValue),
-                ("base URL", settings.baseURL.absoluteString),
-                ("realm path", settings.realmPath),
-                ("credential file", settings.credentialFile ?? "$CREDENTIALS_DIRECTORY/keymgr.admin"),
-                ("credential header", settings.credentialHeader),
-                ("token endpoint", HumanText.text(settings.tokenEndpoint?.absoluteString)),
-                ("registration endpoint", HumanText.text(settings.registrationEndpoint?.absoluteString)),
-                ("revocation endpoint", HumanText.text(settings.revocationEndpoint?.absoluteString)),
-                ("device authorization endpoint", HumanText.text(settings.deviceAuthorizationEndpoint?.absoluteString)),
-                ("token binding", settings.tokenBinding.rawValue),
-                ("updated", HumanText.time(settings.updatedAt)),
-            ]
-            let width = lines.map(\.0.count).max() ?? 0
-            console.answer(lines.map { $0.0 + String(repeating: " ", count: width - $0.0.count + 2) + TextTable.printable($0.1) }
-                .joined(separator: "\n"))
+            globals.render(ServerProfileOutput(settings: settings, saved: false))
         }
     }
 
@@ -251,14 +224,7 @@ struct Server: ParsableCommand {
 
         func run() throws {
             let profiles = try globals.openManager(readOnly: true).serverProfiles()
-            let console = globals.console
-            if globals.json {
-                console.answer(json: profiles.map(ServerSettingsJSON.init))
-                return
-            }
-            console.table([.whole("PROFILE"), .whole("DIALECT"), TableColumn("BASE URL")],
-                          profiles.map { [$0.name, $0.dialect.rawValue, $0.baseURL.absoluteString] },
-                          empty: "no server is configured: run `keymgr server set`", wide: true)
+            globals.render(ServerProfilesOutput(profiles: profiles))
         }
     }
 
@@ -287,17 +253,11 @@ struct Server: ParsableCommand {
 
         func run() throws {
             let manager = try globals.openManager()
-            let plan = try manager.serverRemoval(name: profile)
-            try confirmation.confirm("Remove the server profile \(plan.name) and wipe the \(plan.registrations) client "
-                + "registrations and \(plan.tokenSets) token sets kept for it here?")
-            let removal = try manager.removeServer(name: profile)
-            if globals.json {
-                globals.console.answer(json: ServerRemovalJSON(name: removal.name, registrations: removal.registrations,
-                                                               tokenSets: removal.tokenSets))
-            } else {
-                globals.console.confirm("removed the server profile \(removal.name) (\(removal.registrations) client "
-                    + "registrations and \(removal.tokenSets) token sets wiped here)")
+            let removal = try manager.removeServer(name: profile) { plan in
+                try confirmation.confirm("Remove the server profile \(plan.name) and wipe the \(plan.registrations) client "
+                    + "registrations and \(plan.tokenSets) token sets kept for it here?")
             }
+            globals.render(ServerRemovalOutput(removal: removal))
         }
     }
 }
@@ -307,4 +267,62 @@ struct ServerRemovalJSON: Encodable {
     let name: String
     let registrations: Int
     let tokenSets: Int
+}
+
+/// `server set` (a confirmation line) and `server show` (`name  value` lines); with --json the `server show` object.
+struct ServerProfileOutput: CommandOutput {
+    let settings: ServerSettings
+    /// `server set` just saved it.
+    let saved: Bool
+
+    var document: ServerSettingsJSON { ServerSettingsJSON(settings) }
+
+    func text(on console: Console) {
+        if saved {
+            console.confirm("saved the \(settings.name) server profile: \(settings.dialect.rawValue) at \(settings.baseURL.absoluteString)")
+            return
+        }
+        let lines: [(String, String)] = [
+            ("name", settings.name),
+            ("dialect", settings.dialect.rawValue),
+            ("base URL", settings.baseURL.absoluteString),
+            ("realm path", settings.realmPath),
+            ("credential file", settings.credentialFile ?? "$CREDENTIALS_DIRECTORY/keymgr.admin"),
+            ("credential header", settings.credentialHeader),
+            ("token endpoint", HumanText.text(settings.tokenEndpoint?.absoluteString)),
+            ("registration endpoint", HumanText.text(settings.registrationEndpoint?.absoluteString)),
+            ("revocation endpoint", HumanText.text(settings.revocationEndpoint?.absoluteString)),
+            ("device authorization endpoint", HumanText.text(settings.deviceAuthorizationEndpoint?.absoluteString)),
+            ("token binding", settings.tokenBinding.rawValue),
+            ("updated", HumanText.time(settings.updatedAt)),
+        ]
+        console.answer(TokenShowOutput.aligned(lines))
+    }
+}
+
+/// `server list`: a table, or an array of `server show` objects.
+struct ServerProfilesOutput: CommandOutput {
+    let profiles: [ServerSettings]
+
+    var document: [ServerSettingsJSON] { profiles.map(ServerSettingsJSON.init) }
+
+    func text(on console: Console) {
+        console.table([.whole("PROFILE"), .whole("DIALECT"), TableColumn("BASE URL")],
+                      profiles.map { [$0.name, $0.dialect.rawValue, $0.baseURL.absoluteString] },
+                      empty: "no server is configured: run `keymgr server set`", wide: true)
+    }
+}
+
+/// `server remove`: a confirmation line, or `{"name","registrations","tokenSets"}`.
+struct ServerRemovalOutput: CommandOutput {
+    let removal: ServerRemoval
+
+    var document: ServerRemovalJSON {
+        ServerRemovalJSON(name: removal.name, registrations: removal.registrations, tokenSets: removal.tokenSets)
+    }
+
+    func text(on console: Console) {
+        console.confirm("removed the server profile \(removal.name) (\(removal.registrations) client "
+            + "registrations and \(removal.tokenSets) token sets wiped here)")
+    }
 }

@@ -83,56 +83,32 @@ struct SyncCommand: KeymgrCommand {
             report = try AsyncBridge.wait { try await service.run(options) { progress.show(done: $0, total: $1) } }
         }
 
-        if report.safetyValveTripped {
-            // What the valve holds back is shown, so the operator can judge it before forcing anything.
-            printReport(report, console: console, owners: globals.json ? [:] : try Self.owners(of: report, in: manager))
-            throw FailureAfterReport(.safetyValve, """
-                safety valve: this run would revoke \(report.plannedRevocations) keys the server no longer lists, \
-                more than the limit of \(report.revocationLimit) (--max-revoke \(Self.percent(options.maxRevokePercent)) of the active keys); \
-                nothing was applied. Check the server first (a wrong realm or credential, or a server fault, can make keys \
-                look removed): `keymgr sync --dry-run` shows the plan, `keymgr sync --force` applies it
-                """)
-        }
+        let outcome = report.outcome
         if report.noDeviceRegistry {
             console.warn("the \(connection.settings.dialect.rawValue) server has no device registry: only client registrations are checked")
-            if !globals.json {
-                console.answer("\(report.registrationsWiped.count) client registrations revoked by the server and wiped here"
-                    + report.registrationsWiped.map { "\n  \(TextTable.printable($0))" }.joined())
-                if let outage = Self.serverWideFailure(report) {
-                    throw FailureAfterReport(outage.code, "no registration could be read: \(TextTable.printable(outage.message))")
-                }
-                for error in report.errors {
-                    StandardStream.error.write("keymgr: \(TextTable.printable(error.userId)): \(error.message) (\(error.code))\n")
-                }
-                if !report.errors.isEmpty { throw ExitCode(2) }
-                return
+        }
+        if report.noDeviceRegistry && !globals.json {
+            console.answer("\(report.registrationsWiped.count) client registrations revoked by the server and wiped here"
+                + report.registrationsWiped.map { "\n  \(TextTable.printable($0))" }.joined())
+        } else {
+            // What the valve holds back is shown, so the operator can judge it before forcing anything.
+            printReport(report, console: console)
+        }
+        switch outcome {
+        case .reconciled:
+            return
+        case .someUsersFailed(let errors):
+            for error in errors {
+                StandardStream.error.write("keymgr: \(TextTable.printable(error.userId)): \(TextTable.printable(error.message)) (\(error.code.rawValue))\n")
             }
+            throw ExitCode(2)
+        case .failed(let failure):
+            throw FailureAfterReport(failure.code, TextTable.printable(failure.message))
         }
-        printReport(report, console: console, owners: globals.json ? [:] : try Self.owners(of: report, in: manager))
-        if let outage = Self.serverWideFailure(report) {
-            // No user was reconciled, for one reason: say it once, and exit so a timer marks the run failed.
-            throw FailureAfterReport(outage.code, "no user was reconciled: \(TextTable.printable(outage.message))")
-        }
-        for error in report.errors {
-            StandardStream.error.write("keymgr: \(TextTable.printable(error.userId)): \(TextTable.printable(error.message)) (\(error.code))\n")
-        }
-        if !report.errors.isEmpty { throw ExitCode(2) }
-    }
-
-    /// Every user's listing and every client registration's read failed because the server is unreachable, or
-    /// because it refuses the credential: the run failed as a whole (69 or 77), not "some users" (2).
-    static func serverWideFailure(_ report: SyncReport) -> (code: KeyManagerError.Code, message: String)? {
-        let reconcilable = report.users + report.registrationsChecked
-        guard reconcilable > 0, report.errors.count == reconcilable, let first = report.errors.first else { return nil }
-        for code in [KeyManagerError.Code.serverUnavailable, .unAuthorize]
-        where report.errors.allSatisfy({ $0.code == code.rawValue }) {
-            return (code, first.message)
-        }
-        return nil
     }
 
     /// The report: JSON, or for people a table of what changed (kid and user) and a one-line summary.
-    private func printReport(_ report: SyncReport, console: Console, owners: [String: String] = [:]) {
+    private func printReport(_ report: SyncReport, console: Console) {
         if globals.json {
             console.answer(json: SyncReportJSON(report))
             return
@@ -140,7 +116,7 @@ struct SyncCommand: KeymgrCommand {
         var rows: [[String]] = []
         for (change, kids) in [("registered", report.registered), ("revoked", report.revoked),
                                ("deleted on server", report.serverDeleted)] {
-            rows += kids.map { [change, HumanText.text(owners[$0]), $0] }
+            rows += kids.map { [change, HumanText.text(report.owners[$0]), $0] }
         }
         let orphanChange = pruneOrphans && !report.dryRun ? "orphan, deleted" : "orphan"
         rows += report.orphans.map { [orphanChange, "-", $0] }
@@ -170,17 +146,6 @@ struct SyncCommand: KeymgrCommand {
         }
     }
 
-    /// The user id of each kid the report names, for the people's table.
-    private static func owners(of report: SyncReport, in manager: KeyManager) throws -> [String: String] {
-        let named = Set(report.registered + report.revoked + report.serverDeleted)
-        guard !named.isEmpty else { return [:] }
-        var owners: [String: String] = [:]
-        try manager.forEachKey(userId: nil, statuses: Set(KeyStatus.allCases)) { key in
-            if named.contains(key.kid) { owners[key.kid] = key.userId }
-        }
-        return owners
-    }
-
     /// `, 63 writes (60 server names or last accesses mirrored, 3 registrations)`: the writes by kind, the empty kinds left out.
     static func writes(_ writes: SyncWrites) -> String {
         guard writes.total > 0 else { return ", 0 writes" }
@@ -190,10 +155,6 @@ struct SyncCommand: KeymgrCommand {
                      (writes.registrationsWiped, "for wiped client registrations")]
             .filter { $0.0 > 0 }.map { "\($0.0) \($0.1)" }
         return ", \(writes.total) writes (\(kinds.joined(separator: ", ")))"
-    }
-
-    static func percent(_ value: Double) -> String {
-        value == value.rounded() ? "\(Int(value)) %" : "\(value) %"
     }
 }
 

@@ -44,11 +44,7 @@ struct Token: ParsableCommand {
         func run() throws {
             let context = try OAuthContext(globals, profile: server.profile)
             let set = try context.tokens.importTokens(userId: user, json: OAuthContext.readStdin())
-            if globals.json {
-                globals.console.answer(json: TokenSetJSON(set, secrets: nil))
-            } else {
-                globals.console.confirm("stored \(set.tokenType) tokens for \(user)")
-            }
+            globals.render(TokenSetOutput(set: set, confirmation: "stored \(set.tokenType) tokens for \(user)"))
         }
     }
 
@@ -84,23 +80,7 @@ struct Token: ParsableCommand {
                 throw KeyManagerError(.clientNotRegistered, "\(user) has no tokens: run `keymgr login --user \(user)`")
             }
             let secrets = reveal ? try manager.tokenSecrets(userId: user, serverName: settings.name) : nil
-            if globals.json {
-                globals.console.answer(json: TokenSetJSON(set, secrets: secrets))
-                return
-            }
-            let hidden = { (held: Bool) in held ? "(sealed; --reveal shows it)" : "-" }
-            let lines: [(String, String)] = [
-                ("user", set.userId), ("client id", set.clientId), ("token type", set.tokenType),
-                ("bound", set.bound ? "yes (DPoP key \(set.jkt ?? "-"))" : "no"),
-                ("scope", HumanText.text(set.scope)), ("expires", HumanText.time(set.expiresAt)),
-                ("access token", secrets.map { HumanText.text($0.accessToken) } ?? hidden(true)),
-                ("refresh token", secrets.map { HumanText.text($0.refreshToken) } ?? hidden(set.hasRefreshToken)),
-                ("id token", secrets.map { HumanText.text($0.idToken) } ?? hidden(set.hasIdToken)),
-                ("updated", HumanText.time(set.updatedAt)),
-            ]
-            let width = lines.map(\.0.count).max() ?? 0
-            globals.console.answer(lines.map { $0.0 + String(repeating: " ", count: width - $0.0.count + 2) + TextTable.printable($0.1) }
-                .joined(separator: "\n"))
+            globals.render(TokenShowOutput(set: set, secrets: secrets))
         }
     }
 
@@ -124,18 +104,10 @@ struct Token: ParsableCommand {
         var user: String
 
         func run() throws {
-            let context = try OAuthContext(globals, profile: network.profile, timeout: network.timeout)
-            let service = context.tokens
+            let service = try OAuthContext(globals, profile: network.profile, timeout: network.timeout).tokens
             let user = user
-            guard let seen = try context.manager.tokenSet(userId: user, serverName: context.connection.serverName) else {
-                throw KeyManagerError(.clientNotRegistered, "\(user) has no tokens: run `keymgr login --user \(user)`")
-            }
-            let set = try AsyncBridge.wait { try await service.refresh(userId: user, seen: seen.revision) }
-            if globals.json {
-                globals.console.answer(json: TokenSetJSON(set, secrets: nil))
-            } else {
-                globals.console.confirm("refreshed the tokens of \(user); they expire \(HumanText.time(set.expiresAt))")
-            }
+            let set = try AsyncBridge.wait { try await service.refresh(userId: user) }
+            globals.render(TokenSetOutput(set: set, confirmation: "refreshed the tokens of \(user); they expire \(HumanText.time(set.expiresAt))"))
         }
     }
 
@@ -163,14 +135,13 @@ struct Token: ParsableCommand {
         @OptionGroup var confirmation: ConfirmationOptions
 
         func run() throws {
-            let context = try OAuthContext(globals, profile: network.profile, timeout: network.timeout)
-            guard try context.manager.tokenSet(userId: user, serverName: context.connection.serverName) != nil else {
-                throw KeyManagerError(.clientNotRegistered, "\(user) has no tokens to revoke at the server profile \(network.profile)")
+            let service = try OAuthContext(globals, profile: network.profile, timeout: network.timeout).tokens
+            let (user, confirmation) = (user, confirmation)
+            try AsyncBridge.wait {
+                try await service.revoke(userId: user) { _ in
+                    try confirmation.confirm("Revoke the tokens of \(user) at the server and discard them here?")
+                }
             }
-            try confirmation.confirm("Revoke the tokens of \(user) at the server and discard them here?")
-            let service = context.tokens
-            let user = user
-            try AsyncBridge.wait { try await service.revoke(userId: user) }
             globals.console.confirm("revoked the tokens of \(user)")
         }
     }
@@ -205,12 +176,7 @@ struct Token: ParsableCommand {
             let service = try OAuthContext(globals, profile: network.profile, timeout: network.timeout).tokens
             let (user, minTtl) = (user, minTtl)
             let result = try AsyncBridge.wait { try await service.accessToken(userId: user, minTTL: minTtl) }
-            if globals.json {
-                globals.console.answer(json: PrintedTokenJSON(accessToken: result.token, tokenType: result.set.tokenType,
-                                                              expiresAt: result.set.expiresAt))
-            } else {
-                globals.console.answer(result.token)
-            }
+            globals.render(PrintedTokenOutput(token: result.token, set: result.set))
         }
     }
 }

@@ -228,7 +228,7 @@ struct SyncReportJSON: Encodable {
         revoked = report.revoked
         serverDeleted = report.serverDeleted
         orphans = report.orphans
-        errors = report.errors.map { UserErrorJSON(userId: $0.userId, code: $0.code, message: $0.message) }
+        errors = report.errors.map { UserErrorJSON(userId: $0.userId, code: $0.code.rawValue, message: $0.message) }
         writes = report.writes
         writesByKind = SyncWritesJSON(report.writesByKind)
         unregistered = report.unregistered

@@ -1,0 +1,112 @@
+import Foundation
+import KeyManager
+
+/// What a command prints when it succeeds: one value, rendered as its `--json` document or as text for people. A
+/// command builds the value and calls `GlobalOptions.render(_:)`, the one place that branches on `--json`.
+protocol CommandOutput {
+    associatedtype Document: Encodable
+    /// The `--json` document (stdout).
+    var document: Document { get }
+    /// The text for people.
+    func text(on console: Console)
+}
+
+extension GlobalOptions {
+    /// Prints `output` as `--json` asks.
+    func render(_ output: some CommandOutput) {
+        if json {
+            console.answer(json: output.document)
+        } else {
+            output.text(on: console)
+        }
+    }
+}
+
+/// A token set (`token import`, `token refresh`, `login`): the `token show` object, or one confirmation line.
+struct TokenSetOutput: CommandOutput {
+    let set: TokenSet
+    let confirmation: String
+
+    var document: TokenSetJSON { TokenSetJSON(set, secrets: nil) }
+
+    func text(on console: Console) { console.confirm(confirmation) }
+}
+
+/// `token show`: the object, or aligned `name  value` lines.
+struct TokenShowOutput: CommandOutput {
+    let set: TokenSet
+    let secrets: TokenSecrets?
+
+    var document: TokenSetJSON { TokenSetJSON(set, secrets: secrets) }
+
+    func text(on console: Console) {
+        let hidden = { (held: Bool) in held ? "(sealed; --reveal shows it)" : "-" }
+        console.answer(Self.aligned([
+            ("user", set.userId), ("client id", set.clientId), ("token type", set.tokenType),
+            ("bound", set.bound ? "yes (DPoP key \(set.jkt ?? "-"))" : "no"),
+            ("scope", HumanText.text(set.scope)), ("expires", HumanText.time(set.expiresAt)),
+            ("access token", secrets.map { HumanText.text($0.accessToken) } ?? hidden(true)),
+            ("refresh token", secrets.map { HumanText.text($0.refreshToken) } ?? hidden(set.hasRefreshToken)),
+            ("id token", secrets.map { HumanText.text($0.idToken) } ?? hidden(set.hasIdToken)),
+            ("updated", HumanText.time(set.updatedAt)),
+        ]))
+    }
+
+    /// `name  value` lines, the values in one column, each made printable.
+    static func aligned(_ lines: [(String, String)]) -> String {
+        let width = lines.map(\.0.count).max() ?? 0
+        return lines.map { $0.0 + String(repeating: " ", count: width - $0.0.count + 2) + TextTable.printable($0.1) }
+            .joined(separator: "\n")
+    }
+}
+
+/// `token print`: the access token alone, or `{"accessToken","tokenType","expiresAt"}`.
+struct PrintedTokenOutput: CommandOutput {
+    let token: String
+    let set: TokenSet
+
+    var document: PrintedTokenJSON { PrintedTokenJSON(accessToken: token, tokenType: set.tokenType, expiresAt: set.expiresAt) }
+
+    func text(on console: Console) { console.answer(token) }
+}
+
+/// `dcr register` and `dcr show`: the `dcr show` object, or (register) a confirmation line or (show) `name  value` lines.
+struct RegistrationOutput: CommandOutput {
+    let registration: Registration
+    let secrets: RegistrationSecrets?
+    /// Set for `dcr register`; nil for `dcr show`.
+    let confirmation: String?
+
+    var document: RegistrationJSON { RegistrationJSON(registration, secrets: secrets) }
+
+    func text(on console: Console) {
+        if let confirmation {
+            console.confirm(confirmation)
+            return
+        }
+        var lines: [(String, String)] = [
+            ("user", registration.userId), ("client id", registration.clientId),
+            ("client secret", secrets.map { HumanText.text($0.clientSecret) }
+                ?? (registration.hasClientSecret ? "(sealed; --reveal shows it)" : "-")),
+            ("registration URI", HumanText.text(registration.registrationClientURI?.absoluteString)),
+            ("issued", HumanText.time(registration.clientIdIssuedAt)),
+            ("secret expires", registration.clientSecretExpiresAt.map { HumanText.time($0) } ?? "never"),
+            ("auth method", HumanText.text(registration.tokenEndpointAuthMethod)),
+            ("grant types", registration.grantTypes.joined(separator: " ")),
+            ("scope", HumanText.text(registration.scope)), ("software id", HumanText.text(registration.softwareId)),
+            ("updated", HumanText.time(registration.updatedAt)),
+        ]
+        if let secrets { lines.append(("registration token", HumanText.text(secrets.registrationAccessToken))) }
+        console.answer(TokenShowOutput.aligned(lines))
+    }
+}
+
+/// `dpop proof`: the proof alone, or `{"proof","jkt"}`.
+struct ProofOutput: CommandOutput {
+    let proof: String
+    let jkt: String?
+
+    var document: [String: String] { ["proof": proof, "jkt": jkt ?? ""] }
+
+    func text(on console: Console) { console.answer(proof) }
+}
