@@ -47,6 +47,8 @@ package final class TPMConnection {
     private var context: OpaquePointer?
     package let tcti: String
     private var storageKey: ESYS_TR?
+    /// The storage key's handle as found, its template not (yet) checked.
+    private var uncheckedStorageKey: ESYS_TR?
     private var counterHandles: [UInt32: ESYS_TR] = [:]
 
     /// Silences libtss2 before its first use: it logs to stderr otherwise.
@@ -88,7 +90,8 @@ package final class TPMConnection {
             defer { if lock >= 0 { _ = Glibc.close(lock) } }
             do {
                 return try body(try TPMConnection(tcti: tcti))
-            } catch TPMFailure.other(_, let code, _) where lock >= 0 && code & 0xFFFF_FF7F == 0x902 {
+            } catch TPMFailure.other(_, let code, _) where lock >= 0 && [0x902, 0x903].contains(code & 0xFFFF_FF7F) {
+                // OBJECT_MEMORY or SESSION_MEMORY: what killed processes left loaded.
                 try TPMConnection(tcti: tcti).flushTransientObjects()
                 return try body(try TPMConnection(tcti: tcti))
             }
@@ -106,22 +109,25 @@ package final class TPMConnection {
         return nil
     }
 
-    /// Flushes every loaded transient object (TPM2_GetCapability of the transient handles, then TPM2_FlushContext).
+    /// Flushes every loaded transient object and every loaded session (TPM2_GetCapability of the transient, HMAC
+    /// session and policy session handles, then TPM2_FlushContext).
     private func flushTransientObjects() throws {
         let esys = try esys
-        var more: TPMI_YES_NO = 0
-        var data: UnsafeMutablePointer<TPMS_CAPABILITY_DATA>?
-        let rc = Esys_GetCapability(esys, Self.none, Self.none, Self.none, 1, 0x8000_0000, 64, &more, &data)
-        defer { Esys_Free(data) }
-        guard rc == 0, let data else { throw Self.failure("GetCapability", rc) }
-        let handles = data.pointee.data.handles
-        let found: [UInt32] = withUnsafeBytes(of: handles.handle) { raw in
-            Array(raw.bindMemory(to: UInt32.self).prefix(Int(handles.count)))
-        }
-        for tpmHandle in found {
-            var handle: ESYS_TR = 0
-            guard Esys_TR_FromTPMPublic(esys, tpmHandle, Self.none, Self.none, Self.none, &handle) == 0 else { continue }
-            _ = Esys_FlushContext(esys, handle)
+        for first: UInt32 in [0x8000_0000, 0x0200_0000, 0x0300_0000] {
+            var more: TPMI_YES_NO = 0
+            var data: UnsafeMutablePointer<TPMS_CAPABILITY_DATA>?
+            let rc = Esys_GetCapability(esys, Self.none, Self.none, Self.none, 1, first, 64, &more, &data)
+            defer { Esys_Free(data) }
+            guard rc == 0, let data else { throw Self.failure("GetCapability", rc) }
+            let handles = data.pointee.data.handles
+            let found: [UInt32] = withUnsafeBytes(of: handles.handle) { raw in
+                Array(raw.bindMemory(to: UInt32.self).prefix(Int(handles.count)))
+            }
+            for tpmHandle in found where tpmHandle & 0xFF00_0000 == first & 0xFF00_0000 {
+                var handle: ESYS_TR = 0
+                guard Esys_TR_FromTPMPublic(esys, tpmHandle, Self.none, Self.none, Self.none, &handle) == 0 else { continue }
+                _ = Esys_FlushContext(esys, handle)
+            }
         }
     }
 
@@ -129,6 +135,7 @@ package final class TPMConnection {
 
     private func close() {
         storageKey = nil  // Esys_Finalize releases every ESYS_TR
+        uncheckedStorageKey = nil
         counterHandles = [:]
         if context != nil { Esys_Finalize(&context) }
         if tctiContext != nil { Tss2_TctiLdr_Finalize(&tctiContext) }
@@ -148,12 +155,16 @@ package final class TPMConnection {
     /// `checkTemplate` reads the key's public area and compares it with keymgr's template (for making keys: a key
     /// under a foreign parent would not be keymgr's); loading a blob needs no check, as a blob does not load under
     /// any other parent.
-    package func storagePrimary(checkTemplate: Bool = true) throws -> ESYS_TR {
+    /// Without `create`, a TPM with no key at the handle (another TPM, or one cleared) is `wontLoad`: nothing keymgr
+    /// made can load there, and nothing is made persistent on a TPM just to find that out.
+    package func storagePrimary(checkTemplate: Bool = true, create: Bool = true) throws -> ESYS_TR {
         if let storageKey { return storageKey }
+        if !checkTemplate, let uncheckedStorageKey { return uncheckedStorageKey }
         let esys = try esys
         var handle: ESYS_TR = 0
         let found = Esys_TR_FromTPMPublic(esys, Self.storageKeyHandle, Self.none, Self.none, Self.none, &handle)
         if found == 0, !checkTemplate {
+            uncheckedStorageKey = handle
             return handle
         }
         if found == 0 {
@@ -177,6 +188,7 @@ package final class TPMConnection {
         guard UInt32(found) >> 16 == 0, Self.base(found) == 0x08B else {  // TPM_RC_HANDLE: nothing persistent there
             throw Self.failure("TR_FromTPMPublic", found)
         }
+        guard create else { throw TPMFailure.wontLoad(code: UInt32(found)) }
         var sensitive = TPM2B_SENSITIVE_CREATE()
         var template = Self.storageTemplate()
         var outside = TPM2B_DATA()
@@ -294,6 +306,90 @@ package final class TPMConnection {
         guard rc == 0, let outPrivate else { throw Self.failure("ObjectChangeAuth", rc) }
         return try Self.marshal(public: try Self.unmarshal(blob).public, private: outPrivate.pointee)
     }
+
+    // MARK: Sealed data (the master key)
+
+    /// Seals `secret` (at most 128 bytes) to this TPM: a keyedhash sealed-data object under the storage key, noDA,
+    /// empty authValue, no policy (fixedTPM and fixedParent: the blob loads under keymgr's storage key in this TPM
+    /// alone). The secret travels to the TPM encrypted in a session salted to the storage key, so neither the bus nor
+    /// something posing as the TPM at the TCTI sees it. Returns the blob (the same format as a key blob).
+    package func seal(_ secret: SecretBytes) throws -> [UInt8] {
+        let parent = try storagePrimary()
+        let esys = try esys
+        var sensitive = TPM2B_SENSITIVE_CREATE()
+        let bytes = secret.bytes
+        guard bytes.count <= 128 else { throw TPMFailure.other(operation: "seal", code: 0, text: "secret too long") }
+        sensitive.sensitive.data.size = UInt16(bytes.count)
+        withUnsafeMutableBytes(of: &sensitive.sensitive.data.buffer) { $0.copyBytes(from: bytes) }
+        defer { wipe(&sensitive) }
+        var template = Self.sealedDataTemplate()
+        var outside = TPM2B_DATA()
+        var pcrs = TPML_PCR_SELECTION()
+        let session = try saltedSession(parent, attributes: Self.sessionDecrypt)
+        var outPrivate: UnsafeMutablePointer<TPM2B_PRIVATE>?
+        var outPublic: UnsafeMutablePointer<TPM2B_PUBLIC>?
+        var creationData: UnsafeMutablePointer<TPM2B_CREATION_DATA>?
+        var creationHash: UnsafeMutablePointer<TPM2B_DIGEST>?
+        var ticket: UnsafeMutablePointer<TPMT_TK_CREATION>?
+        let rc = Esys_Create(esys, parent, session, Self.none, Self.none, &sensitive, &template, &outside, &pcrs,
+                             &outPrivate, &outPublic, &creationData, &creationHash, &ticket)
+        defer { Esys_Free(outPrivate); Esys_Free(outPublic); Esys_Free(creationData); Esys_Free(creationHash); Esys_Free(ticket) }
+        guard rc == 0, let outPrivate, let outPublic else {
+            flush(session)  // a session the TPM did not close (the command failed)
+            throw Self.failure("Create", rc)
+        }
+        return try Self.marshal(public: outPublic.pointee, private: outPrivate.pointee)
+    }
+
+    /// The secret `seal` sealed in `blob`; `wontLoad` when the blob is not this TPM's (or was altered). The answer
+    /// comes back encrypted in a session salted to the storage key.
+    package func unseal(_ blob: [UInt8]) throws -> SecretBytes {
+        let (publicPart, _) = try Self.unmarshal(blob)
+        guard publicPart.publicArea.type == Self.algKeyedHash,
+              publicPart.publicArea.objectAttributes & (Attribute.sign | Attribute.decrypt) == 0 else {
+            throw TPMFailure.wontLoad(code: 0)
+        }
+        let esys = try esys
+        let parent = try storagePrimary(checkTemplate: false, create: false)
+        let handle = try load(blob)
+        defer { flush(handle) }
+        let session = try saltedSession(parent, attributes: Self.sessionEncrypt)
+        var data: UnsafeMutablePointer<TPM2B_SENSITIVE_DATA>?
+        let rc = Esys_Unseal(esys, handle, session, Self.none, Self.none, &data)
+        defer {
+            if let data { wipe(&data.pointee) }
+            Esys_Free(data)
+        }
+        guard rc == 0, let data else {
+            flush(session)
+            throw Self.failure("Unseal", rc)
+        }
+        let count = min(Int(data.pointee.size), MemoryLayout.size(ofValue: data.pointee.buffer))
+        return SecretBytes(withUnsafeBytes(of: data.pointee.buffer) { Array($0.prefix(count)) })
+    }
+
+    /// An HMAC session salted to `key` (so only the TPM holding that key's private part can use it), for one command:
+    /// continueSession is clear, so the TPM closes it when that command succeeds.
+    private func saltedSession(_ key: ESYS_TR, attributes: UInt8) throws -> ESYS_TR {
+        let esys = try esys
+        var symmetric = TPMT_SYM_DEF()
+        symmetric.algorithm = Self.algAES
+        symmetric.keyBits.aes = 128
+        symmetric.mode.aes = Self.algCFB
+        var session: ESYS_TR = 0
+        let rc = Esys_StartAuthSession(esys, key, Self.none, Self.none, Self.none, Self.none, nil, 0x00 /* TPM2_SE_HMAC */,
+                                       &symmetric, Self.algSHA256, &session)
+        guard rc == 0 else { throw Self.failure("StartAuthSession", rc) }
+        let set = Esys_TRSess_SetAttributes(esys, session, attributes, 0xFF)
+        guard set == 0 else {
+            flush(session)
+            throw Self.failure("TRSess_SetAttributes", set)
+        }
+        return session
+    }
+
+    private static let sessionDecrypt: UInt8 = 0x20  // TPMA_SESSION_DECRYPT: the command's first parameter encrypted
+    private static let sessionEncrypt: UInt8 = 0x40  // TPMA_SESSION_ENCRYPT: the response's first parameter encrypted
 
     // MARK: Dictionary-attack protection
 
@@ -426,6 +522,7 @@ package final class TPMConnection {
     static let rhOwner = ESYS_TR(0x101)
     static let rhLockout = ESYS_TR(0x10A)
     static let algECC: UInt16 = 0x0023
+    static let algKeyedHash: UInt16 = 0x0008
     static let algSHA256: UInt16 = 0x000B
     static let algNULL: UInt16 = 0x0010
     static let algECDSA: UInt16 = 0x0018
@@ -451,6 +548,18 @@ package final class TPMConnection {
         template.publicArea.parameters.eccDetail.scheme.scheme = algNULL
         template.publicArea.parameters.eccDetail.curveID = curveP256
         template.publicArea.parameters.eccDetail.kdf.scheme = algNULL
+        return template
+    }
+
+    /// A sealed-data object: keyedhash with no scheme, neither sign nor decrypt, its data given (not TPM-made), noDA
+    /// (nothing to guess: its authValue is empty, and a DA lockout from wrong PINs must never keep the store shut).
+    static func sealedDataTemplate() -> TPM2B_PUBLIC {
+        var template = TPM2B_PUBLIC()
+        template.publicArea.type = algKeyedHash
+        template.publicArea.nameAlg = algSHA256
+        template.publicArea.objectAttributes = Attribute.fixedTPM | Attribute.fixedParent | Attribute.userWithAuth
+            | Attribute.noDA
+        template.publicArea.parameters.keyedHashDetail.scheme.scheme = algNULL
         return template
     }
 
