@@ -75,7 +75,10 @@ extension KeyManager {
                 // Stepped only when the store is level with the counter: a store one step behind (a crash after an
                 // increment) records the counter's value instead, so repeated crashes never leave it two behind.
                 guard step, UInt64(stored) + 1 >= current, UInt64(stored) <= current else { return (current, nil) }
-                return (current, UInt64(stored) == current ? try connection.incrementCounter(index32, auth: auth) : current)
+                // Inside the store's write transaction, the only place this store's counter is ever stepped: nothing
+                // steps it between the read and the increment, so its new value needs no second read.
+                return (current, UInt64(stored) == current
+                    ? try connection.incrementCounter(index32, auth: auth, from: current) : current)
             }
         }
         guard UInt64(stored) + 1 >= current, UInt64(stored) <= current else {

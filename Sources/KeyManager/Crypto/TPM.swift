@@ -83,19 +83,45 @@ package final class TPMConnection {
     /// below so that no other keymgr is mid-operation, flushes every transient object and tries once more.
     /// swtpm serves each command on a connection of its own, so keymgr processes sharing one also take an OS lock
     /// (`flock` on the directory of its socket) for the length of an operation.
+    ///
+    /// The connection (the ESYS context, with the NV indices' handles it has resolved) is kept for the next operation
+    /// of this process at the same TCTI: a sign's key load, its rollback check and the counter's second step then
+    /// cost one TCTI set-up and one read of the counter's public area, not three. Nothing loaded in the TPM is kept
+    /// between operations (every object and session is flushed or closed), and the storage key is resolved afresh in
+    /// each. It is dropped after any failure, and never used across a fork.
     package static func with<T>(tcti: String, _ body: (TPMConnection) throws -> T) throws -> T {
         try exclusive.withLock {
             let lock = lockDirectory(tcti).map { open($0, O_RDONLY | O_DIRECTORY | O_CLOEXEC) } ?? -1
             if lock >= 0 { _ = flock(lock, LOCK_EX) }
             defer { if lock >= 0 { _ = Glibc.close(lock) } }
             do {
-                return try body(try TPMConnection(tcti: tcti))
+                return try body(try kept(tcti))
             } catch TPMFailure.other(_, let code, _) where lock >= 0 && [0x902, 0x903].contains(code & 0xFFFF_FF7F) {
                 // OBJECT_MEMORY or SESSION_MEMORY: what killed processes left loaded.
-                try TPMConnection(tcti: tcti).flushTransientObjects()
-                return try body(try TPMConnection(tcti: tcti))
+                keptConnection = nil
+                try kept(tcti).flushTransientObjects()
+                return try body(try kept(tcti))
+            } catch {
+                keptConnection = nil
+                throw error
             }
         }
+    }
+
+    /// The connection kept for `tcti` by this process (only ever touched under `exclusive`).
+    nonisolated(unsafe) private static var keptConnection: (pid: pid_t, connection: TPMConnection)?
+
+    private static func kept(_ tcti: String) throws -> TPMConnection {
+        if let kept = keptConnection, kept.pid == getpid(), kept.connection.tcti == tcti {
+            kept.connection.forgetStorageKey()
+            return kept.connection
+        }
+        // A connection made before a fork is the parent's (a device TCTI's descriptor is shared): never used here.
+        if let kept = keptConnection, kept.pid != getpid() { kept.connection.abandon() }
+        keptConnection = nil
+        let connection = try TPMConnection(tcti: tcti)
+        keptConnection = (getpid(), connection)
+        return connection
     }
 
     /// The directory of a `swtpm:path=SOCKET` TCTI's socket; nil for other TCTIs (a kernel resource manager,
@@ -132,6 +158,22 @@ package final class TPMConnection {
     }
 
     private static let exclusive = NSLock()
+
+    /// Resolves the storage key afresh in the next operation: its public key salts sessions, and another TPM may
+    /// answer at the TCTI by then (the NV indices' handles are kept: they are used with password authorisation only).
+    private func forgetStorageKey() {
+        guard let context else { return }
+        for handle in [storageKey, uncheckedStorageKey].compactMap({ $0 }) {
+            var closing = handle
+            _ = Esys_TR_Close(context, &closing)
+        }
+        storageKey = nil
+        uncheckedStorageKey = nil
+    }
+
+    /// Forgets the connection without a word to the TPM: it was inherited across a fork. Only this process's copy of
+    /// its descriptor is closed.
+    private func abandon() { close() }
 
     private func close() {
         storageKey = nil  // Esys_Finalize releases every ESYS_TR
@@ -476,11 +518,13 @@ package final class TPMConnection {
         throw TPMFailure.other(operation: "NV_DefineSpace", code: 0, text: "no free NV index in keymgr's range")
     }
 
-    /// Increments the counter at `index` and returns its new value.
-    package func incrementCounter(_ index: UInt32, auth: SecretBytes) throws -> UInt64 {
+    /// Increments the counter at `index` and returns its new value: `current + 1` when the caller has just read
+    /// `current` in the same exclusive stretch (nothing else steps the counter there), else read back.
+    package func incrementCounter(_ index: UInt32, auth: SecretBytes, from current: UInt64? = nil) throws -> UInt64 {
         let handle = try counterHandle(index, auth: auth)
         let rc = Esys_NV_Increment(try esys, handle, handle, Self.password, Self.none, Self.none)
         guard rc == 0 else { throw Self.failure("NV_Increment", rc) }
+        if let current { return current + 1 }
         return try readCounter(index, auth: auth)
     }
 
