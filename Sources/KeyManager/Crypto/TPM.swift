@@ -49,7 +49,6 @@ package final class TPMConnection {
     private var storageKey: ESYS_TR?
     /// The storage key's handle as found, its template not (yet) checked.
     private var uncheckedStorageKey: ESYS_TR?
-    private var counterHandles: [UInt32: ESYS_TR] = [:]
 
     /// Silences libtss2 before its first use: it logs to stderr otherwise.
     private static let quiet: Void = { setenv("TSS2_LOG", "all+none", 1) }()
@@ -84,9 +83,8 @@ package final class TPMConnection {
     /// swtpm serves each command on a connection of its own, so keymgr processes sharing one also take an OS lock
     /// (`flock` on the directory of its socket) for the length of an operation.
     ///
-    /// The connection (the ESYS context, with the NV indices' handles it has resolved) is kept for the next operation
-    /// of this process at the same TCTI: a sign's key load, its rollback check and the counter's second step then
-    /// cost one TCTI set-up and one read of the counter's public area, not three. Nothing loaded in the TPM is kept
+    /// The connection (the ESYS context) is kept for the next operation of this process at the same TCTI: a sign's
+    /// key load, its rollback check and the counter's second step then cost one TCTI set-up, not three. Nothing loaded in the TPM is kept
     /// between operations (every object and session is flushed or closed), and the storage key is resolved afresh in
     /// each. It is dropped after any failure, and never used across a fork.
     package static func with<T>(tcti: String, _ body: (TPMConnection) throws -> T) throws -> T {
@@ -160,7 +158,7 @@ package final class TPMConnection {
     private static let exclusive = NSLock()
 
     /// Resolves the storage key afresh in the next operation: its public key salts sessions, and another TPM may
-    /// answer at the TCTI by then (the NV indices' handles are kept: they are used with password authorisation only).
+    /// answer at the TCTI by then.
     private func forgetStorageKey() {
         guard let context else { return }
         for handle in [storageKey, uncheckedStorageKey].compactMap({ $0 }) {
@@ -178,7 +176,6 @@ package final class TPMConnection {
     private func close() {
         storageKey = nil  // Esys_Finalize releases every ESYS_TR
         uncheckedStorageKey = nil
-        counterHandles = [:]
         if context != nil { Esys_Finalize(&context) }
         if tctiContext != nil { Tss2_TctiLdr_Finalize(&tctiContext) }
     }
@@ -327,6 +324,90 @@ package final class TPMConnection {
         guard rc == 0, let signature else { throw Self.failure("Sign", rc) }
         let ecdsa = signature.pointee.signature.ecdsa
         return try Self.fixed32(ecdsa.signatureR) + Self.fixed32(ecdsa.signatureS)
+    }
+
+    // MARK: The signing path, through SAPI
+    //
+    // A signature and the rollback counter go through the SAPI context under ESYS, by TPM handle and with password
+    // authorisation: ESYS would resolve each handle first (one more command) and recompute an object's or NV index's
+    // name after Load and NV_Increment, and libtss2 3.2 with OpenSSL 3 builds a whole new OpenSSL library context for
+    // every such hash (about a third of a TPM sign's instructions in keymgr). Nothing on this path needs a name.
+
+    private var sys: OpaquePointer {
+        get throws {
+            var sys: OpaquePointer?
+            let rc = Esys_GetSysContext(try esys, &sys)
+            guard rc == 0, let sys else { throw Self.failure("GetSysContext", rc) }
+            return sys
+        }
+    }
+
+    /// Sends a SAPI command again while the TPM answers TPM_RC_RETRY, TPM_RC_YIELDED or TPM_RC_TESTING ("try again":
+    /// ESYS resubmits these by itself, SAPI does not), at most five times as ESYS does.
+    private static func resubmitting(_ command: () -> TSS2_RC) -> TSS2_RC {
+        var rc = command()
+        for _ in 1..<5 where [0x922, 0x908, 0x90A].contains(UInt32(rc)) { rc = command() }
+        return rc
+    }
+
+    /// One password authorisation (TPM2_RS_PW) carrying `auth` (empty when nil).
+    private static func passwordAuthorization(_ auth: SecretBytes?) throws -> TSS2L_SYS_AUTH_COMMAND {
+        var command = TSS2L_SYS_AUTH_COMMAND()
+        command.count = 1
+        command.auths.0.sessionHandle = 0x4000_0009
+        if let auth { try fill(&command.auths.0.hmac, auth.bytes) }
+        return command
+    }
+
+    /// Loads a signing key's blob under keymgr's persistent storage key (by its handle: nothing to resolve first).
+    /// The caller flushes it (`flushForSigning`). A TPM without that storage key, or one that did not make the blob:
+    /// `wontLoad`.
+    package func loadForSigning(_ blob: [UInt8]) throws -> UInt32 {
+        var (publicPart, privatePart) = try Self.unmarshal(blob)
+        var authorization = try Self.passwordAuthorization(nil)
+        var handle: TPM2_HANDLE = 0
+        var name = TPM2B_NAME()
+        var response = TSS2L_SYS_AUTH_RESPONSE()
+        let sys = try sys
+        let rc = Self.resubmitting {
+            Tss2_Sys_Load(sys, Self.storageKeyHandle, &authorization, &privatePart, &publicPart, &handle, &name, &response)
+        }
+        guard rc == 0 else {
+            switch (UInt32(rc) >> 16, Self.base(rc)) {
+            case (0, 0x09F), (0, 0x09D), (0, 0x0A5), (0, 0x08F), (0, 0x09A), (0, 0x095), (0, 0x08B):
+                throw TPMFailure.wontLoad(code: rc)  // integrity, key, ..., or no storage key at the handle
+            default:
+                throw Self.failure("Load", rc)
+            }
+        }
+        return handle
+    }
+
+    package func flushForSigning(_ handle: UInt32) {
+        guard let sys = try? sys else { return }
+        _ = Tss2_Sys_FlushContext(sys, handle)
+    }
+
+    /// ES256 over `message` with a key `loadForSigning` loaded: SHA-256 here, ECDSA inside the TPM; raw r||s.
+    package func signForSigning(_ handle: UInt32, auth: SecretBytes, message: [UInt8]) throws -> [UInt8] {
+        var authorization = try Self.passwordAuthorization(auth)
+        defer { wipe(&authorization) }
+        var digest = TPM2B_DIGEST()
+        try Self.fill(&digest, SHA256.hash(message))
+        var scheme = TPMT_SIG_SCHEME()
+        scheme.scheme = Self.algECDSA
+        scheme.details.ecdsa.hashAlg = Self.algSHA256
+        var validation = TPMT_TK_HASHCHECK()
+        validation.tag = 0x8024  // TPM2_ST_HASHCHECK
+        validation.hierarchy = 0x4000_0007  // TPM2_RH_NULL
+        var signature = TPMT_SIGNATURE()
+        var response = TSS2L_SYS_AUTH_RESPONSE()
+        let sys = try sys
+        let rc = Self.resubmitting {
+            Tss2_Sys_Sign(sys, handle, &authorization, &digest, &scheme, &validation, &signature, &response)
+        }
+        guard rc == 0 else { throw Self.failure("Sign", rc) }
+        return try Self.fixed32(signature.signature.ecdsa.signatureR) + Self.fixed32(signature.signature.ecdsa.signatureS)
     }
 
     /// A new blob of the same key with `newAuth` as its authValue (TPM2_ObjectChangeAuth); `oldAuth` authorises it.
@@ -521,8 +602,11 @@ package final class TPMConnection {
     /// Increments the counter at `index` and returns its new value: `current + 1` when the caller has just read
     /// `current` in the same exclusive stretch (nothing else steps the counter there), else read back.
     package func incrementCounter(_ index: UInt32, auth: SecretBytes, from current: UInt64? = nil) throws -> UInt64 {
-        let handle = try counterHandle(index, auth: auth)
-        let rc = Esys_NV_Increment(try esys, handle, handle, Self.password, Self.none, Self.none)
+        var authorization = try Self.passwordAuthorization(auth)
+        defer { wipe(&authorization) }
+        var response = TSS2L_SYS_AUTH_RESPONSE()
+        let sys = try sys
+        let rc = Self.resubmitting { Tss2_Sys_NV_Increment(sys, index, index, &authorization, &response) }
         guard rc == 0 else { throw Self.failure("NV_Increment", rc) }
         if let current { return current + 1 }
         return try readCounter(index, auth: auth)
@@ -530,30 +614,20 @@ package final class TPMConnection {
 
     /// The counter's value.
     package func readCounter(_ index: UInt32, auth: SecretBytes) throws -> UInt64 {
-        let handle = try counterHandle(index, auth: auth)
-        var data: UnsafeMutablePointer<TPM2B_MAX_NV_BUFFER>?
-        let rc = Esys_NV_Read(try esys, handle, handle, Self.password, Self.none, Self.none, 8, 0, &data)
-        defer { Esys_Free(data) }
-        guard rc == 0, let data, data.pointee.size == 8 else { throw Self.failure("NV_Read", rc) }
-        return withUnsafeBytes(of: data.pointee.buffer) { $0.prefix(8).reduce(UInt64(0)) { $0 << 8 | UInt64($1) } }
-    }
-
-    private func counterHandle(_ index: UInt32, auth: SecretBytes) throws -> ESYS_TR {
-        if let handle = counterHandles[index] { return handle }
-        let esys = try esys
-        var handle: ESYS_TR = 0
-        let found = Esys_TR_FromTPMPublic(esys, index, Self.none, Self.none, Self.none, &handle)
-        guard found == 0 else {
-            throw TPMFailure.other(operation: String(format: "find NV index 0x%08x", index), code: UInt32(found),
-                                   text: Self.text(found))
+        var authorization = try Self.passwordAuthorization(auth)
+        defer { wipe(&authorization) }
+        var data = TPM2B_MAX_NV_BUFFER()
+        var response = TSS2L_SYS_AUTH_RESPONSE()
+        let sys = try sys
+        let rc = Self.resubmitting { Tss2_Sys_NV_Read(sys, index, index, &authorization, 8, 0, &data, &response) }
+        guard rc == 0, data.size == 8 else {
+            if rc != 0, UInt32(rc) >> 16 == 0, Self.base(rc) == 0x08B {  // TPM_RC_HANDLE: no such index on this TPM
+                throw TPMFailure.other(operation: String(format: "find NV index 0x%08x", index), code: UInt32(rc),
+                                       text: Self.text(rc))
+            }
+            throw Self.failure("NV_Read", rc)
         }
-        var authValue = TPM2B_AUTH()
-        try Self.fill(&authValue, auth.bytes)
-        let set = Esys_TR_SetAuth(esys, handle, &authValue)
-        wipe(&authValue)
-        guard set == 0 else { throw Self.failure("TR_SetAuth", set) }
-        counterHandles[index] = handle
-        return handle
+        return withUnsafeBytes(of: data.buffer) { $0.prefix(8).reduce(UInt64(0)) { $0 << 8 | UInt64($1) } }
     }
 
     /// keymgr's NV indices: 0x013C0000 to 0x013CFFFF, in the owner's range.
@@ -719,9 +793,9 @@ package struct TPMSigningKey: ES256Signer {
 
     package func signature(for message: [UInt8]) throws -> [UInt8] {
         try TPMConnection.with(tcti: tcti) { connection in
-            let handle = try connection.load(blob)
-            defer { connection.flush(handle) }
-            return try connection.sign(handle, auth: auth, message: message)
+            let handle = try connection.loadForSigning(blob)
+            defer { connection.flushForSigning(handle) }
+            return try connection.signForSigning(handle, auth: auth, message: message)
         }
     }
 }
