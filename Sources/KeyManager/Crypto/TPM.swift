@@ -147,10 +147,10 @@ package final class TPMConnection {
             let found: [UInt32] = withUnsafeBytes(of: handles.handle) { raw in
                 Array(raw.bindMemory(to: UInt32.self).prefix(Int(handles.count)))
             }
+            // By TPM handle through SAPI: ESYS would first have to resolve each (and cannot, for a session).
+            let sys = try sys
             for tpmHandle in found where tpmHandle & 0xFF00_0000 == first & 0xFF00_0000 {
-                var handle: ESYS_TR = 0
-                guard Esys_TR_FromTPMPublic(esys, tpmHandle, Self.none, Self.none, Self.none, &handle) == 0 else { continue }
-                _ = Esys_FlushContext(esys, handle)
+                _ = Tss2_Sys_FlushContext(sys, tpmHandle)
             }
         }
     }
