@@ -103,7 +103,15 @@ extension KeyManager {
 
     /// Increments the counter and records its value in the MAC'd device row. A crash after the increment leaves the
     /// store one step behind, which `checkRollback` accepts.
+    ///
+    /// The device row is checked under `keys` BEFORE the increment: an increment that could then not be recorded (a
+    /// `master rotate` re-keyed the row meanwhile) would leave the store a step behind, and a second such miss, two
+    /// steps: refused as rolled back for good.
     func advanceRollbackCounter(_ counter: RollbackCounter, _ writer: StoreWriter, _ keys: MasterKeys) throws {
+        let device = try Self.requireDevice(writer)
+        guard keys.integrity.holds(device.integrityMac, try keys.integrity.mac(device)) else {
+            throw Self.tampered("the device settings")
+        }
         let value = try TPMKeyBackend.mapped(counter.tcti) {
             try TPMConnection.with(tcti: counter.tcti) { try $0.incrementCounter(counter.index, auth: counter.auth) }
         }

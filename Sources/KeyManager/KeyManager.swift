@@ -304,6 +304,7 @@ public final class KeyManager: Sendable {
         var attempts = 0
         while true {
             let keys = masterKeys
+            var committed = false
             do {
                 var counter: RollbackCounter?
                 let result = try Self.mapped {
@@ -315,13 +316,32 @@ public final class KeyManager: Sendable {
                         return result
                     }
                 }
-                if let counter { try settleRollbackCounter(counter, keys) }
+                // Committed: from here on `body` must never run again (a retry would repeat what it did).
+                committed = true
+                if let counter { try settleAfterCommit(counter) }
                 return result
-            } catch let error where attempts < 3 && (error is MasterKeyMoved || (error as? KeyManagerError)?.code == .tampered) {
+            } catch let error where attempts < 3 && !committed
+                        && (error is MasterKeyMoved || (error as? KeyManagerError)?.code == .tampered) {
                 attempts += 1
                 guard try reloadIfMasterKeyMoved() else { throw error }
             } catch is MasterKeyMoved {
                 throw KeyManagerError(.busy, "the master key kept changing while keymgr ran: try again in a moment")
+            }
+        }
+    }
+
+    /// The rollback counter's second step after a commit, under the master key the store has now: a `master rotate`
+    /// that committed between the two transactions re-keyed the device row, so the step is taken again under the new
+    /// key (never the committed transaction).
+    private func settleAfterCommit(_ counter: RollbackCounter) throws {
+        var attempts = 0
+        while true {
+            do {
+                return try settleRollbackCounter(counter, masterKeys)
+            } catch let error where attempts < 3
+                        && (error is MasterKeyMoved || (error as? KeyManagerError)?.code == .tampered) {
+                attempts += 1
+                guard try reloadIfMasterKeyMoved() else { throw error }
             }
         }
     }

@@ -150,6 +150,26 @@ final class TPMMasterKeyTests: KeyManagerTestCase {
         }
     }
 
+    /// swtpm (no resource manager) keeps the sessions of a process killed between starting a session and using it,
+    /// and has room for three: the next unseal finds none free, clears them under the TPM lock and goes on.
+    func testSessionsAKilledProcessLeftDoNotShutTheStore() throws {
+        try initializeSealed()
+        try bind("alice")
+        manager = nil
+        for _ in 0..<3 {
+            let connection = try TPMConnection(tcti: tpm.tcti)
+            _ = try connection.saltedSession(try connection.storagePrimary(checkTemplate: false),
+                                             attributes: TPMConnection.sessionDecrypt)
+        }  // never used, never flushed: as a SIGKILL leaves them
+        let full = try TPMConnection(tcti: tpm.tcti)
+        XCTAssertThrowsError(try full.saltedSession(try full.storagePrimary(checkTemplate: false), attributes: 0)) { error in
+            guard case TPMFailure.other(_, let code, _)? = error as? TPMFailure else { return XCTFail("\(error)") }
+            XCTAssertEqual(code & 0xFFFF_FF7F, 0x903, "the TPM's session slots are full")
+        }
+        manager = try reopen()
+        _ = try sign("alice")
+    }
+
     func testASealedKeyConflictsWithAnEnvironmentKey() throws {
         var options = options()
         options.tpmTcti = tpm.tcti

@@ -147,7 +147,7 @@ package final class TPMConnection {
             let found: [UInt32] = withUnsafeBytes(of: handles.handle) { raw in
                 Array(raw.bindMemory(to: UInt32.self).prefix(Int(handles.count)))
             }
-            // By TPM handle through SAPI: ESYS would first have to resolve each (and cannot, for a session).
+            // By TPM handle through SAPI: nothing to resolve first.
             let sys = try sys
             for tpmHandle in found where tpmHandle & 0xFF00_0000 == first & 0xFF00_0000 {
                 _ = Tss2_Sys_FlushContext(sys, tpmHandle)
@@ -493,7 +493,7 @@ package final class TPMConnection {
 
     /// An HMAC session salted to `key` (so only the TPM holding that key's private part can use it), for one command:
     /// continueSession is clear, so the TPM closes it when that command succeeds.
-    private func saltedSession(_ key: ESYS_TR, attributes: UInt8) throws -> ESYS_TR {
+    func saltedSession(_ key: ESYS_TR, attributes: UInt8) throws -> ESYS_TR {
         let esys = try esys
         var symmetric = TPMT_SYM_DEF()
         symmetric.algorithm = Self.algAES
@@ -511,7 +511,7 @@ package final class TPMConnection {
         return session
     }
 
-    private static let sessionDecrypt: UInt8 = 0x20  // TPMA_SESSION_DECRYPT: the command's first parameter encrypted
+    static let sessionDecrypt: UInt8 = 0x20  // TPMA_SESSION_DECRYPT: the command's first parameter encrypted
     private static let sessionEncrypt: UInt8 = 0x40  // TPMA_SESSION_ENCRYPT: the response's first parameter encrypted
 
     // MARK: Dictionary-attack protection
