@@ -144,4 +144,40 @@ final class TPMMasterKeyCommandTests: XCTestCase {
         XCTAssertFalse(FileManager.default.fileExists(atPath: sealed.path + ".next"))
         XCTAssertFalse(FileManager.default.fileExists(atPath: sandbox.home.appendingPathComponent("master.key").path))
     }
+
+    /// Writes racing `master rotate` on a TPM store whose master key is sealed: a write that committed just before a
+    /// rotation must not run again when the rollback counter's second step meets the new key (a rebind did, and
+    /// failed on inserting its key twice), nor leave the counter steps the store never recorded (refused as rolled
+    /// back for good).
+    func testWritesRacingMasterRotateOnATPMStoreNeitherRepeatNorRollBack() throws {
+        try initialiseSealed("tpm")
+        try sandbox.bind("signer")
+        func start(_ arguments: [String]) throws -> Process {
+            let process = Process()
+            process.executableURL = Sandbox.binary
+            process.arguments = ["--home", sandbox.home.path] + arguments
+            process.environment = sandbox.environment
+            process.standardInput = FileHandle.nullDevice
+            process.standardOutput = FileHandle.nullDevice
+            process.standardError = FileHandle.nullDevice
+            try process.run()
+            return process
+        }
+        var rebinds = 0
+        for trial in 0..<8 {
+            let rotate = try start(["master", "rotate", "--yes"])
+            let rebind = try start(["rebind", "--user", "signer", "--auth-type", "none"])
+            let sign = try start(["sign", "--user", "signer"])
+            for process in [rotate, rebind, sign] { process.waitUntilExit() }
+            XCTAssertTrue([0, 75].contains(rotate.terminationStatus), "trial \(trial): rotate \(rotate.terminationStatus)")
+            XCTAssertTrue([0, 75].contains(rebind.terminationStatus), "trial \(trial): rebind \(rebind.terminationStatus)")
+            XCTAssertTrue([0, 66, 75].contains(sign.terminationStatus), "trial \(trial): sign \(sign.terminationStatus)")
+            if rebind.terminationStatus == 0 { rebinds += 1 }
+            let status = try sandbox.keymgr(["sign", "--user", "signer"])
+            XCTAssertEqual(status.status, 0, "trial \(trial): \(status.summary)")
+        }
+        let audit = try sandbox.succeed(["audit", "--event", "key.rebound", "--json"]).array()
+        XCTAssertEqual(audit.count, rebinds, "one key.rebound entry per rebind that succeeded")
+        XCTAssertEqual(try sandbox.keymgr(["audit", "verify"]).status, 0)
+    }
 }
