@@ -804,8 +804,10 @@ class Harness:
         made = getattr(self, method)()
         return made if len(made) == 4 else made + (self.home,)
 
-    def setup(self, server_user_count, tpm_tcti=None):
+    def setup(self, server_user_count, tpm_tcti=None, sealed_master_key=False):
         backend = ["--key-backend", "tpm", "--tpm-tcti", tpm_tcti] if tpm_tcti else []
+        if sealed_master_key:
+            backend += ["--master-key", "tpm"]
         self.must(["init", "--device-name", "stress"] + FAST_ARGON2 + backend)
         self.must(["init", "--device-name", "stress oauth"] + FAST_ARGON2, home=self.ohome)
         self.server_users = ["srv%d" % i for i in range(server_user_count)]
@@ -1127,6 +1129,8 @@ def main():
     parser.add_argument("--keep", action="store_true", help="keep the temporary directory")
     parser.add_argument("--tpm", action="store_true",
                         help="keep the main store's keys in a swtpm of the run's own (`make stress STRESS_ARGS=--tpm`)")
+    parser.add_argument("--master-key-tpm", action="store_true",
+                        help="with --tpm, also seal the main store's master key to that swtpm (`init --master-key tpm`)")
     parser.add_argument("--verbose", action="store_true")
     options = parser.parse_args()
     if options.short:
@@ -1148,7 +1152,7 @@ def main():
         tcti = None
         if options.tpm:
             swtpm, tcti = start_swtpm(os.path.join(root, "tpm"))
-        harness.setup(options.server_users, tcti)
+        harness.setup(options.server_users, tcti, sealed_master_key=options.tpm and options.master_key_tpm)
         durations = harness.calibrate()
         print("operation times (s): " + ", ".join(f"{k} {v:.2f}" for k, v in durations.items()), flush=True)
         by_operation = harness.crash_phase(options.kills, options.round, durations)

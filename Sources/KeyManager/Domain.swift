@@ -100,6 +100,19 @@ public struct StoreStatus: Sendable, Equatable {
     public var keyBackendReason: String?
     /// The pinned TCTI of a TPM store.
     public var tpmTcti: String?
+    /// Where this process took the master key from: `home` (master.key), `tpm` (master.tpm, sealed to a TPM),
+    /// `KEYMGR_MASTER_KEY_FILE` or `systemd-credential`; the file; and for `tpm` the TPM's TCTI.
+    public var masterKeySource: String = "home"
+    public var masterKeyLocation: String?
+    public var masterKeyTCTI: String?
+}
+
+/// Where `init` keeps the master key.
+public enum MasterKeyChoice: String, Sendable, CaseIterable {
+    /// `$KEYMGR_HOME/master.key`, mode 0600 (or the file systemd or KEYMGR_MASTER_KEY_FILE supplies).
+    case file
+    /// Sealed to the TPM at the store's TCTI: `$KEYMGR_HOME/master.tpm` holds only the TPM's blob.
+    case tpm
 }
 
 /// Settings chosen when a store is created.
@@ -124,6 +137,8 @@ public struct InitOptions: Sendable {
     /// the TPM forgets one (see docs/security.md "TPM key backend").
     public var tpmMaxTries: UInt32 = 32
     public var tpmRecoveryTime: UInt32 = 600
+    /// Where the master key is kept: a file (the default) or sealed to the TPM at `tpmTcti` (with either key backend).
+    public var masterKey: MasterKeyChoice = .file
 
     public init() {}
 }

@@ -207,8 +207,7 @@ extension KeyManager {
         // The device row still MAC'd under this key: no rotation committed (that re-MACs it); its check value was edited.
         if integrity.holds(device.integrityMac, try integrity.mac(device)) { return false }
         for _ in 0..<3 {
-            for path in [masterKeySource.path, masterKeySource.path + ".next"] {
-                let source: MasterKey.Source = path == masterKeySource.path ? masterKeySource : .home(path)
+            for source in [masterKeySource, masterKeySource.pending] {
                 guard let candidate = try? MasterKey.load(from: source),
                       let keys = try? MasterKeys(master: candidate.bytes, deviceId: device.deviceId),
                       (try? keys.hierarchy.open(device.masterKeyCheck, in: slot)) != nil else { continue }

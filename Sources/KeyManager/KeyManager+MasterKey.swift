@@ -35,7 +35,7 @@ extension KeyManager {
                 + "`KEYMGR_MASTER_KEY_FILE=FILE keymgr master rotate` outside the service, then encrypt FILE back with "
                 + "`systemd-creds encrypt --name=keymgr.master` (the steps are in docs/operations.md, \"Rotating a master "
                 + "key held by systemd\")")
-        case .environmentFile(let path), .home(let path):
+        case .environmentFile(let path), .home(let path), .tpmSealed(let path):
             return path
         }
     }
@@ -47,10 +47,15 @@ extension KeyManager {
         // was never sealed under. Held until the new key file is in place; the kernel drops it if keymgr dies.
         let lock = try Self.rotationLock(for: keyPath)
         defer { lock.release() }
-        let pendingPath = keyPath + ".next"
+        let pendingPath = masterKeySource.pending.path
         unlink(pendingPath)
         let newMaster = try SecretBytes.random(count: MasterKey.byteCount)
-        try MasterKey.writeNew(newMaster, to: pendingPath)
+        if masterKeySource.isTPMSealed, let tcti = masterKeyTCTI {
+            // Sealed to the same TPM; until the rename below, `open` takes whichever of the two opens the store.
+            try MasterKey.writeSealed(newMaster, tcti: tcti, to: pendingPath)
+        } else {
+            try MasterKey.writeNew(newMaster, to: pendingPath)
+        }
         // The new key's directory entry must be on disk before the store is re-sealed under it.
         MasterKey.syncDirectory(of: pendingPath)
         let keys = masterKeys

@@ -75,7 +75,10 @@ extension KeyManager {
                 // Stepped only when the store is level with the counter: a store one step behind (a crash after an
                 // increment) records the counter's value instead, so repeated crashes never leave it two behind.
                 guard step, UInt64(stored) + 1 >= current, UInt64(stored) <= current else { return (current, nil) }
-                return (current, UInt64(stored) == current ? try connection.incrementCounter(index32, auth: auth) : current)
+                // Inside the store's write transaction, the only place this store's counter is ever stepped: nothing
+                // steps it between the read and the increment, so its new value needs no second read.
+                return (current, UInt64(stored) == current
+                    ? try connection.incrementCounter(index32, auth: auth, from: current) : current)
             }
         }
         guard UInt64(stored) + 1 >= current, UInt64(stored) <= current else {
@@ -100,7 +103,15 @@ extension KeyManager {
 
     /// Increments the counter and records its value in the MAC'd device row. A crash after the increment leaves the
     /// store one step behind, which `checkRollback` accepts.
+    ///
+    /// The device row is checked under `keys` BEFORE the increment: an increment that could then not be recorded (a
+    /// `master rotate` re-keyed the row meanwhile) would leave the store a step behind, and a second such miss, two
+    /// steps: refused as rolled back for good.
     func advanceRollbackCounter(_ counter: RollbackCounter, _ writer: StoreWriter, _ keys: MasterKeys) throws {
+        let device = try Self.requireDevice(writer)
+        guard keys.integrity.holds(device.integrityMac, try keys.integrity.mac(device)) else {
+            throw Self.tampered("the device settings")
+        }
         let value = try TPMKeyBackend.mapped(counter.tcti) {
             try TPMConnection.with(tcti: counter.tcti) { try $0.incrementCounter(counter.index, auth: counter.auth) }
         }

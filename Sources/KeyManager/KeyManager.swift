@@ -12,6 +12,8 @@ public final class KeyManager: Sendable {
     let store: Store
     private let currentKeys: Mutex<MasterKeys>
     let masterKeySource: MasterKey.Source
+    /// The TCTI of the TPM the master key is sealed to (`init --master-key tpm`); nil for a key from a file.
+    let masterKeyTCTI: String?
     let environment: [String: String]
     let logger: Logger
     let now: @Sendable () -> Date
@@ -25,6 +27,7 @@ public final class KeyManager: Sendable {
         self.store = store
         self.currentKeys = Mutex(try MasterKeys(master: masterKey.bytes, deviceId: deviceId))
         self.masterKeySource = masterKey.source
+        self.masterKeyTCTI = masterKey.tcti
         self.environment = environment
         self.logger = logger
         self.now = now
@@ -57,12 +60,29 @@ public final class KeyManager: Sendable {
         if try mapped({ try store.read { try $0.device() } }) != nil {
             throw KeyManagerError(.config, "\(home.url.path) already holds a keymgr store: use it (change its settings with `keymgr config set`), or choose another --home")
         }
-        let source = MasterKey.source(home: home, environment: environment)
+        var source = MasterKey.source(home: home, environment: environment)
         let masterKey: MasterKey
-        if case .home(let path) = source, !FileManager.default.fileExists(atPath: path) {
+        if options.masterKey == .tpm {
+            // The environment's sources come first when a store is opened: a TPM-sealed key would never be read.
+            if case .systemdCredential(let path) = source { throw Self.masterKeyConflict("the systemd credential \(path)") }
+            if case .environmentFile = source { throw Self.masterKeyConflict("KEYMGR_MASTER_KEY_FILE") }
+            if case .home(let path) = source {
+                guard !FileManager.default.fileExists(atPath: path) else {
+                    throw KeyManagerError(.config, "\(path) already holds a master key in a file: remove it (it opens no "
+                        + "store yet) or init without --master-key tpm")
+                }
+                let sealed = home.url.appendingPathComponent(MasterKey.sealedFileName).path
+                source = .tpmSealed(sealed)
+                masterKey = try MasterKey.createSealed(at: sealed, tcti: options.tpmTcti)
+            } else {
+                // Left by an init that stopped before its database write.
+                masterKey = try MasterKey.load(from: source)
+            }
+        } else if case .home(let path) = source, !FileManager.default.fileExists(atPath: path) {
             masterKey = try MasterKey.create(at: path)
         } else {
-            // A key supplied by systemd or KEYMGR_MASTER_KEY_FILE, or left by an init that stopped before its database write.
+            // A key supplied by systemd or KEYMGR_MASTER_KEY_FILE, or left by an init that stopped before its database
+            // write (a file, or sealed to the TPM).
             masterKey = try MasterKey.load(from: source)
         }
         let deviceId = UUID().uuidString
@@ -135,11 +155,13 @@ public final class KeyManager: Sendable {
                 return manager
             }
             // A rotation that committed but stopped (or has not yet got) to renaming its new key file into place.
-            let pending = source.path + ".next"
-            if FileManager.default.fileExists(atPath: pending),
-               let next = try? MasterKey.load(from: .home(pending)),
-               let (manager, upgrade) = try? opened(store, MasterKey(bytes: next.bytes, source: source), device, environment, logger, now) {
-                _ = rename(pending, source.path)  // or the rotation renamed it meanwhile: either way the key is in place
+            let pending = source.pending
+            if FileManager.default.fileExists(atPath: pending.path),
+               let next = try? MasterKey.load(from: pending),
+               let (manager, upgrade) = try? opened(store, MasterKey(bytes: next.bytes, source: source, tcti: next.tcti),
+                                                    device, environment, logger, now) {
+                _ = rename(pending.path, source.path)  // or the rotation renamed it meanwhile: either way the key is in place
+                MasterKey.syncDirectory(of: source.path)
                 try manager.upgradeStore(upgrade)
                 return manager
             }
@@ -193,6 +215,9 @@ public final class KeyManager: Sendable {
             status.keyBackend = KeyBackendKind(rawValue: device.keyBackend) ?? .software
             status.keyBackendReason = device.keyBackendReason
             status.tpmTcti = device.tpmTcti
+            status.masterKeySource = Self.sourceKind(masterKeySource)
+            status.masterKeyLocation = masterKeySource.path
+            status.masterKeyTCTI = masterKeyTCTI
             return status
         }
     }
@@ -307,6 +332,7 @@ public final class KeyManager: Sendable {
         var attempts = 0
         while true {
             let keys = masterKeys
+            var committed = false
             do {
                 var counter: RollbackCounter?
                 let result = try Self.mapped {
@@ -318,13 +344,32 @@ public final class KeyManager: Sendable {
                         return result
                     }
                 }
-                if let counter { try settleRollbackCounter(counter, keys) }
+                // Committed: from here on `body` must never run again (a retry would repeat what it did).
+                committed = true
+                if let counter { try settleAfterCommit(counter) }
                 return result
-            } catch let error where attempts < 3 && (error is MasterKeyMoved || (error as? KeyManagerError)?.code == .tampered) {
+            } catch let error where attempts < 3 && !committed
+                        && (error is MasterKeyMoved || (error as? KeyManagerError)?.code == .tampered) {
                 attempts += 1
                 guard try reloadIfMasterKeyMoved() else { throw error }
             } catch is MasterKeyMoved {
                 throw KeyManagerError(.busy, "the master key kept changing while keymgr ran: try again in a moment")
+            }
+        }
+    }
+
+    /// The rollback counter's second step after a commit, under the master key the store has now: a `master rotate`
+    /// that committed between the two transactions re-keyed the device row, so the step is taken again under the new
+    /// key (never the committed transaction).
+    private func settleAfterCommit(_ counter: RollbackCounter) throws {
+        var attempts = 0
+        while true {
+            do {
+                return try settleRollbackCounter(counter, masterKeys)
+            } catch let error where attempts < 3
+                        && (error is MasterKeyMoved || (error as? KeyManagerError)?.code == .tampered) {
+                attempts += 1
+                guard try reloadIfMasterKeyMoved() else { throw error }
             }
         }
     }
@@ -388,12 +433,18 @@ public final class KeyManager: Sendable {
         return argv
     }
 
-    private static func sourceKind(_ source: MasterKey.Source) -> String {
+    static func sourceKind(_ source: MasterKey.Source) -> String {
         switch source {
         case .systemdCredential: "systemd-credential"
         case .environmentFile: "KEYMGR_MASTER_KEY_FILE"
         case .home: "home"
+        case .tpmSealed: "tpm"
         }
+    }
+
+    private static func masterKeyConflict(_ other: String) -> KeyManagerError {
+        KeyManagerError(.usage, "--master-key tpm asks for a master key sealed to the TPM, but \(other) supplies one "
+            + "and would be read first: unset it, or init without --master-key tpm")
     }
 
     static func osUserName() -> String {

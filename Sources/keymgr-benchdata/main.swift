@@ -8,7 +8,7 @@ struct BenchData: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "keymgr-benchdata",
         abstract: "Benchmark fixtures and in-process measurements made through the KeyManager library.",
-        subcommands: [CreateStore.self, SignRate.self, AuditLog.self],
+        subcommands: [CreateStore.self, SignRate.self, AuditLog.self, StoreSign.self],
         defaultSubcommand: CreateStore.self)
 }
 
@@ -147,6 +147,49 @@ struct SignRate: ParsableCommand {
         let report: [String: Any] = [
             "signatures": signatures, "seconds": secondsTaken, "perSecond": Double(signatures) / secondsTaken,
         ]
+        let json = try JSONSerialization.data(withJSONObject: report, options: [.sortedKeys])
+        FileHandle.standardOutput.write(json + Data("\n".utf8))
+    }
+}
+
+/// The in-process part of `keymgr sign` (what a process that is already running, such as the agent's worker, pays):
+/// opening the store (unsealing a TPM-sealed master key), then `--count` signatures of a NONE key through
+/// `KeyManager.sign`, each with its durable writes (and, on a TPM store, its TPM commands and rollback counter steps).
+/// Prints one JSON line: `{"openMs","signMs":[…]}` (milliseconds per signature, in order).
+struct StoreSign: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "store-sign", abstract: "Time opening a store and signing with one user's NONE key in one process.")
+
+    @Option(help: ArgumentHelp("The store's directory.", valueName: "dir"))
+    var home: String
+
+    @Option(help: "The user whose NONE key signs.")
+    var user: String = "alice"
+
+    @Option(help: "How many signatures.")
+    var count: Int = 20
+
+    func validate() throws {
+        guard (1...10_000).contains(count) else { throw ValidationError("--count must be from 1 to 10000") }
+    }
+
+    func run() throws {
+        let clock = ContinuousClock()
+        func milliseconds(_ duration: Duration) -> Double {
+            Double(duration.components.seconds) * 1000 + Double(duration.components.attoseconds) / 1e15
+        }
+        let opening = clock.now
+        let manager = try KeyManager.open(home: StoreLocation(url: URL(fileURLWithPath: home)))
+        let openMs = milliseconds(clock.now - opening)
+        var times: [Double] = []
+        for index in 0..<count {
+            var request = SignRequest(userId: user, kid: nil)
+            request.challenge = "bench-challenge-\(index)"
+            let started = clock.now
+            _ = try manager.sign(request, pin: { throw KeyManagerError(.usage, "a NONE key takes no PIN") })
+            times.append(milliseconds(clock.now - started))
+        }
+        let report: [String: Any] = ["openMs": openMs, "signMs": times]
         let json = try JSONSerialization.data(withJSONObject: report, options: [.sortedKeys])
         FileHandle.standardOutput.write(json + Data("\n".utf8))
     }

@@ -11,7 +11,7 @@ final class CommandTests: XCTestCase {
         XCTAssertEqual(initialised.stderr, "", "--json says nothing on stderr on success")
         let created = try initialised.object()
         XCTAssertEqual(Set(created.keys), ["deviceId", "deviceName", "schemaVersion", "users", "keys", "lastSync",
-                                           "keyBackend", "keyBackendReason", "tpmTcti"])
+                                           "keyBackend", "keyBackendReason", "tpmTcti", "masterKey"])
         let deviceId = try XCTUnwrap(created["deviceId"] as? String)
         XCTAssertFalse(deviceId.isEmpty)
         XCTAssertEqual(created["deviceName"] as? String, "kiosk 7")

@@ -140,6 +140,25 @@ final class TPMCommandTests: XCTestCase {
         XCTAssertEqual(try sandbox.keymgr(["tpm", "status"]).status, 64)
     }
 
+    /// What one `keymgr sign` of a NONE key asks of the TPM, counted with strace (tcti-swtpm connects once per command,
+    /// and, for each connection it sets up, once to the socket and once to the control socket): one connection for
+    /// the whole process, and 7 commands, none to look up a handle: Load (under the storage key's persistent handle),
+    /// Sign, FlushContext; NV_Read, NV_Increment (the rollback check, inside the transaction); NV_Increment, NV_Read
+    /// (the counter's second step after the commit).
+    func testASignSendsOnlyTheCommandsItNeedsOnOneConnection() throws {
+        try initialiseOnTPM()
+        try sandbox.bind("alice")
+        let trace = sandbox.root.appendingPathComponent("sign.strace").path
+        let outcome = try sandbox.run(URL(fileURLWithPath: "/usr/bin/strace"),
+                                      ["-f", "-e", "trace=connect", "-o", trace, Sandbox.binary.path,
+                                       "--home", sandbox.home.path, "sign", "--user", "alice"])
+        XCTAssertEqual(outcome.status, 0, outcome.summary)
+        let connects = try String(contentsOfFile: trace, encoding: .utf8).split(separator: "\n")
+            .filter { $0.contains("sun_path=\"\(tpm.socket)") && $0.hasSuffix("= 0") }
+        XCTAssertEqual(connects.filter { $0.contains(".ctrl\"") }.count, 1, "one TCTI set-up per process")
+        XCTAssertEqual(connects.filter { !$0.contains(".ctrl\"") }.count, 1 + 7, connects.joined(separator: "\n"))
+    }
+
     func testARestoredOlderHomeIsRefused() throws {
         try initialiseOnTPM()
         try sandbox.bind("kim")

@@ -47,7 +47,8 @@ package final class TPMConnection {
     private var context: OpaquePointer?
     package let tcti: String
     private var storageKey: ESYS_TR?
-    private var counterHandles: [UInt32: ESYS_TR] = [:]
+    /// The storage key's handle as found, its template not (yet) checked.
+    private var uncheckedStorageKey: ESYS_TR?
 
     /// Silences libtss2 before its first use: it logs to stderr otherwise.
     private static let quiet: Void = { setenv("TSS2_LOG", "all+none", 1) }()
@@ -81,22 +82,48 @@ package final class TPMConnection {
     /// below so that no other keymgr is mid-operation, flushes every transient object and tries once more.
     /// swtpm serves each command on a connection of its own, so keymgr processes sharing one also take an OS lock
     /// (`flock` on the directory of its socket) for the length of an operation.
+    ///
+    /// The connection (the ESYS context) is kept for the next operation of this process at the same TCTI: a sign's
+    /// key load, its rollback check and the counter's second step then cost one TCTI set-up, not three. Nothing loaded in the TPM is kept
+    /// between operations (every object and session is flushed or closed), and the storage key is resolved afresh in
+    /// each. It is dropped after any failure, and never used across a fork.
     package static func with<T>(tcti: String, _ body: (TPMConnection) throws -> T) throws -> T {
         try exclusive.withLock {
             let lock = lockDirectory(tcti).flatMap { try? FileLock(path: $0, directory: true) { _ in TPMLockUnavailable() } }
             lock?.lock()
             defer { lock?.release() }
             do {
-                return try body(try TPMConnection(tcti: tcti))
-            } catch TPMFailure.other(_, let code, _) where lock != nil && code & 0xFFFF_FF7F == 0x902 {
-                try TPMConnection(tcti: tcti).flushTransientObjects()
-                return try body(try TPMConnection(tcti: tcti))
+                return try body(try kept(tcti))
+            } catch TPMFailure.other(_, let code, _) where lock != nil && [0x902, 0x903].contains(code & 0xFFFF_FF7F) {
+                // OBJECT_MEMORY or SESSION_MEMORY: what killed processes left loaded.
+                keptConnection = nil
+                try kept(tcti).flushTransientObjects()
+                return try body(try kept(tcti))
+            } catch {
+                keptConnection = nil
+                throw error
             }
         }
     }
 
     /// A socket directory that cannot be opened: the operation goes on without the OS lock, as before.
     private struct TPMLockUnavailable: Error {}
+
+    /// The connection kept for `tcti` by this process (only ever touched under `exclusive`).
+    nonisolated(unsafe) private static var keptConnection: (pid: pid_t, connection: TPMConnection)?
+
+    private static func kept(_ tcti: String) throws -> TPMConnection {
+        if let kept = keptConnection, kept.pid == getpid(), kept.connection.tcti == tcti {
+            kept.connection.forgetStorageKey()
+            return kept.connection
+        }
+        // A connection made before a fork is the parent's (a device TCTI's descriptor is shared): never used here.
+        if let kept = keptConnection, kept.pid != getpid() { kept.connection.abandon() }
+        keptConnection = nil
+        let connection = try TPMConnection(tcti: tcti)
+        keptConnection = (getpid(), connection)
+        return connection
+    }
 
     /// The directory of a `swtpm:path=SOCKET` TCTI's socket; nil for other TCTIs (a kernel resource manager,
     /// /dev/tpmrm0, keeps each process's objects apart).
@@ -109,30 +136,49 @@ package final class TPMConnection {
         return nil
     }
 
-    /// Flushes every loaded transient object (TPM2_GetCapability of the transient handles, then TPM2_FlushContext).
+    /// Flushes every loaded transient object and every loaded session (TPM2_GetCapability of the transient, HMAC
+    /// session and policy session handles, then TPM2_FlushContext).
     private func flushTransientObjects() throws {
         let esys = try esys
-        var more: TPMI_YES_NO = 0
-        var data: UnsafeMutablePointer<TPMS_CAPABILITY_DATA>?
-        let rc = Esys_GetCapability(esys, Self.none, Self.none, Self.none, 1, 0x8000_0000, 64, &more, &data)
-        defer { Esys_Free(data) }
-        guard rc == 0, let data else { throw Self.failure("GetCapability", rc) }
-        let handles = data.pointee.data.handles
-        let found: [UInt32] = withUnsafeBytes(of: handles.handle) { raw in
-            Array(raw.bindMemory(to: UInt32.self).prefix(Int(handles.count)))
-        }
-        for tpmHandle in found {
-            var handle: ESYS_TR = 0
-            guard Esys_TR_FromTPMPublic(esys, tpmHandle, Self.none, Self.none, Self.none, &handle) == 0 else { continue }
-            _ = Esys_FlushContext(esys, handle)
+        for first: UInt32 in [0x8000_0000, 0x0200_0000, 0x0300_0000] {
+            var more: TPMI_YES_NO = 0
+            var data: UnsafeMutablePointer<TPMS_CAPABILITY_DATA>?
+            let rc = Esys_GetCapability(esys, Self.none, Self.none, Self.none, 1, first, 64, &more, &data)
+            defer { Esys_Free(data) }
+            guard rc == 0, let data else { throw Self.failure("GetCapability", rc) }
+            let handles = data.pointee.data.handles
+            let found: [UInt32] = withUnsafeBytes(of: handles.handle) { raw in
+                Array(raw.bindMemory(to: UInt32.self).prefix(Int(handles.count)))
+            }
+            // By TPM handle through SAPI: nothing to resolve first.
+            let sys = try sys
+            for tpmHandle in found where tpmHandle & 0xFF00_0000 == first & 0xFF00_0000 {
+                _ = Tss2_Sys_FlushContext(sys, tpmHandle)
+            }
         }
     }
 
     private static let exclusive = NSLock()
 
+    /// Resolves the storage key afresh in the next operation: its public key salts sessions, and another TPM may
+    /// answer at the TCTI by then.
+    private func forgetStorageKey() {
+        guard let context else { return }
+        for handle in [storageKey, uncheckedStorageKey].compactMap({ $0 }) {
+            var closing = handle
+            _ = Esys_TR_Close(context, &closing)
+        }
+        storageKey = nil
+        uncheckedStorageKey = nil
+    }
+
+    /// Forgets the connection without a word to the TPM: it was inherited across a fork. Only this process's copy of
+    /// its descriptor is closed.
+    private func abandon() { close() }
+
     private func close() {
         storageKey = nil  // Esys_Finalize releases every ESYS_TR
-        counterHandles = [:]
+        uncheckedStorageKey = nil
         if context != nil { Esys_Finalize(&context) }
         if tctiContext != nil { Tss2_TctiLdr_Finalize(&tctiContext) }
     }
@@ -151,12 +197,16 @@ package final class TPMConnection {
     /// `checkTemplate` reads the key's public area and compares it with keymgr's template (for making keys: a key
     /// under a foreign parent would not be keymgr's); loading a blob needs no check, as a blob does not load under
     /// any other parent.
-    package func storagePrimary(checkTemplate: Bool = true) throws -> ESYS_TR {
+    /// Without `create`, a TPM with no key at the handle (another TPM, or one cleared) is `wontLoad`: nothing keymgr
+    /// made can load there, and nothing is made persistent on a TPM just to find that out.
+    package func storagePrimary(checkTemplate: Bool = true, create: Bool = true) throws -> ESYS_TR {
         if let storageKey { return storageKey }
+        if !checkTemplate, let uncheckedStorageKey { return uncheckedStorageKey }
         let esys = try esys
         var handle: ESYS_TR = 0
         let found = Esys_TR_FromTPMPublic(esys, Self.storageKeyHandle, Self.none, Self.none, Self.none, &handle)
         if found == 0, !checkTemplate {
+            uncheckedStorageKey = handle
             return handle
         }
         if found == 0 {
@@ -180,6 +230,7 @@ package final class TPMConnection {
         guard UInt32(found) >> 16 == 0, Self.base(found) == 0x08B else {  // TPM_RC_HANDLE: nothing persistent there
             throw Self.failure("TR_FromTPMPublic", found)
         }
+        guard create else { throw TPMFailure.wontLoad(code: UInt32(found)) }
         var sensitive = TPM2B_SENSITIVE_CREATE()
         var template = Self.storageTemplate()
         var outside = TPM2B_DATA()
@@ -278,6 +329,90 @@ package final class TPMConnection {
         return try Self.fixed32(ecdsa.signatureR) + Self.fixed32(ecdsa.signatureS)
     }
 
+    // MARK: The signing path, through SAPI
+    //
+    // A signature and the rollback counter go through the SAPI context under ESYS, by TPM handle and with password
+    // authorisation: ESYS would resolve each handle first (one more command) and recompute an object's or NV index's
+    // name after Load and NV_Increment, and libtss2 3.2 with OpenSSL 3 builds a whole new OpenSSL library context for
+    // every such hash (about a third of a TPM sign's instructions in keymgr). Nothing on this path needs a name.
+
+    private var sys: OpaquePointer {
+        get throws {
+            var sys: OpaquePointer?
+            let rc = Esys_GetSysContext(try esys, &sys)
+            guard rc == 0, let sys else { throw Self.failure("GetSysContext", rc) }
+            return sys
+        }
+    }
+
+    /// Sends a SAPI command again while the TPM answers TPM_RC_RETRY, TPM_RC_YIELDED or TPM_RC_TESTING ("try again":
+    /// ESYS resubmits these by itself, SAPI does not), at most five times as ESYS does.
+    private static func resubmitting(_ command: () -> TSS2_RC) -> TSS2_RC {
+        var rc = command()
+        for _ in 1..<5 where [0x922, 0x908, 0x90A].contains(UInt32(rc)) { rc = command() }
+        return rc
+    }
+
+    /// One password authorisation (TPM2_RS_PW) carrying `auth` (empty when nil).
+    private static func passwordAuthorization(_ auth: SecretBytes?) throws -> TSS2L_SYS_AUTH_COMMAND {
+        var command = TSS2L_SYS_AUTH_COMMAND()
+        command.count = 1
+        command.auths.0.sessionHandle = 0x4000_0009
+        if let auth { try fill(&command.auths.0.hmac, auth.bytes) }
+        return command
+    }
+
+    /// Loads a signing key's blob under keymgr's persistent storage key (by its handle: nothing to resolve first).
+    /// The caller flushes it (`flushForSigning`). A TPM without that storage key, or one that did not make the blob:
+    /// `wontLoad`.
+    package func loadForSigning(_ blob: [UInt8]) throws -> UInt32 {
+        var (publicPart, privatePart) = try Self.unmarshal(blob)
+        var authorization = try Self.passwordAuthorization(nil)
+        var handle: TPM2_HANDLE = 0
+        var name = TPM2B_NAME()
+        var response = TSS2L_SYS_AUTH_RESPONSE()
+        let sys = try sys
+        let rc = Self.resubmitting {
+            Tss2_Sys_Load(sys, Self.storageKeyHandle, &authorization, &privatePart, &publicPart, &handle, &name, &response)
+        }
+        guard rc == 0 else {
+            switch (UInt32(rc) >> 16, Self.base(rc)) {
+            case (0, 0x09F), (0, 0x09D), (0, 0x0A5), (0, 0x08F), (0, 0x09A), (0, 0x095), (0, 0x08B):
+                throw TPMFailure.wontLoad(code: rc)  // integrity, key, ..., or no storage key at the handle
+            default:
+                throw Self.failure("Load", rc)
+            }
+        }
+        return handle
+    }
+
+    package func flushForSigning(_ handle: UInt32) {
+        guard let sys = try? sys else { return }
+        _ = Tss2_Sys_FlushContext(sys, handle)
+    }
+
+    /// ES256 over `message` with a key `loadForSigning` loaded: SHA-256 here, ECDSA inside the TPM; raw r||s.
+    package func signForSigning(_ handle: UInt32, auth: SecretBytes, message: [UInt8]) throws -> [UInt8] {
+        var authorization = try Self.passwordAuthorization(auth)
+        defer { wipe(&authorization) }
+        var digest = TPM2B_DIGEST()
+        try Self.fill(&digest, SHA256.hash(message))
+        var scheme = TPMT_SIG_SCHEME()
+        scheme.scheme = Self.algECDSA
+        scheme.details.ecdsa.hashAlg = Self.algSHA256
+        var validation = TPMT_TK_HASHCHECK()
+        validation.tag = 0x8024  // TPM2_ST_HASHCHECK
+        validation.hierarchy = 0x4000_0007  // TPM2_RH_NULL
+        var signature = TPMT_SIGNATURE()
+        var response = TSS2L_SYS_AUTH_RESPONSE()
+        let sys = try sys
+        let rc = Self.resubmitting {
+            Tss2_Sys_Sign(sys, handle, &authorization, &digest, &scheme, &validation, &signature, &response)
+        }
+        guard rc == 0 else { throw Self.failure("Sign", rc) }
+        return try Self.fixed32(signature.signature.ecdsa.signatureR) + Self.fixed32(signature.signature.ecdsa.signatureS)
+    }
+
     /// A new blob of the same key with `newAuth` as its authValue (TPM2_ObjectChangeAuth); `oldAuth` authorises it.
     package func changeAuth(_ blob: [UInt8], oldAuth: SecretBytes, newAuth: SecretBytes) throws -> [UInt8] {
         let esys = try esys
@@ -297,6 +432,90 @@ package final class TPMConnection {
         guard rc == 0, let outPrivate else { throw Self.failure("ObjectChangeAuth", rc) }
         return try Self.marshal(public: try Self.unmarshal(blob).public, private: outPrivate.pointee)
     }
+
+    // MARK: Sealed data (the master key)
+
+    /// Seals `secret` (at most 128 bytes) to this TPM: a keyedhash sealed-data object under the storage key, noDA,
+    /// empty authValue, no policy (fixedTPM and fixedParent: the blob loads under keymgr's storage key in this TPM
+    /// alone). The secret travels to the TPM encrypted in a session salted to the storage key, so neither the bus nor
+    /// something posing as the TPM at the TCTI sees it. Returns the blob (the same format as a key blob).
+    package func seal(_ secret: SecretBytes) throws -> [UInt8] {
+        let parent = try storagePrimary()
+        let esys = try esys
+        var sensitive = TPM2B_SENSITIVE_CREATE()
+        let bytes = secret.bytes
+        guard bytes.count <= 128 else { throw TPMFailure.other(operation: "seal", code: 0, text: "secret too long") }
+        sensitive.sensitive.data.size = UInt16(bytes.count)
+        withUnsafeMutableBytes(of: &sensitive.sensitive.data.buffer) { $0.copyBytes(from: bytes) }
+        defer { wipe(&sensitive) }
+        var template = Self.sealedDataTemplate()
+        var outside = TPM2B_DATA()
+        var pcrs = TPML_PCR_SELECTION()
+        let session = try saltedSession(parent, attributes: Self.sessionDecrypt)
+        var outPrivate: UnsafeMutablePointer<TPM2B_PRIVATE>?
+        var outPublic: UnsafeMutablePointer<TPM2B_PUBLIC>?
+        var creationData: UnsafeMutablePointer<TPM2B_CREATION_DATA>?
+        var creationHash: UnsafeMutablePointer<TPM2B_DIGEST>?
+        var ticket: UnsafeMutablePointer<TPMT_TK_CREATION>?
+        let rc = Esys_Create(esys, parent, session, Self.none, Self.none, &sensitive, &template, &outside, &pcrs,
+                             &outPrivate, &outPublic, &creationData, &creationHash, &ticket)
+        defer { Esys_Free(outPrivate); Esys_Free(outPublic); Esys_Free(creationData); Esys_Free(creationHash); Esys_Free(ticket) }
+        guard rc == 0, let outPrivate, let outPublic else {
+            flush(session)  // a session the TPM did not close (the command failed)
+            throw Self.failure("Create", rc)
+        }
+        return try Self.marshal(public: outPublic.pointee, private: outPrivate.pointee)
+    }
+
+    /// The secret `seal` sealed in `blob`; `wontLoad` when the blob is not this TPM's (or was altered). The answer
+    /// comes back encrypted in a session salted to the storage key.
+    package func unseal(_ blob: [UInt8]) throws -> SecretBytes {
+        let (publicPart, _) = try Self.unmarshal(blob)
+        guard publicPart.publicArea.type == Self.algKeyedHash,
+              publicPart.publicArea.objectAttributes & (Attribute.sign | Attribute.decrypt) == 0 else {
+            throw TPMFailure.wontLoad(code: 0)
+        }
+        let esys = try esys
+        let parent = try storagePrimary(checkTemplate: false, create: false)
+        let handle = try load(blob)
+        defer { flush(handle) }
+        let session = try saltedSession(parent, attributes: Self.sessionEncrypt)
+        var data: UnsafeMutablePointer<TPM2B_SENSITIVE_DATA>?
+        let rc = Esys_Unseal(esys, handle, session, Self.none, Self.none, &data)
+        defer {
+            if let data { wipe(&data.pointee) }
+            Esys_Free(data)
+        }
+        guard rc == 0, let data else {
+            flush(session)
+            throw Self.failure("Unseal", rc)
+        }
+        let count = min(Int(data.pointee.size), MemoryLayout.size(ofValue: data.pointee.buffer))
+        return SecretBytes(withUnsafeBytes(of: data.pointee.buffer) { Array($0.prefix(count)) })
+    }
+
+    /// An HMAC session salted to `key` (so only the TPM holding that key's private part can use it), for one command:
+    /// continueSession is clear, so the TPM closes it when that command succeeds.
+    func saltedSession(_ key: ESYS_TR, attributes: UInt8) throws -> ESYS_TR {
+        let esys = try esys
+        var symmetric = TPMT_SYM_DEF()
+        symmetric.algorithm = Self.algAES
+        symmetric.keyBits.aes = 128
+        symmetric.mode.aes = Self.algCFB
+        var session: ESYS_TR = 0
+        let rc = Esys_StartAuthSession(esys, key, Self.none, Self.none, Self.none, Self.none, nil, 0x00 /* TPM2_SE_HMAC */,
+                                       &symmetric, Self.algSHA256, &session)
+        guard rc == 0 else { throw Self.failure("StartAuthSession", rc) }
+        let set = Esys_TRSess_SetAttributes(esys, session, attributes, 0xFF)
+        guard set == 0 else {
+            flush(session)
+            throw Self.failure("TRSess_SetAttributes", set)
+        }
+        return session
+    }
+
+    static let sessionDecrypt: UInt8 = 0x20  // TPMA_SESSION_DECRYPT: the command's first parameter encrypted
+    private static let sessionEncrypt: UInt8 = 0x40  // TPMA_SESSION_ENCRYPT: the response's first parameter encrypted
 
     // MARK: Dictionary-attack protection
 
@@ -383,40 +602,35 @@ package final class TPMConnection {
         throw TPMFailure.other(operation: "NV_DefineSpace", code: 0, text: "no free NV index in keymgr's range")
     }
 
-    /// Increments the counter at `index` and returns its new value.
-    package func incrementCounter(_ index: UInt32, auth: SecretBytes) throws -> UInt64 {
-        let handle = try counterHandle(index, auth: auth)
-        let rc = Esys_NV_Increment(try esys, handle, handle, Self.password, Self.none, Self.none)
+    /// Increments the counter at `index` and returns its new value: `current + 1` when the caller has just read
+    /// `current` in the same exclusive stretch (nothing else steps the counter there), else read back.
+    package func incrementCounter(_ index: UInt32, auth: SecretBytes, from current: UInt64? = nil) throws -> UInt64 {
+        var authorization = try Self.passwordAuthorization(auth)
+        defer { wipe(&authorization) }
+        var response = TSS2L_SYS_AUTH_RESPONSE()
+        let sys = try sys
+        let rc = Self.resubmitting { Tss2_Sys_NV_Increment(sys, index, index, &authorization, &response) }
         guard rc == 0 else { throw Self.failure("NV_Increment", rc) }
+        if let current { return current + 1 }
         return try readCounter(index, auth: auth)
     }
 
     /// The counter's value.
     package func readCounter(_ index: UInt32, auth: SecretBytes) throws -> UInt64 {
-        let handle = try counterHandle(index, auth: auth)
-        var data: UnsafeMutablePointer<TPM2B_MAX_NV_BUFFER>?
-        let rc = Esys_NV_Read(try esys, handle, handle, Self.password, Self.none, Self.none, 8, 0, &data)
-        defer { Esys_Free(data) }
-        guard rc == 0, let data, data.pointee.size == 8 else { throw Self.failure("NV_Read", rc) }
-        return withUnsafeBytes(of: data.pointee.buffer) { $0.prefix(8).reduce(UInt64(0)) { $0 << 8 | UInt64($1) } }
-    }
-
-    private func counterHandle(_ index: UInt32, auth: SecretBytes) throws -> ESYS_TR {
-        if let handle = counterHandles[index] { return handle }
-        let esys = try esys
-        var handle: ESYS_TR = 0
-        let found = Esys_TR_FromTPMPublic(esys, index, Self.none, Self.none, Self.none, &handle)
-        guard found == 0 else {
-            throw TPMFailure.other(operation: String(format: "find NV index 0x%08x", index), code: UInt32(found),
-                                   text: Self.text(found))
+        var authorization = try Self.passwordAuthorization(auth)
+        defer { wipe(&authorization) }
+        var data = TPM2B_MAX_NV_BUFFER()
+        var response = TSS2L_SYS_AUTH_RESPONSE()
+        let sys = try sys
+        let rc = Self.resubmitting { Tss2_Sys_NV_Read(sys, index, index, &authorization, 8, 0, &data, &response) }
+        guard rc == 0, data.size == 8 else {
+            if rc != 0, UInt32(rc) >> 16 == 0, Self.base(rc) == 0x08B {  // TPM_RC_HANDLE: no such index on this TPM
+                throw TPMFailure.other(operation: String(format: "find NV index 0x%08x", index), code: UInt32(rc),
+                                       text: Self.text(rc))
+            }
+            throw Self.failure("NV_Read", rc)
         }
-        var authValue = TPM2B_AUTH()
-        try Self.fill(&authValue, auth.bytes)
-        let set = Esys_TR_SetAuth(esys, handle, &authValue)
-        wipe(&authValue)
-        guard set == 0 else { throw Self.failure("TR_SetAuth", set) }
-        counterHandles[index] = handle
-        return handle
+        return withUnsafeBytes(of: data.buffer) { $0.prefix(8).reduce(UInt64(0)) { $0 << 8 | UInt64($1) } }
     }
 
     /// keymgr's NV indices: 0x013C0000 to 0x013CFFFF, in the owner's range.
@@ -429,6 +643,7 @@ package final class TPMConnection {
     static let rhOwner = ESYS_TR(0x101)
     static let rhLockout = ESYS_TR(0x10A)
     static let algECC: UInt16 = 0x0023
+    static let algKeyedHash: UInt16 = 0x0008
     static let algSHA256: UInt16 = 0x000B
     static let algNULL: UInt16 = 0x0010
     static let algECDSA: UInt16 = 0x0018
@@ -454,6 +669,18 @@ package final class TPMConnection {
         template.publicArea.parameters.eccDetail.scheme.scheme = algNULL
         template.publicArea.parameters.eccDetail.curveID = curveP256
         template.publicArea.parameters.eccDetail.kdf.scheme = algNULL
+        return template
+    }
+
+    /// A sealed-data object: keyedhash with no scheme, neither sign nor decrypt, its data given (not TPM-made), noDA
+    /// (nothing to guess: its authValue is empty, and a DA lockout from wrong PINs must never keep the store shut).
+    static func sealedDataTemplate() -> TPM2B_PUBLIC {
+        var template = TPM2B_PUBLIC()
+        template.publicArea.type = algKeyedHash
+        template.publicArea.nameAlg = algSHA256
+        template.publicArea.objectAttributes = Attribute.fixedTPM | Attribute.fixedParent | Attribute.userWithAuth
+            | Attribute.noDA
+        template.publicArea.parameters.keyedHashDetail.scheme.scheme = algNULL
         return template
     }
 
@@ -569,9 +796,9 @@ package struct TPMSigningKey: ES256Signer {
 
     package func signature(for message: [UInt8]) throws -> [UInt8] {
         try TPMConnection.with(tcti: tcti) { connection in
-            let handle = try connection.load(blob)
-            defer { connection.flush(handle) }
-            return try connection.sign(handle, auth: auth, message: message)
+            let handle = try connection.loadForSigning(blob)
+            defer { connection.flushForSigning(handle) }
+            return try connection.signForSigning(handle, auth: auth, message: message)
         }
     }
 }

@@ -8,7 +8,8 @@ struct Init: KeymgrCommand {
         abstract: "Create a keymgr store for this device.",
         discussion: """
             Creates the home directory (mode 0700), the database and the master key ($KEYMGR_HOME/master.key, \
-            mode 0600, unless $CREDENTIALS_DIRECTORY/keymgr.master or KEYMGR_MASTER_KEY_FILE provides one). \
+            mode 0600, unless $CREDENTIALS_DIRECTORY/keymgr.master or KEYMGR_MASTER_KEY_FILE provides one; with \
+            --master-key tpm it is sealed to the TPM instead, and $KEYMGR_HOME/master.tpm keeps only the TPM's blob). \
             Fails with status 78 if the home already holds a store: change its settings with `keymgr config \
             set` instead. With --json prints the `status` object.
 
@@ -67,6 +68,11 @@ struct Init: KeymgrCommand {
                                valueName: "s"))
     var tpmRecoveryTime: UInt32?
 
+    @Option(help: ArgumentHelp("Where the master key lives: file ($KEYMGR_HOME/master.key, mode 0600) or tpm (sealed to "
+        + "the TPM at --tpm-tcti, with either key backend: $KEYMGR_HOME/master.tpm holds only the TPM's blob) "
+        + "(default: file).", valueName: "where"))
+    var masterKey: MasterKeyChoice?
+
     func validate() throws {
         if let tpmMaxTries, tpmMaxTries < 1 { throw ValidationError("--tpm-max-tries must be 1 or more") }
         if let tpmTcti, tpmTcti.isEmpty { throw ValidationError("--tpm-tcti needs a TCTI, e.g. device:/dev/tpmrm0") }
@@ -95,6 +101,7 @@ struct Init: KeymgrCommand {
         if let tpmTcti { options.tpmTcti = tpmTcti }
         if let tpmMaxTries { options.tpmMaxTries = tpmMaxTries }
         if let tpmRecoveryTime { options.tpmRecoveryTime = tpmRecoveryTime }
+        if let masterKey { options.masterKey = masterKey }
 
         let console = globals.console
         let home = globals.storeHome
@@ -114,3 +121,4 @@ struct Init: KeymgrCommand {
 }
 
 extension KeyBackendChoice: ExpressibleByArgument {}
+extension MasterKeyChoice: ExpressibleByArgument {}

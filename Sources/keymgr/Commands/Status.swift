@@ -9,8 +9,10 @@ struct Status: KeymgrCommand {
         discussion: """
             `keys` counts usable (active or locked) keys. With --json: \
             {"deviceId", "deviceName", "schemaVersion", "users", "keys", "lastSync", "keyBackend", \
-            "keyBackendReason", "tpmTcti"}. `keyBackend` is where new keys live (software or tpm) and \
-            `keyBackendReason` why init chose it.
+            "keyBackendReason", "tpmTcti", "masterKey"}. `keyBackend` is where new keys live (software or tpm) \
+            and `keyBackendReason` why init chose it. `masterKey` is where this process took the master key from: \
+            {"source": "home" | "tpm" | "KEYMGR_MASTER_KEY_FILE" | "systemd-credential", "path", "tcti"} \
+            (`tcti` only for a key sealed to a TPM).
 
             Example:
               keymgr status --json
@@ -36,9 +38,18 @@ struct Status: KeymgrCommand {
             ("keys", String(status.keys)),
             ("last sync", status.lastSync.map { HumanText.time($0) } ?? "never"),
             ("key backend", status.keyBackend.rawValue + (status.keyBackendReason.map { " (\($0))" } ?? "")),
-        ] + (status.tpmTcti.map { [("tpm tcti", $0)] } ?? [])
+        ] + (status.tpmTcti.map { [("tpm tcti", $0)] } ?? []) + [("master key", Self.masterKey(status))]
         let width = lines.map(\.0.count).max() ?? 0
         console.answer(lines.map { $0.0 + String(repeating: " ", count: width - $0.0.count + 2) + $0.1 }
             .joined(separator: "\n"))
+    }
+
+    /// Where the master key came from, e.g. "tpm (sealed to swtpm:path=…, blob in /home/master.tpm)".
+    static func masterKey(_ status: StoreStatus) -> String {
+        let location = status.masterKeyLocation ?? ""
+        switch status.masterKeySource {
+        case "tpm": return "tpm (sealed to \(status.masterKeyTCTI ?? "?"); blob in \(location))"
+        default: return "\(status.masterKeySource) (\(location))"
+        }
     }
 }

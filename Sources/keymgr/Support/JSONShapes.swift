@@ -79,6 +79,14 @@ struct StatusJSON: Encodable {
     let keyBackend: String
     @Nullable var keyBackendReason: String?
     @Nullable var tpmTcti: String?
+    let masterKey: MasterKeyJSON
+
+    /// Where the master key came from: `{"source","path","tcti"}` (`tcti` null unless sealed to a TPM).
+    struct MasterKeyJSON: Encodable {
+        let source: String
+        @Nullable var path: String?
+        @Nullable var tcti: String?
+    }
 
     init(_ status: StoreStatus) {
         deviceId = status.deviceId
@@ -90,6 +98,8 @@ struct StatusJSON: Encodable {
         keyBackend = status.keyBackend.rawValue
         keyBackendReason = status.keyBackendReason
         tpmTcti = status.tpmTcti
+        masterKey = MasterKeyJSON(source: status.masterKeySource, path: status.masterKeyLocation,
+                                  tcti: status.masterKeyTCTI)
     }
 }
 
