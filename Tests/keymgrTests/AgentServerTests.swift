@@ -340,7 +340,11 @@ final class AgentServerTests: XCTestCase {
         let denied = try harness.request(["sign", "--user", "carol", "--json"], as: 4343)
         XCTAssertEqual(denied.status, 77, denied.summary)
         XCTAssertTrue(denied.stderr.contains("mallory"), denied.summary)
-        XCTAssertEqual(try sandbox.keymgr(["audit", "--json"]).array().count, entries.count, "nothing was signed")
+        // Nothing was signed: the one new entry is the denial, naming the caller the kernel reported.
+        let after = try sandbox.keymgr(["audit", "--json"]).array()
+        XCTAssertEqual(after.count, entries.count + 1, "nothing but the denial was recorded")
+        XCTAssertEqual(after.last?["event"] as? String, "agent.denied")
+        XCTAssertEqual(after.last?["actor"] as? String, "mallory (uid 4343)")
     }
 
     func testFilesNamedByOptionsAreReadOnlyIfTheCallerMayReadThem() throws {
