@@ -52,6 +52,7 @@ struct AgentCommand: KeymgrCommand {
         try startKeeper()
         try AgentGate.load(policyFile: policy ?? Self.defaultPolicy)
         Self.warmArgumentParser()
+        OpenSSLLibrary.prepareForWorkers()
         let listener = try AgentListener.open(path: socket ?? Self.defaultSocket)
         defer { listener.close() }
         globals.console.detail("serving \(globals.storeHome.url.path) on \(listener.name)")
