@@ -113,3 +113,33 @@ func withNonNullBytes<R>(_ bytes: [UInt8], _ body: (UnsafePointer<UInt8>, Int) t
         return try body(base, buffer.count)
     }
 }
+
+extension OpenSSLLibrary {
+    /// Makes libcrypto's one-time work of every algorithm keymgr uses, in a process that will fork workers, so each
+    /// worker inherits it instead of doing it per request: the first fetch of an algorithm activates the provider
+    /// and builds the library's table of algorithm names (most of a short command's time in libcrypto), and the
+    /// P-256 curve's group is set up on first use.
+    ///
+    /// Uses no key, no secret and no random number (so no generator state is made to be copied into the workers):
+    /// SHA-256 and HMAC-SHA256 of constants, HKDF of a constant, an AES-256-GCM open that fails on purpose, and an
+    /// ES256 signing set-up (no signature) with the scalar 1. Call after `initializeWithoutCleanupAtExit()`.
+    public static func prepareForWorkers() {
+        let constant = SecretBytes([UInt8](repeating: 1, count: 32))
+        _ = SHA256.hash([0])
+        _ = try? HMACSHA256.authenticate([0], key: constant)
+        _ = try? HKDF.deriveKey(inputKeyMaterial: constant, salt: [], info: [0], outputByteCount: 32)
+        _ = try? AESGCM.open([UInt8](repeating: 0, count: 64), key: constant, aad: [])
+        ERR_clear_error()
+        var scalarOne = [UInt8](repeating: 0, count: P256.scalarByteCount)
+        scalarOne[P256.scalarByteCount - 1] = 1
+        guard let key = try? P256PrivateKey(rawRepresentation: SecretBytes(scalarOne)),
+              let pkey = try? P256.makeKey(x: key.publicKey.x, y: key.publicKey.y, privateScalar: key.rawRepresentation)
+        else { ERR_clear_error(); return }
+        defer { EVP_PKEY_free(pkey) }
+        if let context = EVP_MD_CTX_new() {
+            _ = EVP_DigestSignInit_ex(context, nil, OpenSSLNames.sha256.pointer, nil, nil, pkey, nil)
+            EVP_MD_CTX_free(context)
+        }
+        ERR_clear_error()
+    }
+}

@@ -52,6 +52,7 @@ struct AgentCommand: KeymgrCommand {
         try startKeeper()
         try AgentGate.load(policyFile: policy ?? Self.defaultPolicy)
         Self.warmArgumentParser()
+        OpenSSLLibrary.prepareForWorkers()
         let listener = try AgentListener.open(path: socket ?? Self.defaultSocket)
         defer { listener.close() }
         globals.console.detail("serving \(globals.storeHome.url.path) on \(listener.name)")
@@ -64,19 +65,25 @@ struct AgentCommand: KeymgrCommand {
     }
 
     /// Parses every command once (each fails for want of its arguments) before the first fork: the Swift runtime's
-    /// type and conformance look-ups the argument parser's reflection makes are cached in the process, and every
-    /// worker inherits them instead of paying them on its request.
+    /// type and conformance look-ups the argument parser's reflection makes (and the policy's cast of each parsed
+    /// command) are cached in the process, and every worker inherits them instead of paying them on its request.
     static func warmArgumentParser() {
         func walk(_ type: any ParsableCommand.Type, path: [String]) {
             let name = type.configuration.commandName ?? ""
             let here = path + [name]
             if type.configuration.subcommands.isEmpty {
-                _ = try? Keymgr.parseAsRoot(here)
+                // The policy's cast of the parsed command (AgentGate), whether or not the command conforms: the
+                // runtime caches each answer, a "no" included, after scanning every conformance of the image.
+                if let parsed = try? Keymgr.parseAsRoot(here) { _ = parsed as? AgentTargeted }
                 _ = try? Keymgr.parseAsRoot(here + ["--json"])
+                _ = type is any AgentTargeted.Type
             }
             for sub in type.configuration.subcommands { walk(sub, path: here) }
         }
         for sub in Keymgr.configuration.subcommands { walk(sub, path: []) }
+        // Sets the commands read on every request, built on first use.
+        _ = TextRules.bidiControls.isEmpty
+        _ = KeyStatus.usable.isEmpty
     }
 
     /// Opens the store and its master key in a child process, the store's keeper, so that no SQLite connection,
