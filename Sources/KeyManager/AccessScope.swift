@@ -6,9 +6,9 @@ import Synchronization
 /// The agent's worker sets `AccessScope.current` once, after the policy allowed the command and before it runs;
 /// the `KeyManager` facade checks it in every operation that reads or acts on a user or key, so a command that
 /// names no user (or forgot to declare one) still cannot reach outside it. Nil (embedded mode): no limit.
-public struct AccessScope: Sendable, Equatable {
+package struct AccessScope: Sendable, Equatable {
     /// The identity users a scope covers.
-    public enum Users: Sendable, Equatable {
+    package enum Users: Sendable, Equatable {
         /// Every user of the store.
         case all
         /// The users whose user id, universalId `id=` value or username is one of these names.
@@ -16,25 +16,25 @@ public struct AccessScope: Sendable, Equatable {
     }
 
     /// The command path the policy allowed (`sign`, `pin change`), for messages and the audit log.
-    public var operation: String
+    package var operation: String
     /// Who asks, for messages: `alice (uid 1001)`.
-    public var caller: String
+    package var caller: String
     /// The names that are the caller's own identity users: the login name and what the policy's `[self]` table maps
     /// it to. Keys of other users are "another person's".
-    public var selfNames: Set<String>
+    package var selfNames: Set<String>
     /// The users this request may read or act on.
-    public var users: Users
+    package var users: Users
     /// The auth types of keys this request may use or bind; nil: any.
-    public var authTypes: Set<AuthType>?
+    package var authTypes: Set<AuthType>?
     /// Whether rebinding or revoking another person's APPLICATION_PIN key needs that key's PIN (every rule but one
     /// that allows everything, `may = ["*"]`).
-    public var othersPINKeysNeedPIN: Bool
+    package var othersPINKeysNeedPIN: Bool
     /// The rule that decided, for messages: `rule 2 (/etc/keymgr/policy.toml:7)`.
-    public var rule: String
+    package var rule: String
     /// Why the users are limited, for messages: `for = "self"`.
-    public var usersReason: String
+    package var usersReason: String
 
-    public init(operation: String, caller: String, selfNames: Set<String>, users: Users, authTypes: Set<AuthType>?,
+    package init(operation: String, caller: String, selfNames: Set<String>, users: Users, authTypes: Set<AuthType>?,
                 othersPINKeysNeedPIN: Bool, rule: String, usersReason: String = "") {
         self.operation = operation
         self.caller = caller
@@ -47,7 +47,7 @@ public struct AccessScope: Sendable, Equatable {
     }
 
     /// Whether the existing user `userId` (stored with `username`) is in this scope.
-    public func allows(userId: String, username: String?) -> Bool {
+    package func allows(userId: String, username: String?) -> Bool {
         switch users {
         case .all: true
         case .named(let names): Self.matches(names, userId: userId, username: username)
@@ -56,18 +56,18 @@ public struct AccessScope: Sendable, Equatable {
 
     /// Whether a user that does not exist yet may be created as `userId`: only its user id (or its `id=` value)
     /// counts, never a username the request itself supplies.
-    public func allowsNewUser(_ userId: String) -> Bool { allows(userId: userId, username: nil) }
+    package func allowsNewUser(_ userId: String) -> Bool { allows(userId: userId, username: nil) }
 
     /// Whether `userId` (stored with `username`) is one of the caller's own identity users.
-    public func isSelf(userId: String, username: String?) -> Bool {
+    package func isSelf(userId: String, username: String?) -> Bool {
         Self.matches(selfNames, userId: userId, username: username)
     }
 
     /// Whether keys of `authType` may be used or bound.
-    public func allows(_ authType: AuthType) -> Bool { authTypes?.contains(authType) ?? true }
+    package func allows(_ authType: AuthType) -> Bool { authTypes?.contains(authType) ?? true }
 
     /// Whether every user is in scope (nothing to filter).
-    public var coversAllUsers: Bool { users == .all }
+    package var coversAllUsers: Bool { users == .all }
 
     private static func matches(_ names: Set<String>, userId: String, username: String?) -> Bool {
         if names.contains(userId) { return true }
@@ -81,7 +81,7 @@ public struct AccessScope: Sendable, Equatable {
     private static let storage = Mutex<AccessScope?>(nil)
 
     /// The scope of the request this process serves; nil when keymgr runs directly (embedded mode: no limit).
-    public static var current: AccessScope? {
+    package static var current: AccessScope? {
         get { storage.withLock { $0 } }
         set { storage.withLock { $0 = newValue } }
     }

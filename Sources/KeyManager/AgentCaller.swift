@@ -6,16 +6,16 @@ import Foundation
 /// Set once in the worker, before the command runs (`AgentCaller.current`). When set, the audit actor is
 /// `"<login> (uid <uid>)"` and a verifier's `{osUser}` is `<login>`; when nil (the CLI run directly, "embedded"),
 /// both are the OS user running keymgr, as before.
-public struct AgentCaller: Sendable, Equatable {
-    public let uid: UInt32
-    public let gid: UInt32
-    public let pid: Int32
+package struct AgentCaller: Sendable, Equatable {
+    package let uid: UInt32
+    package let gid: UInt32
+    package let pid: Int32
     /// Supplementary groups (the primary group is `gid`).
-    public let groups: [UInt32]
+    package let groups: [UInt32]
     /// The login name of `uid` from the user database, or `uid:N` when it has none.
-    public let login: String
+    package let login: String
 
-    public init(uid: UInt32, gid: UInt32, pid: Int32, groups: [UInt32], login: String) {
+    package init(uid: UInt32, gid: UInt32, pid: Int32, groups: [UInt32], login: String) {
         self.uid = uid
         self.gid = gid
         self.pid = pid
@@ -24,15 +24,15 @@ public struct AgentCaller: Sendable, Equatable {
     }
 
     /// The caller with `uid`'s login name looked up in the user database.
-    public init(uid: UInt32, gid: UInt32, pid: Int32, groups: [UInt32]) {
+    package init(uid: UInt32, gid: UInt32, pid: Int32, groups: [UInt32]) {
         self.init(uid: uid, gid: gid, pid: pid, groups: groups, login: Self.loginName(uid: uid))
     }
 
     /// What the audit log records as the actor.
-    public var auditActor: String { "\(login) (uid \(uid))" }
+    package var auditActor: String { "\(login) (uid \(uid))" }
 
     /// `uid`'s login name, or `uid:N`.
-    public static func loginName(uid: UInt32) -> String {
+    package static func loginName(uid: UInt32) -> String {
         var entry = passwd()
         var result: UnsafeMutablePointer<passwd>?
         var buffer = [CChar](repeating: 0, count: 4096)
@@ -44,12 +44,12 @@ public struct AgentCaller: Sendable, Equatable {
 
     /// Whether this caller may read a file with the given owner, group and mode (the permission bits alone: the
     /// caller's own access, not the agent's). Root may read anything.
-    public func mayRead(owner: UInt32, group: UInt32, mode: UInt32) -> Bool {
+    package func mayRead(owner: UInt32, group: UInt32, mode: UInt32) -> Bool {
         permits(0o4, owner: owner, group: group, mode: mode)
     }
 
     /// Whether this caller may search (pass through) a directory with the given owner, group and mode.
-    public func maySearch(owner: UInt32, group: UInt32, mode: UInt32) -> Bool {
+    package func maySearch(owner: UInt32, group: UInt32, mode: UInt32) -> Bool {
         permits(0o1, owner: owner, group: group, mode: mode)
     }
 
@@ -65,8 +65,8 @@ public struct AgentCaller: Sendable, Equatable {
 
     /// The caller a worker serves, or nil when keymgr runs directly. Set once, before the command runs, while the
     /// worker has one thread.
-    public static var current: AgentCaller? { caller }
+    package static var current: AgentCaller? { caller }
 
     /// Sets `current` (the agent's worker, once, before anything else reads it).
-    public static func serve(_ caller: AgentCaller) { Self.caller = caller }
+    package static func serve(_ caller: AgentCaller) { Self.caller = caller }
 }

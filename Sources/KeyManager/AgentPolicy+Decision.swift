@@ -2,7 +2,7 @@ import Foundation
 
 extension AgentPolicy {
     /// What the policy says to one request.
-    public enum Decision: Sendable, Equatable {
+    package enum Decision: Sendable, Equatable {
         /// The command may run, within this scope.
         case allowed(AccessScope)
         /// The command may not run; the reason names the rule (or its absence) and what to do.
@@ -16,7 +16,7 @@ extension AgentPolicy {
     /// rule's `authTypes` here so that a refused type is refused before any PIN is asked.
     ///
     /// - Parameter groupId: the gid of a group name (`getgrnam` unless a test injects another).
-    public func decide(caller: AgentCaller, operation: String, authType: AuthType? = nil,
+    package func decide(caller: AgentCaller, operation: String, authType: AuthType? = nil,
                        groupId: (String) -> UInt32? = AgentPolicy.systemGroupId) -> Decision {
         let who = Self.describe(caller)
         guard let index = rules.firstIndex(where: { $0.allows(operation) && matches($0, caller, groupId) }) else {
@@ -47,7 +47,7 @@ extension AgentPolicy {
     }
 
     /// `alice (uid 1001)`.
-    public static func describe(_ caller: AgentCaller) -> String { "\(caller.login) (uid \(caller.uid))" }
+    package static func describe(_ caller: AgentCaller) -> String { "\(caller.login) (uid \(caller.uid))" }
 
     private func matches(_ rule: Rule, _ caller: AgentCaller, _ groupId: (String) -> UInt32?) -> Bool {
         rule.who.contains { subject in
@@ -63,7 +63,7 @@ extension AgentPolicy {
     }
 
     /// The gid of the group `name`, from the system's group database; nil when there is none.
-    public static func systemGroupId(_ name: String) -> UInt32? {
+    package static func systemGroupId(_ name: String) -> UInt32? {
         var group = Glibc.group()
         var result: UnsafeMutablePointer<Glibc.group>?
         var buffer = [CChar](repeating: 0, count: 16 * 1024)

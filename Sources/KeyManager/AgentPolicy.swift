@@ -7,11 +7,11 @@ import Synchronization
 /// Rules are tried in order; the first whose `who` matches the caller and whose `may` holds the operation decides;
 /// no such rule denies. The deciding rule's `for` and `authTypes` then limit what the command may touch: an
 /// `AccessScope` the facade enforces.
-public struct AgentPolicy: Sendable, Equatable {
+package struct AgentPolicy: Sendable, Equatable {
     /// One `[[rule]]` table.
-    public struct Rule: Sendable, Equatable {
+    package struct Rule: Sendable, Equatable {
         /// One element of `who`.
-        public enum Subject: Sendable, Equatable {
+        package enum Subject: Sendable, Equatable {
             /// `*`: anyone.
             case anyone
             /// `user:NAME`: the caller whose login name is NAME.
@@ -23,36 +23,36 @@ public struct AgentPolicy: Sendable, Equatable {
         }
 
         /// `for`: the identity users the rule's commands may act on.
-        public enum Users: Sendable, Equatable {
+        package enum Users: Sendable, Equatable {
             /// `*`: every user.
             case all
             /// The caller's own identity users (when `includesSelf`) and the users named.
             case named(includesSelf: Bool, names: [String])
         }
 
-        public var who: [Subject]
+        package var who: [Subject]
         /// Command paths (`sign`, `pin change`) or `*`.
-        public var may: [String]
-        public var users: Users
+        package var may: [String]
+        package var users: Users
         /// nil: any auth type.
-        public var authTypes: Set<AuthType>?
+        package var authTypes: Set<AuthType>?
         /// The line of the rule's `[[rule]]` header.
-        public var line: Int
+        package var line: Int
 
         /// Whether `may` holds `operation`.
-        public func allows(_ operation: String) -> Bool { may.contains("*") || may.contains(operation) }
+        package func allows(_ operation: String) -> Bool { may.contains("*") || may.contains(operation) }
 
         /// Whether the rule allows everything (`may = ["*"]`).
-        public var allowsEverything: Bool { may.contains("*") }
+        package var allowsEverything: Bool { may.contains("*") }
     }
 
     /// The policy file, for messages.
-    public var file: String
-    public var rules: [Rule]
+    package var file: String
+    package var rules: [Rule]
     /// `[self]`: login names mapped to the identity user ids that are theirs too.
-    public var selfMap: [String: [String]]
+    package var selfMap: [String: [String]]
 
-    public init(file: String, rules: [Rule], selfMap: [String: [String]] = [:]) {
+    package init(file: String, rules: [Rule], selfMap: [String: [String]] = [:]) {
         self.file = file
         self.rules = rules
         self.selfMap = selfMap
@@ -65,7 +65,7 @@ public struct AgentPolicy: Sendable, Equatable {
     private static let storage = Mutex<AgentPolicy?>(nil)
 
     /// The policy the agent loaded at start; nil outside the agent.
-    public static var active: AgentPolicy? {
+    package static var active: AgentPolicy? {
         get { storage.withLock { $0 } }
         set { storage.withLock { $0 = newValue } }
     }
@@ -80,7 +80,7 @@ public struct AgentPolicy: Sendable, Equatable {
     ///
     /// - Parameter commandPaths: every command path `may` can name (`sign`, `pin change`, …): the CLI's.
     /// - Throws: `config` naming the file (and the line) and what to do instead.
-    public static func load(path: String, agentUID: UInt32, commandPaths: Set<String>) throws -> AgentPolicy {
+    package static func load(path: String, agentUID: UInt32, commandPaths: Set<String>) throws -> AgentPolicy {
         let fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK)
         guard fd >= 0 else {
             let reason = String(cString: strerror(errno))
@@ -127,7 +127,7 @@ public struct AgentPolicy: Sendable, Equatable {
     }
 
     /// Parses and validates policy text. Errors name `file:line:` and what to write instead.
-    public init(parsing text: String, file: String, commandPaths: Set<String>) throws {
+    package init(parsing text: String, file: String, commandPaths: Set<String>) throws {
         let tables = try PolicyTOML.parse(text, file: file)
         var rules: [Rule] = []
         var selfMap: [String: [String]] = [:]

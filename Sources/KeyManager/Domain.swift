@@ -102,9 +102,9 @@ public struct StoreStatus: Sendable, Equatable {
     public var tpmTcti: String?
     /// Where this process took the master key from: `home` (master.key), `tpm` (master.tpm, sealed to a TPM),
     /// `KEYMGR_MASTER_KEY_FILE` or `systemd-credential`; the file; and for `tpm` the TPM's TCTI.
-    public var masterKeySource: String = "home"
-    public var masterKeyLocation: String?
-    public var masterKeyTCTI: String?
+    package var masterKeySource: String = "home"
+    package var masterKeyLocation: String?
+    package var masterKeyTCTI: String?
 }
 
 /// Where `init` keeps the master key.

@@ -190,12 +190,15 @@ extension KeyManager {
     }
 
     /// Inside a write transaction: refuses (with `MasterKeyMoved`) to go on when another process rotated the master
-    /// key since this one loaded it, so nothing is ever sealed or MAC'd under a discarded key.
-    func requireCurrentMasterKey(_ writer: StoreWriter, _ keys: MasterKeys) throws {
+    /// key since this one loaded it, so nothing is ever sealed or MAC'd under a discarded key. Returns the device row
+    /// it read (its MAC not checked here: a caller that relies on its settings verifies it).
+    @discardableResult
+    func requireCurrentMasterKey(_ writer: StoreWriter, _ keys: MasterKeys) throws -> DeviceRecord {
         let device = try Self.requireDevice(writer)
         guard (try? keys.hierarchy.open(device.masterKeyCheck, in: .masterCheck(deviceId: device.deviceId))) != nil else {
             throw MasterKeyMoved()
         }
+        return device
     }
 
     /// When the store is no longer sealed under the master key this process holds (a `master rotate` elsewhere

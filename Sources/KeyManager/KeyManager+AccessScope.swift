@@ -11,7 +11,7 @@ extension KeyManager {
     /// Services that act for a user before they reach the store (registration at a server, token refresh) call
     /// this first.
     /// - Throws: `denied` when it does not.
-    public func authorize(userId: String) throws {
+    package func authorize(userId: String) throws {
         guard let scope = AccessScope.current, !scope.coversAllUsers else { return }
         let user = try read { try $0.user(id: userId) }
         try requireUser(scope, userId: userId, username: user?.username, exists: user != nil)
@@ -101,7 +101,7 @@ extension KeyManager {
 
     /// Records a denial the agent's gate decided before the command reached the store (no rule, a refused auth
     /// type), as `agent.denied`.
-    public func recordDenial(operation: String, reason: String, target: String?) throws {
+    package func recordDenial(operation: String, reason: String, target: String?) throws {
         try write { writer in
             try writer.appendAudit(auditEvent("agent.denied", details: [
                 "operation": .string(operation), "reason": .string(reason), "target": target.map(JSONValue.string) ?? .null,

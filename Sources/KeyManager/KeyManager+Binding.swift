@@ -29,7 +29,7 @@ extension KeyManager {
 
     /// Whether `rebind` of this key needs the key's current PIN: under the agent's policy, another person's
     /// APPLICATION_PIN key (unless the deciding rule allows everything). The CLI asks for it first when so.
-    public func rebindNeedsCurrentPIN(userId: String, kid: String?) throws -> Bool {
+    package func rebindNeedsCurrentPIN(userId: String, kid: String?) throws -> Bool {
         guard AccessScope.current != nil else { return false }
         let current = try selectKey(userId: userId, kid: kid, statuses: KeyStatus.usable, issuer: nil, verb: "rebind",
                                     using: false)
@@ -165,7 +165,7 @@ extension KeyManager {
 
     /// Whether revoking what `userId`/`kid` name needs a PIN: under the agent's policy, when it includes another
     /// person's APPLICATION_PIN key (unless the deciding rule allows everything).
-    public func revocationNeedsPIN(userId: String?, kid: String?) throws -> Bool {
+    package func revocationNeedsPIN(userId: String?, kid: String?) throws -> Bool {
         guard AccessScope.current != nil else { return false }
         return try revocationTargetRows(userId: userId, kid: kid).contains { needsOwnersPIN($0.key, username: $0.username) }
     }

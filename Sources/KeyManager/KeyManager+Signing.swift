@@ -100,7 +100,13 @@ extension KeyManager {
         case .applicationPIN:
             return try unlockWithPIN(key, pin: pin)
         }
-        // Re-read in one snapshot with the master key that opens it (a rotation may have run meanwhile).
+        // The selected row was read and its MAC checked under the master key this process holds: a software key opens
+        // from it with no second read. (Whether it is still active is checked again in the use's transaction.)
+        if key.keyBackend == KeyBackendKind.software.rawValue, let sealed = key.wrappedPrivateKey,
+           let material = try? openSealed(sealed, .privateKey(kid: key.kid, userId: key.userId)) {
+            return UnlockedKey(privateKey: try SoftwareKeyBackend().signer(for: material, pinAuth: nil), pin: nil)
+        }
+        // Else (a TPM key, or a rotation ran meanwhile) re-read in one snapshot with the master key that opens it.
         let (backend, material) = try read { reader -> (any KeyBackend, SecretBytes) in
             guard let row = try verifiedKey(reader, kid: key.kid), row.status == .active, let sealed = row.wrappedPrivateKey,
                   row.authType == key.authType else {

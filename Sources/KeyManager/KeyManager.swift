@@ -337,10 +337,13 @@ public final class KeyManager: Sendable {
                 var counter: RollbackCounter?
                 let result = try Self.mapped {
                     try store.write(audit: keys.integrity.auditKeys, rows: keys.integrity.rowKeys) { writer in
-                        try requireCurrentMasterKey(writer, keys)
+                        let device = try requireCurrentMasterKey(writer, keys)
                         let result = try body(writer)
                         // Checked at the end: a store behind the counter throws, and the whole transaction with it.
-                        counter = try checkRollback(writer, keys, step: true)
+                        // Only a TPM store has one (the key backend is fixed at init): no second device read otherwise.
+                        if device.keyBackend == KeyBackendKind.tpm.rawValue {
+                            counter = try checkRollback(writer, keys, step: true)
+                        }
                         return result
                     }
                 }

@@ -132,6 +132,19 @@ final class KeyLifecycleTests: KeyManagerTestCase {
         assertCode(.config) { _ = try KeyManager.open(home: self.home, environment: ["KEYMGR_MASTER_KEY_FILE": legacy.path]) }
     }
 
+    /// A manager that still holds the master key another process rotated away signs with both kinds of key: the
+    /// selected row is read again under the new key before its sealed material is opened (no stale key is used).
+    func testSigningAfterAnotherProcessRotatedTheMasterKey() throws {
+        try bind("jana", .applicationPIN, pin: "482916")
+        try bind("karl")
+        _ = try reopen().rotateMasterKey()
+        _ = try sign("karl")
+        _ = try sign("jana", pin: "482916")
+        let events = try manager.auditEntries().map(\.event)
+        XCTAssertEqual(Array(events.suffix(3)), ["master.rotated", "key.signed", "key.signed"])
+        XCTAssertTrue(try manager.verifyAudit().isIntact)
+    }
+
     func testMasterKeyMissingOrWrongIsAConfigurationError() throws {
         let keyFile = home.url.appendingPathComponent("master.key")
         let wrong = scratch.appendingPathComponent("wrong.key")

@@ -56,15 +56,31 @@ final class LayoutTests: XCTestCase {
         XCTAssertGreaterThan(runs, 30, "found the commands' run() bodies")
     }
 
-    /// Commands whose output is a `CommandOutput` value print through `GlobalOptions.render(_:)`, the one branch on
-    /// `--json`: they have no `if globals.json` of their own. (The OAuth and server commands so far; the others still branch.)
-    func testConvertedCommandsRenderOutputValues() throws {
-        let files = Dictionary(try cliFiles().map { ($0.name, $0.text) }, uniquingKeysWith: { first, _ in first })
-        for name in ["Token.swift", "Dcr.swift", "Login.swift", "Server.swift"] {
-            let text = try XCTUnwrap(files[name], name)
-            XCTAssertFalse(text.contains("if globals.json"), "\(name) branches on --json itself: render a CommandOutput")
-            XCTAssertTrue(text.contains("globals.render("), name)
+    /// Every command prints its output as a `CommandOutput` value through `GlobalOptions.render(_:)`, the one branch
+    /// on `--json`: no command reads `globals.json` or tests a `json` flag itself (the text and the JSON form of an
+    /// output live together in its type).
+    func testCommandsRenderOutputValues() throws {
+        var renders = 0
+        var files = 0
+        for directory in ["Commands", "Agent"] {
+            let url = Self.cliSources.appendingPathComponent(directory)
+            for name in try FileManager.default.contentsOfDirectory(atPath: url.path) where name.hasSuffix(".swift") {
+                let text = try String(contentsOf: url.appendingPathComponent(name), encoding: .utf8)
+                files += 1
+                XCTAssertFalse(text.contains("globals.json"), "\(directory)/\(name) reads --json itself: render a CommandOutput")
+                let branch = try NSRegularExpression(pattern: #"\b(if|guard|switch|while)\b[^{\n]*(\bjson\s*[{,?]|\bjson$|!json\b)"#,
+                                                     options: [.anchorsMatchLines])
+                let lines = text.split(separator: "\n").filter { !$0.trimmingCharacters(in: .whitespaces).hasPrefix("//") }
+                for line in lines {
+                    let line = String(line)
+                    let found = branch.firstMatch(in: line, range: NSRange(line.startIndex..., in: line))
+                    XCTAssertNil(found, "\(directory)/\(name) branches on json: \(line)")
+                }
+                renders += text.components(separatedBy: "globals.render(").count - 1
+            }
         }
+        XCTAssertGreaterThan(files, 20, "found the commands at \(Self.cliSources.path)")
+        XCTAssertGreaterThanOrEqual(renders, 33, "the commands render their output values")
     }
 
     /// The bodies of the `func run() throws { … }` in `text`, braces matched.

@@ -38,21 +38,7 @@ struct Admin: ParsableCommand {
                              empty: String) throws {
         let failure = listing.failure
         if let failure, failure.whole { throw failure.error }
-        let console = globals.console
-        if globals.json {
-            console.answer(json: listing.bindings.map(FleetBindingJSON.init))
-        } else {
-            // One user's listing has no user column.
-            let skip = oneUser ? 1 : 0
-            let columns: [TableColumn] = [TableColumn("USER ID", .cut(min: 8)), TableColumn("DEVICE NAME"),
-                                          TableColumn("DEVICE ID", .cut(min: 8)), .whole("KID"), .time("CREATED"),
-                                          .time("LAST ACCESS"), .whole("HERE")]
-            let rows = listing.bindings.map {
-                [$0.userId, HumanText.text($0.deviceName), HumanText.text($0.deviceId), HumanText.kid($0.kid, wide: wide),
-                 HumanText.time($0.createdAt), HumanText.time($0.lastAccessAt), $0.thisDevice ? "yes" : "-"].dropFirst(skip).map { $0 }
-            }
-            console.table(Array(columns.dropFirst(skip)), rows, empty: empty, wide: wide)
-        }
+        try globals.render(FleetListingOutput(bindings: listing.bindings, wide: wide, oneUser: oneUser, empty: empty))
         guard let failure else { return }
         for error in listing.errors {
             StandardStream.error.write("keymgr: \(TextTable.printable(error.userId)): \(TextTable.printable(error.message)) (\(error.code.rawValue))\n")
@@ -223,12 +209,7 @@ struct Admin: ParsableCommand {
                     try confirmation.confirm(Self.question(plan))
                 }
             }
-            let console = globals.console
-            if globals.json {
-                console.answer(json: DeviceRevocationJSON(report))
-                return
-            }
-            console.answer(Self.summary(report))
+            try globals.render(DeviceRevocationOutput(report: report))
         }
 
         /// What the terminal is asked before anything changes.
@@ -273,4 +254,35 @@ struct Admin: ParsableCommand {
             return lines.map(TextTable.printable).joined(separator: "\n")
         }
     }
+}
+
+/// `admin devices` and `admin stale`: the bindings' objects, or a table (one user's without the user column).
+struct FleetListingOutput: DocumentOutput {
+    let bindings: [FleetBinding]
+    let wide: Bool
+    let oneUser: Bool
+    let empty: String
+
+    var document: [FleetBindingJSON] { bindings.map(FleetBindingJSON.init) }
+
+    func text(on console: Console) {
+        let skip = oneUser ? 1 : 0
+        let columns: [TableColumn] = [TableColumn("USER ID", .cut(min: 8)), TableColumn("DEVICE NAME"),
+                                      TableColumn("DEVICE ID", .cut(min: 8)), .whole("KID"), .time("CREATED"),
+                                      .time("LAST ACCESS"), .whole("HERE")]
+        let rows = bindings.map {
+            [$0.userId, HumanText.text($0.deviceName), HumanText.text($0.deviceId), HumanText.kid($0.kid, wide: wide),
+             HumanText.time($0.createdAt), HumanText.time($0.lastAccessAt), $0.thisDevice ? "yes" : "-"].dropFirst(skip).map { $0 }
+        }
+        console.table(Array(columns.dropFirst(skip)), rows, empty: empty, wide: wide)
+    }
+}
+
+/// `admin revoke`: `DeviceRevocationJSON`, or what was done, one line per change.
+struct DeviceRevocationOutput: DocumentOutput {
+    let report: DeviceRevocationReport
+
+    var document: DeviceRevocationJSON { DeviceRevocationJSON(report) }
+
+    func text(on console: Console) { console.answer(Admin.RevokeDevice.summary(report)) }
 }

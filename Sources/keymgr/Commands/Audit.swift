@@ -24,7 +24,7 @@ struct Audit: KeymgrCommand {
 
     @OptionGroup var listing: Listing
 
-    func validate() throws { try listing.check(json: globals.json) }
+    func validate() throws { try listing.check(globals) }
 
     func run() throws { try listing.run(globals) }
 
@@ -54,7 +54,7 @@ struct Audit: KeymgrCommand {
 
         @OptionGroup var listing: Listing
 
-        func validate() throws { try listing.check(json: globals.json) }
+        func validate() throws { try listing.check(globals) }
 
         func run() throws { try listing.run(globals) }
     }
@@ -84,57 +84,20 @@ struct Audit: KeymgrCommand {
         @Option(help: "How to print the entries.")
         var format: Format?
 
-        func check(json: Bool) throws {
+        func check(_ globals: GlobalOptions) throws {
             if let since, ISOTime.date(from: since) == nil {
                 throw ValidationError("--since needs an ISO 8601 UTC time such as 2026-11-23T10:00:00Z or a date such as 2026-11-23")
             }
             if let newest, newest < 1 { throw ValidationError("-n needs a positive number of entries") }
-            if json, let format, format != .json {
-                throw ValidationError("--json prints JSON: drop it or drop --format \(format.rawValue)")
-            }
+            try globals.checkFormat(format?.rawValue)
         }
 
         func run(_ globals: GlobalOptions) throws {
             let manager = try globals.openManager(readOnly: true)
             let filter = AuditFilter(userId: try manager.resolveUser(user), since: since.flatMap(ISOTime.date(from:)),
                                      event: event, newest: newest, newestFirst: reverse)
-            // Entries go out as they are read, through a buffer written every 64 KiB: no array of the whole log.
-            var out = JSONBytes(capacity: 1 << 17)
-            switch globals.json ? .json : (format ?? .table) {
-            case .json:
-                out.raw("[")
-                var first = true
-                try manager.forEachAuditEntry(filter) { entry in
-                    if !first { out.raw(",") }
-                    first = false
-                    out.auditEntry(entry)
-                    out.flush()
-                }
-                out.raw("]\n")
-            case .csv:
-                out.text("seq,at,event,userId,kid,actor,details,hash,prevHash\n")
-                try manager.forEachAuditEntry(filter) { entry in
-                    out.text([String(entry.seq), entry.at, entry.event, entry.userId ?? "", entry.kid ?? "", entry.actor,
-                              entry.details.canonicalJSON(), entry.hash, entry.prevHash].map(Self.csvField).joined(separator: ","))
-                    out.text("\n")
-                    out.flush()
-                }
-            case .table:
-                var table = StreamedTable(
-                    columns: [.whole("SEQ"), .time("AT"), .whole("EVENT"), TableColumn("USER ID", .cut(min: 8)), .whole("KID"),
-                              TableColumn("ACTOR", .cut(min: 6)), TableColumn("DETAILS", .cut(min: 12))],
-                    wide: self.table.wide)
-                let wide = self.table.wide
-                try manager.forEachAuditEntry(filter) { entry in
-                    table.add([String(entry.seq), HumanText.time(ISOTime.date(from: entry.at)), entry.event, HumanText.text(entry.userId),
-                               HumanText.kid(entry.kid, wide: wide), entry.actor, HumanText.details(entry.details)], into: &out)
-                }
-                guard table.finish(into: &out) else {
-                    if !globals.quiet { StandardStream.error.write("no matching audit entries\n") }
-                    return
-                }
-            }
-            out.flush(over: 0)
+            try globals.render(AuditEntriesOutput(manager: manager, filter: filter, format: format ?? .table,
+                                                  wide: table.wide, quiet: globals.quiet))
         }
 
         /// RFC 4180: quoted when it holds a comma, quote or line break; quotes doubled.
@@ -165,15 +128,8 @@ struct Audit: KeymgrCommand {
 
         func run() throws {
             let report = try globals.openManager(readOnly: true).verifyAudit()
-            let console = globals.console
-            if globals.json { console.answer(json: AuditVerificationJSON(report)) }
-            if report.isIntact {
-                if !globals.json {
-                    console.answer("store intact: \(report.rowsChecked) rows and their tables' row sets checked; "
-                        + "audit log intact: \(report.checked) entries checked")
-                }
-                return
-            }
+            try globals.render(AuditVerificationOutput(report: report))
+            if report.isIntact { return }
             for issue in report.rowIssues {
                 StandardStream.error.write("keymgr: tampered: table \(issue.table)"
                     + (issue.row.map { ", row \(TextTable.printable($0))" } ?? "") + ": \(issue.reason)\n")
@@ -187,5 +143,73 @@ struct Audit: KeymgrCommand {
             }
             throw ExitCode.failure
         }
+    }
+}
+
+/// `audit list`: the entries as JSON (`--json` or `--format json`), CSV or a table, each entry written as it is read
+/// through a buffer flushed every 64 KiB: no array of the whole log.
+struct AuditEntriesOutput: CommandOutput {
+    let manager: KeyManager
+    let filter: AuditFilter
+    let format: Audit.Format
+    let wide: Bool
+    let quiet: Bool
+
+    func json(on console: Console) throws {
+        var out = JSONBytes(capacity: 1 << 17)
+        out.raw("[")
+        var first = true
+        try manager.forEachAuditEntry(filter) { entry in
+            if !first { out.raw(",") }
+            first = false
+            out.auditEntry(entry)
+            out.flush()
+        }
+        out.raw("]\n")
+        out.flush(over: 0)
+    }
+
+    func text(on console: Console) throws {
+        var out = JSONBytes(capacity: 1 << 17)
+        switch format {
+        case .json:
+            return try json(on: console)
+        case .csv:
+            out.text("seq,at,event,userId,kid,actor,details,hash,prevHash\n")
+            try manager.forEachAuditEntry(filter) { entry in
+                out.text([String(entry.seq), entry.at, entry.event, entry.userId ?? "", entry.kid ?? "", entry.actor,
+                          entry.details.canonicalJSON(), entry.hash, entry.prevHash].map(Audit.Listing.csvField).joined(separator: ","))
+                out.text("\n")
+                out.flush()
+            }
+        case .table:
+            var table = StreamedTable(
+                columns: [.whole("SEQ"), .time("AT"), .whole("EVENT"), TableColumn("USER ID", .cut(min: 8)), .whole("KID"),
+                          TableColumn("ACTOR", .cut(min: 6)), TableColumn("DETAILS", .cut(min: 12))],
+                wide: wide)
+            try manager.forEachAuditEntry(filter) { entry in
+                table.add([String(entry.seq), HumanText.time(ISOTime.date(from: entry.at)), entry.event, HumanText.text(entry.userId),
+                           HumanText.kid(entry.kid, wide: wide), entry.actor, HumanText.details(entry.details)], into: &out)
+            }
+            guard table.finish(into: &out) else {
+                if !quiet { StandardStream.error.write("no matching audit entries\n") }
+                return
+            }
+        }
+        out.flush(over: 0)
+    }
+}
+
+/// `audit verify`: `AuditVerificationJSON` (whether intact or not), or for an intact store one line (what is broken
+/// goes to stderr either way).
+struct AuditVerificationOutput: DocumentOutput {
+    let report: AuditVerification
+
+    var document: AuditVerificationJSON { AuditVerificationJSON(report) }
+
+    func text(on console: Console) {
+        guard report.isIntact else { return }
+        console.answer("store intact: \(report.rowsChecked) rows and their tables' row sets checked; "
+            + "audit log intact: \(report.checked) entries checked")
     }
 }

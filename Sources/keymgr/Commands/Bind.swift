@@ -74,13 +74,7 @@ struct Bind: KeymgrCommand {
 
         try confirmSupersede(try manager.keysSuperseded(by: request))
         let result = try manager.bind(request, newPIN: pin.source().new(for: user, policy: manager.checkNewPIN))
-        let console = globals.console
-        if globals.json {
-            console.answer(json: KeyJSON(result))
-            return
-        }
-        console.confirm("bound \(userId): key \(result.key.kid) (\(result.key.authType.rawValue))")
-        if let jws = result.jws { console.answer(jws) }
+        try globals.render(BoundKeyOutput(result: result, confirmation: "bound \(userId): key \(result.key.kid) (\(result.key.authType.rawValue))"))
     }
 
     /// Superseding destroys the user's current key: on a terminal keymgr asks; without one, a key the server
@@ -114,12 +108,32 @@ struct Bind: KeymgrCommand {
                                     requestedAuthType: requested,
                                     newPIN: { try PINSource.choose(stdin: pinStdin, fd: pinFd).new(for: user, policy: manager.checkNewPIN)() })
         }
-        let console = globals.console
-        if globals.json {
-            console.answer(json: KeyJSON(result))
-            return
-        }
-        console.confirm("bound \(result.key.userId) through \(name): key \(result.key.kid) (\(result.key.authType.rawValue)), "
-            + "registered with the server as \"\(result.key.deviceName ?? "")\"")
+        try globals.render(BoundKeyOutput(result: result, confirmation: "bound \(result.key.userId) through \(name): key \(result.key.kid) "
+            + "(\(result.key.authType.rawValue)), registered with the server as \"\(result.key.deviceName ?? "")\"", printsJWS: false))
     }
+}
+
+/// `bind` and `rebind`: the key object (`KeyJSON`), or a confirmation line and the proof-of-possession JWS when there
+/// is one (a journey's bind prints none: the server already checked it).
+struct BoundKeyOutput: DocumentOutput {
+    let result: BindResult
+    let confirmation: String
+    var printsJWS = true
+
+    var document: KeyJSON { KeyJSON(result) }
+
+    func text(on console: Console) {
+        console.confirm(confirmation)
+        if printsJWS, let jws = result.jws { console.answer(jws) }
+    }
+}
+
+/// A key after a change (`pin change`): the key object, or one confirmation line.
+struct ChangedKeyOutput: DocumentOutput {
+    let key: UserKey
+    let confirmation: String
+
+    var document: KeyJSON { KeyJSON(key) }
+
+    func text(on console: Console) { console.confirm(confirmation) }
 }

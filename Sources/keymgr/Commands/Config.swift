@@ -33,7 +33,7 @@ struct Config: ParsableCommand {
 
         func run() throws {
             let config = try globals.openManager(readOnly: true).config()
-            Config.print(config, globals: globals)
+            try globals.render(ConfigOutput(config: config))
         }
     }
 
@@ -73,19 +73,23 @@ struct Config: ParsableCommand {
         func run() throws {
             guard let key = ConfigKey(rawValue: key) else { throw KeyManagerError(.usage, "unknown setting '\(key)'") }
             let config = try globals.openManager().setConfig(key, to: value)
-            if globals.json {
-                Config.print(config, globals: globals)
-            } else {
-                globals.console.confirm("set \(key.rawValue) to \(config.values.first { $0.key == key }?.value ?? "none")")
-            }
+            try globals.render(ConfigOutput(config: config, setKey: key))
         }
     }
 
-    /// `config show` as text or JSON.
-    static func print(_ config: StoreConfig, globals: GlobalOptions) {
-        let console = globals.console
-        if globals.json {
-            console.answer(json: ConfigJSON(config))
+}
+
+/// `config show` and `config set`: `ConfigJSON`, or (show) aligned `key  value` lines or (set) one confirmation line.
+struct ConfigOutput: DocumentOutput {
+    let config: StoreConfig
+    /// Set for `config set`: the setting just changed.
+    var setKey: ConfigKey?
+
+    var document: ConfigJSON { ConfigJSON(config) }
+
+    func text(on console: Console) {
+        if let setKey {
+            console.confirm("set \(setKey.rawValue) to \(config.values.first { $0.key == setKey }?.value ?? "none")")
             return
         }
         let values = config.values

@@ -91,7 +91,7 @@ struct Dcr: ParsableCommand {
                 try await service.register(userId: user, softwareId: softwareId, metadata: document2, scope: scope,
                                            initialAccessToken: token)
             }
-            globals.render(RegistrationOutput(registration: registration, secrets: nil,
+            try globals.render(RegistrationOutput(registration: registration, secrets: nil,
                                               confirmation: "registered client \(registration.clientId) for \(user)"))
         }
     }
@@ -130,7 +130,7 @@ struct Dcr: ParsableCommand {
                 throw KeyManagerError(.clientNotRegistered, "\(user) has no client registration: run `keymgr dcr register --user \(user) …`")
             }
             let secrets = reveal ? try manager.registrationSecrets(userId: user, serverName: settings.name) : nil
-            globals.render(RegistrationOutput(registration: registration, secrets: secrets, confirmation: nil))
+            try globals.render(RegistrationOutput(registration: registration, secrets: secrets, confirmation: nil))
         }
     }
 

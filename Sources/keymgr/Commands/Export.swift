@@ -37,10 +37,19 @@ struct Export: KeymgrCommand {
     func run() throws {
         let manager = try globals.openManager(readOnly: true)
         let exported = try manager.exportPublicKey(userId: try manager.resolveUser(user), kid: kid)
-        let console = globals.console
-        if globals.json {
-            console.answer(json: ExportJSON(kid: exported.kid, userId: exported.userId, jwk: exported.jwk, pem: exported.pem))
-        } else if PublicKeyFormat(rawValue: format) == .pem {
+        try globals.render(ExportOutput(exported: exported, pem: PublicKeyFormat(rawValue: format) == .pem))
+    }
+}
+
+/// `export`: `{"kid","userId","jwk","pem"}`, or the public key alone as `--format` asks (a JWK or PEM).
+struct ExportOutput: DocumentOutput {
+    let exported: ExportedPublicKey
+    let pem: Bool
+
+    var document: ExportJSON { ExportJSON(kid: exported.kid, userId: exported.userId, jwk: exported.jwk, pem: exported.pem) }
+
+    func text(on console: Console) {
+        if pem {
             console.answer(exported.pem)
         } else {
             console.answer(json: exported.jwk)

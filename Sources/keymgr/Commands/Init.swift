@@ -108,12 +108,7 @@ struct Init: KeymgrCommand {
         console.detail("creating a store in \(home.url.path)")
         let manager = try KeyManager.initialize(home: home, options: options, logger: globals.logger)
         let status = try manager.status()
-        if globals.json {
-            console.answer(json: StatusJSON(status))
-        } else {
-            console.confirm("initialised a keymgr store in \(home.url.path) for device \"\(TextTable.printable(status.deviceName))\" (\(status.deviceId)); "
-                + "keys: \(status.keyBackend.rawValue) (\(status.keyBackendReason ?? ""))")
-        }
+        try globals.render(InitOutput(status: status, home: home.url.path))
     }
 
     /// A verifier command line as argv: split on spaces, empty pieces dropped.
@@ -122,3 +117,16 @@ struct Init: KeymgrCommand {
 
 extension KeyBackendChoice: ExpressibleByArgument {}
 extension MasterKeyChoice: ExpressibleByArgument {}
+
+/// `init`: the `status` object, or one confirmation line.
+struct InitOutput: DocumentOutput {
+    let status: StoreStatus
+    let home: String
+
+    var document: StatusJSON { StatusJSON(status) }
+
+    func text(on console: Console) {
+        console.confirm("initialised a keymgr store in \(home) for device \"\(TextTable.printable(status.deviceName))\" (\(status.deviceId)); "
+            + "keys: \(status.keyBackend.rawValue) (\(status.keyBackendReason ?? ""))")
+    }
+}

@@ -45,26 +45,38 @@ struct List: KeymgrCommand {
         let statuses: Set<KeyStatus> = status.isEmpty ? [.active, .locked] : status.reduce(into: []) { $0.formUnion($1.statuses) }
         let manager = try globals.openManager(readOnly: true)
         let userId = try manager.resolveUser(user)
-        let console = globals.console
-        if globals.json {
-            // What `console.answer(json: keys.map { KeyJSON($0) })` prints, built row by row as SQLite steps; written
-            // once whole, so an error half-way prints no half document.
-            var out = JSONBytes(capacity: 1 << 16)
-            out.raw("[")
-            var first = true
-            try manager.forEachKey(userId: userId, statuses: statuses) { key in
-                if !first { out.raw(",") }
-                first = false
-                out.key(key)
-            }
-            out.raw("]\n")
-            StandardStream.output.write(bytes: out.bytes)
-            return
+        try globals.render(KeyListOutput(manager: manager, userId: userId, statuses: statuses,
+                                         empty: user.map { "no matching keys for user \($0)" } ?? "no matching keys",
+                                         wide: table.wide))
+    }
+}
+
+/// `list`: the keys' objects, or a table; read from the store as they are rendered.
+struct KeyListOutput: CommandOutput {
+    let manager: KeyManager
+    let userId: String?
+    let statuses: Set<KeyStatus>
+    let empty: String
+    let wide: Bool
+
+    /// What `console.answer(json: keys.map { KeyJSON($0) })` prints, built row by row as SQLite steps; written once
+    /// whole, so an error half-way prints no half document.
+    func json(on console: Console) throws {
+        var out = JSONBytes(capacity: 1 << 16)
+        out.raw("[")
+        var first = true
+        try manager.forEachKey(userId: userId, statuses: statuses) { key in
+            if !first { out.raw(",") }
+            first = false
+            out.key(key)
         }
+        out.raw("]\n")
+        StandardStream.output.write(bytes: out.bytes)
+    }
+
+    func text(on console: Console) throws {
         let keys = try manager.keys(userId: userId, statuses: statuses)
-        let empty = user.map { "no matching keys for user \($0)" } ?? "no matching keys"
         // Short kids unless --wide; CREATED only when there is room; ids and names cut before anything else.
-        let wide = table.wide
         console.table([.whole("KID"), TableColumn("USER ID", .cut(min: 8)), TableColumn("USERNAME"), .whole("AUTH TYPE"),
                        .whole("STATUS"), .whole("SERVER"), TableColumn("CREATED", .optional), .time("LAST USED")],
                       keys.map { [HumanText.kid($0.kid, wide: wide), $0.userId, HumanText.text($0.username),

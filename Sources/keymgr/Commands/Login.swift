@@ -65,8 +65,7 @@ struct Dpop: ParsableCommand {
             let connection = try ServerConnection.configured(in: manager, profile: server.profile)
             let service = TokenService(manager: manager, connection: connection, home: globals.storeHome, logger: globals.logger)
             let proof = try service.proof(userId: user, htm: htm, htu: url, nonce: nonce, accessToken: accessToken)
-            let jkt = globals.json ? try manager.tokenSet(userId: user, serverName: connection.serverName)?.jkt : nil
-            globals.render(ProofOutput(proof: proof, jkt: jkt))
+            try globals.render(ProofOutput(proof: proof, jkt: { try manager.tokenSet(userId: user, serverName: connection.serverName)?.jkt }))
         }
     }
 }
@@ -114,6 +113,6 @@ struct Login: KeymgrCommand {
                 StandardStream.error.write(text)
             }
         }
-        globals.render(TokenSetOutput(set: set, confirmation: "logged \(user) in: \(set.tokenType) tokens\(set.bound ? " bound to a DPoP key" : "") stored"))
+        try globals.render(TokenSetOutput(set: set, confirmation: "logged \(user) in: \(set.tokenType) tokens\(set.bound ? " bound to a DPoP key" : "") stored"))
     }
 }

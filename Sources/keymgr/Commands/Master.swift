@@ -37,12 +37,16 @@ struct Master: ParsableCommand {
             try manager.checkMasterKeyRotatable()  // a key systemd holds fails (78) before anything is asked
             try confirmation.confirm("Replace the master key and re-wrap every secret under a new one?")
             let rotation = try manager.rotateMasterKey()
-            let console = globals.console
-            if globals.json {
-                console.answer(json: RotationJSON(secretsRewrapped: rotation.secretsRewrapped))
-            } else {
-                console.confirm("rotated the master key: \(rotation.secretsRewrapped) secrets re-wrapped")
-            }
+            try globals.render(RotationOutput(secretsRewrapped: rotation.secretsRewrapped))
         }
     }
+}
+
+/// `master rotate`: `{"secretsRewrapped"}`, or one confirmation line.
+struct RotationOutput: DocumentOutput {
+    let secretsRewrapped: Int
+
+    var document: RotationJSON { RotationJSON(secretsRewrapped: secretsRewrapped) }
+
+    func text(on console: Console) { console.confirm("rotated the master key: \(secretsRewrapped) secrets re-wrapped") }
 }

@@ -44,12 +44,7 @@ struct Pin: ParsableCommand {
             let manager = try globals.openManager()
             let pins = pin.source().change(for: user, policy: manager.checkNewPIN)
             let key = try manager.changePIN(userId: try manager.resolveUser(user), kid: kid, oldPIN: pins.old, newPIN: pins.new)
-            let console = globals.console
-            if globals.json {
-                console.answer(json: KeyJSON(key))
-            } else {
-                console.confirm("changed the PIN of \(user)'s key \(key.kid)")
-            }
+            try globals.render(ChangedKeyOutput(key: key, confirmation: "changed the PIN of \(user)'s key \(key.kid)"))
         }
     }
 }

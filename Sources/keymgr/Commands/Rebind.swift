@@ -46,12 +46,6 @@ struct Rebind: KeymgrCommand {
             result = try manager.rebind(userId: userId, kid: kid, authType: authType.authType,
                                         newPIN: source.new(for: user, policy: manager.checkNewPIN))
         }
-        let console = globals.console
-        if globals.json {
-            console.answer(json: KeyJSON(result))
-            return
-        }
-        console.confirm("rebound \(user): new key \(result.key.kid) (\(result.key.authType.rawValue))")
-        if let jws = result.jws { console.answer(jws) }
+        try globals.render(BoundKeyOutput(result: result, confirmation: "rebound \(user): new key \(result.key.kid) (\(result.key.authType.rawValue))"))
     }
 }

@@ -49,12 +49,18 @@ struct Revoke: KeymgrCommand {
         try confirmation.confirm("Revoke \(named) and destroy its key material?")
         let revoked = try manager.revoke(userId: userId, kid: kid, reason: reason,
                                          pin: pin.source().current(for: targets[0].userId))
-        let console = globals.console
-        if globals.json {
-            console.answer(json: revoked.map { KeyJSON($0) })
-            return
-        }
-        if revoked.isEmpty { console.confirm("nothing to revoke") }
-        for key in revoked { console.confirm("revoked key \(key.kid) of \(key.userId)") }
+        try globals.render(RevokedKeysOutput(keys: revoked))
+    }
+}
+
+/// `revoke`: the revoked keys' objects, or one line per key (or that there was nothing to revoke).
+struct RevokedKeysOutput: DocumentOutput {
+    let keys: [UserKey]
+
+    var document: [KeyJSON] { keys.map { KeyJSON($0) } }
+
+    func text(on console: Console) {
+        if keys.isEmpty { console.confirm("nothing to revoke") }
+        for key in keys { console.confirm("revoked key \(key.kid) of \(key.userId)") }
     }
 }

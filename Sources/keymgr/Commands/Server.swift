@@ -134,7 +134,7 @@ struct Server: ParsableCommand {
             change.allowInsecureHTTP = allowInsecureHttp
             let (profile, proposed) = (server.profile, change)
             let saved = try AsyncBridge.wait { try await DiscoveryService().configure(manager, name: profile, proposed) }
-            globals.render(ServerProfileOutput(settings: saved, saved: true))
+            try globals.render(ServerProfileOutput(settings: saved, saved: true))
         }
 
         /// An http or https URL with a host, and no user name or password in it (secrets belong in the credential file).
@@ -204,7 +204,7 @@ struct Server: ParsableCommand {
                     ? "no server is configured: run `keymgr server set --dialect pingam --base-url URL --credential-file F`"
                     : "no server profile \(server.profile): see `keymgr server list`")
             }
-            globals.render(ServerProfileOutput(settings: settings, saved: false))
+            try globals.render(ServerProfileOutput(settings: settings, saved: false))
         }
     }
 
@@ -224,7 +224,7 @@ struct Server: ParsableCommand {
 
         func run() throws {
             let profiles = try globals.openManager(readOnly: true).serverProfiles()
-            globals.render(ServerProfilesOutput(profiles: profiles))
+            try globals.render(ServerProfilesOutput(profiles: profiles))
         }
     }
 
@@ -257,7 +257,7 @@ struct Server: ParsableCommand {
                 try confirmation.confirm("Remove the server profile \(plan.name) and wipe the \(plan.registrations) client "
                     + "registrations and \(plan.tokenSets) token sets kept for it here?")
             }
-            globals.render(ServerRemovalOutput(removal: removal))
+            try globals.render(ServerRemovalOutput(removal: removal))
         }
     }
 }
@@ -270,7 +270,7 @@ struct ServerRemovalJSON: Encodable {
 }
 
 /// `server set` (a confirmation line) and `server show` (`name  value` lines); with --json the `server show` object.
-struct ServerProfileOutput: CommandOutput {
+struct ServerProfileOutput: DocumentOutput {
     let settings: ServerSettings
     /// `server set` just saved it.
     let saved: Bool
@@ -301,7 +301,7 @@ struct ServerProfileOutput: CommandOutput {
 }
 
 /// `server list`: a table, or an array of `server show` objects.
-struct ServerProfilesOutput: CommandOutput {
+struct ServerProfilesOutput: DocumentOutput {
     let profiles: [ServerSettings]
 
     var document: [ServerSettingsJSON] { profiles.map(ServerSettingsJSON.init) }
@@ -314,7 +314,7 @@ struct ServerProfilesOutput: CommandOutput {
 }
 
 /// `server remove`: a confirmation line, or `{"name","registrations","tokenSets"}`.
-struct ServerRemovalOutput: CommandOutput {
+struct ServerRemovalOutput: DocumentOutput {
     let removal: ServerRemoval
 
     var document: ServerRemovalJSON {

@@ -84,11 +84,7 @@ struct Sign: KeymgrCommand {
         if request.challenge == nil {
             console.warn("no --challenge given: signed a random challenge keymgr made up (a server checks its own challenge)")
         }
-        if globals.json {
-            console.answer(json: SignatureJSON(result))
-        } else {
-            console.answer(result.jws)
-        }
+        try globals.render(SignatureOutput(result: result, confirmation: nil))
     }
 
     /// Signs through the journey `name`: the server's callback decides the user, the challenge and the lifetime.
@@ -106,13 +102,7 @@ struct Sign: KeymgrCommand {
                                     userId: userId, kid: kid, claims: claims,
                                     pin: { try PINSource.choose(stdin: pinStdin, fd: pinFd).current(for: prompt)() })
         }
-        let console = globals.console
-        if globals.json {
-            console.answer(json: SignatureJSON(result))
-            return
-        }
-        console.answer(result.jws)
-        console.confirm("the server accepted the signature of key \(result.kid) in the journey \(name)")
+        try globals.render(SignatureOutput(result: result, confirmation: "the server accepted the signature of key \(result.kid) in the journey \(name)"))
     }
 
     /// `NAME=VALUE` at the first `=`; the name must not be empty.
@@ -132,5 +122,18 @@ struct Sign: KeymgrCommand {
         } catch {
             throw KeyManagerError(.badInput, "the claim \(name) is not valid JSON after `json:`")
         }
+    }
+}
+
+/// `sign`: `{"kid","jws"}`, or the JWS alone (and, after a journey, a confirmation line).
+struct SignatureOutput: DocumentOutput {
+    let result: SignResult
+    let confirmation: String?
+
+    var document: SignatureJSON { SignatureJSON(result) }
+
+    func text(on console: Console) {
+        console.answer(result.jws)
+        if let confirmation { console.confirm(confirmation) }
     }
 }

@@ -23,13 +23,20 @@ struct Status: KeymgrCommand {
     func run() throws {
         let manager = try globals.openManager(readOnly: true)
         let status = try manager.status()
-        let console = globals.console
-        if globals.json {
-            console.answer(json: StatusJSON(status))
-            return
-        }
+        try globals.render(StatusOutput(status: status, home: globals.storeHome.url.path))
+    }
+}
+
+/// `status`: `StatusJSON`, or aligned `name  value` lines.
+struct StatusOutput: DocumentOutput {
+    let status: StoreStatus
+    let home: String
+
+    var document: StatusJSON { StatusJSON(status) }
+
+    func text(on console: Console) {
         let lines: [(String, String)] = [
-            ("home", globals.storeHome.url.path),
+            ("home", home),
             ("device id", status.deviceId),
             // MAC'd with the device row, and printed without controls or bidi characters all the same.
             ("device name", TextTable.printable(status.deviceName)),
@@ -38,12 +45,14 @@ struct Status: KeymgrCommand {
             ("keys", String(status.keys)),
             ("last sync", status.lastSync.map { HumanText.time($0) } ?? "never"),
             ("key backend", status.keyBackend.rawValue + (status.keyBackendReason.map { " (\($0))" } ?? "")),
-        ] + (status.tpmTcti.map { [("tpm tcti", $0)] } ?? []) + [("master key", Self.masterKey(status))]
+        ] + (status.tpmTcti.map { [("tpm tcti", $0)] } ?? []) + [("master key", Status.masterKey(status))]
         let width = lines.map(\.0.count).max() ?? 0
         console.answer(lines.map { $0.0 + String(repeating: " ", count: width - $0.0.count + 2) + $0.1 }
             .joined(separator: "\n"))
     }
+}
 
+extension Status {
     /// Where the master key came from, e.g. "tpm (sealed to swtpm:path=…, blob in /home/master.tpm)".
     static func masterKey(_ status: StoreStatus) -> String {
         let location = status.masterKeyLocation ?? ""

@@ -87,13 +87,8 @@ struct SyncCommand: KeymgrCommand {
         if report.noDeviceRegistry {
             console.warn("the \(connection.settings.dialect.rawValue) server has no device registry: only client registrations are checked")
         }
-        if report.noDeviceRegistry && !globals.json {
-            console.answer("\(report.registrationsWiped.count) client registrations revoked by the server and wiped here"
-                + report.registrationsWiped.map { "\n  \(TextTable.printable($0))" }.joined())
-        } else {
-            // What the valve holds back is shown, so the operator can judge it before forcing anything.
-            printReport(report, console: console)
-        }
+        // What the valve holds back is shown, so the operator can judge it before forcing anything.
+        try globals.render(SyncOutput(report: report, pruneOrphans: pruneOrphans, wide: table.wide))
         switch outcome {
         case .reconciled:
             return
@@ -105,56 +100,6 @@ struct SyncCommand: KeymgrCommand {
         case .failed(let failure):
             throw FailureAfterReport(failure.code, TextTable.printable(failure.message))
         }
-    }
-
-    /// The report: JSON, or for people a table of what changed (kid and user) and a one-line summary.
-    private func printReport(_ report: SyncReport, console: Console) {
-        if globals.json {
-            console.answer(json: SyncReportJSON(report))
-            return
-        }
-        var rows: [[String]] = []
-        for (change, kids) in [("registered", report.registered), ("revoked", report.revoked),
-                               ("deleted on server", report.serverDeleted)] {
-            rows += kids.map { [change, HumanText.text(report.owners[$0]), $0] }
-        }
-        let orphanChange = pruneOrphans && !report.dryRun ? "orphan, deleted" : "orphan"
-        rows += report.orphans.map { [orphanChange, "-", $0] }
-        if !rows.isEmpty {
-            let heading = report.safetyValveTripped ? "HELD BACK" : report.dryRun ? "PLANNED" : "CHANGE"
-            console.table([.whole(heading), TableColumn("USER ID"), .whole("KID")],
-                          rows.map { [$0[0], $0[1], HumanText.kid($0[2], wide: table.wide)] }, empty: "", wide: table.wide)
-        }
-        if report.safetyValveTripped {
-            console.answer("safety valve: nothing applied; \(report.revoked.count) revocations held back")
-            return
-        }
-        var summary = report.dryRun ? "dry run, nothing written: " : ""
-        summary += "\(report.users) users checked: \(report.registered.count) newly registered, \(report.revoked.count) revoked, "
-            + "\(report.serverDeleted.count) deleted on the server, \(report.orphans.count) orphans, "
-            + "\(report.errors.count) users with errors; \(report.inSync) keys unchanged"
-        if !report.dryRun { summary += Self.writes(report.writesByKind) }
-        console.answer(summary)
-        if !report.unregistered.isEmpty {
-            let kids = report.unregistered.prefix(5).map { HumanText.kid($0, wide: table.wide) }.joined(separator: ", ")
-            console.answer("\(report.unregistered.count) keys bound here are not registered at the server (bound without "
-                + "--journey, so it cannot check their signatures): \(kids)\(report.unregistered.count > 5 ? ", …" : ""); "
-                + "register them with `keymgr bind --journey NAME --user ID --replace`")
-        }
-        if !report.orphans.isEmpty && !pruneOrphans {
-            console.warn("orphans are bindings of this device the store never held: `keymgr sync --prune-orphans` deletes them on the server")
-        }
-    }
-
-    /// `, 63 writes (60 server names or last accesses mirrored, 3 registrations)`: the writes by kind, the empty kinds left out.
-    static func writes(_ writes: SyncWrites) -> String {
-        guard writes.total > 0 else { return ", 0 writes" }
-        let kinds = [(writes.registered, "for registrations"), (writes.mirrored, "server names or last accesses mirrored"),
-                     (writes.revoked, "for revocations"), (writes.serverDeleted, "for deletions on the server"),
-                     (writes.orphansPruned, "for pruned orphans"), (writes.credentialsWiped, "for wiped credentials"),
-                     (writes.registrationsWiped, "for wiped client registrations")]
-            .filter { $0.0 > 0 }.map { "\($0.0) \($0.1)" }
-        return ", \(writes.total) writes (\(kinds.joined(separator: ", ")))"
     }
 }
 
@@ -182,5 +127,65 @@ final class ProgressLine: Sendable {
             if shown { StandardStream.error.write("\r\u{1B}[K") }
             shown = false
         }
+    }
+}
+
+/// `sync`: `SyncReportJSON`, or for people a table of what changed (kid and user) and a one-line summary (against a
+/// server with no device registry: the client registrations it revoked).
+struct SyncOutput: DocumentOutput {
+    let report: SyncReport
+    let pruneOrphans: Bool
+    let wide: Bool
+
+    var document: SyncReportJSON { SyncReportJSON(report) }
+
+    func text(on console: Console) {
+        if report.noDeviceRegistry {
+            console.answer("\(report.registrationsWiped.count) client registrations revoked by the server and wiped here"
+                + report.registrationsWiped.map { "\n  \(TextTable.printable($0))" }.joined())
+            return
+        }
+        var rows: [[String]] = []
+        for (change, kids) in [("registered", report.registered), ("revoked", report.revoked),
+                               ("deleted on server", report.serverDeleted)] {
+            rows += kids.map { [change, HumanText.text(report.owners[$0]), $0] }
+        }
+        let orphanChange = pruneOrphans && !report.dryRun ? "orphan, deleted" : "orphan"
+        rows += report.orphans.map { [orphanChange, "-", $0] }
+        if !rows.isEmpty {
+            let heading = report.safetyValveTripped ? "HELD BACK" : report.dryRun ? "PLANNED" : "CHANGE"
+            console.table([.whole(heading), TableColumn("USER ID"), .whole("KID")],
+                          rows.map { [$0[0], $0[1], HumanText.kid($0[2], wide: wide)] }, empty: "", wide: wide)
+        }
+        if report.safetyValveTripped {
+            console.answer("safety valve: nothing applied; \(report.revoked.count) revocations held back")
+            return
+        }
+        var summary = report.dryRun ? "dry run, nothing written: " : ""
+        summary += "\(report.users) users checked: \(report.registered.count) newly registered, \(report.revoked.count) revoked, "
+            + "\(report.serverDeleted.count) deleted on the server, \(report.orphans.count) orphans, "
+            + "\(report.errors.count) users with errors; \(report.inSync) keys unchanged"
+        if !report.dryRun { summary += Self.writes(report.writesByKind) }
+        console.answer(summary)
+        if !report.unregistered.isEmpty {
+            let kids = report.unregistered.prefix(5).map { HumanText.kid($0, wide: wide) }.joined(separator: ", ")
+            console.answer("\(report.unregistered.count) keys bound here are not registered at the server (bound without "
+                + "--journey, so it cannot check their signatures): \(kids)\(report.unregistered.count > 5 ? ", …" : ""); "
+                + "register them with `keymgr bind --journey NAME --user ID --replace`")
+        }
+        if !report.orphans.isEmpty && !pruneOrphans {
+            console.warn("orphans are bindings of this device the store never held: `keymgr sync --prune-orphans` deletes them on the server")
+        }
+    }
+
+    /// `, 63 writes (60 server names or last accesses mirrored, 3 registrations)`: the writes by kind, the empty kinds left out.
+    static func writes(_ writes: SyncWrites) -> String {
+        guard writes.total > 0 else { return ", 0 writes" }
+        let kinds = [(writes.registered, "for registrations"), (writes.mirrored, "server names or last accesses mirrored"),
+                     (writes.revoked, "for revocations"), (writes.serverDeleted, "for deletions on the server"),
+                     (writes.orphansPruned, "for pruned orphans"), (writes.credentialsWiped, "for wiped credentials"),
+                     (writes.registrationsWiped, "for wiped client registrations")]
+            .filter { $0.0 > 0 }.map { "\($0.0) \($0.1)" }
+        return ", \(writes.total) writes (\(kinds.joined(separator: ", ")))"
     }
 }

@@ -31,7 +31,7 @@ struct TPM: ParsableCommand {
             guard let status = try manager.tpmStatus() else {
                 throw KeyManagerError(.usage, "this store keeps its keys in software: it uses no TPM")
             }
-            TPM.show(status, globals)
+            try TPM.show(status, globals)
         }
     }
 
@@ -50,18 +50,26 @@ struct TPM: ParsableCommand {
         func run() throws {
             let status = try globals.openManager().resetTPMLockout()
             globals.console.confirm("cleared the dictionary-attack lockout of the TPM at \(status.tcti)")
-            TPM.show(status, globals)
+            try TPM.show(status, globals)
         }
     }
 
-    static func show(_ status: TPMStatus, _ globals: GlobalOptions) {
-        let console = globals.console
-        if globals.json {
-            console.answer(json: TPMStatusJSON(tcti: status.tcti, failures: status.failures, maxTries: status.maxTries,
-                                               recoveryTime: status.recoveryTime, inLockout: status.inLockout,
-                                               holdsLockoutAuth: status.holdsLockoutAuth))
-            return
-        }
+    static func show(_ status: TPMStatus, _ globals: GlobalOptions) throws {
+        try globals.render(TPMStatusOutput(status: status))
+    }
+}
+
+/// `tpm status` and `tpm clear-lockout`: `TPMStatusJSON`, or aligned lines.
+struct TPMStatusOutput: DocumentOutput {
+    let status: TPMStatus
+
+    var document: TPMStatusJSON {
+        TPMStatusJSON(tcti: status.tcti, failures: status.failures, maxTries: status.maxTries,
+                      recoveryTime: status.recoveryTime, inLockout: status.inLockout,
+                      holdsLockoutAuth: status.holdsLockoutAuth)
+    }
+
+    func text(on console: Console) {
         console.answer("""
             tcti                \(status.tcti)
             failures            \(status.failures) of \(status.maxTries)\(status.inLockout ? " (in lockout)" : "")

@@ -44,7 +44,7 @@ struct Token: ParsableCommand {
         func run() throws {
             let context = try OAuthContext(globals, profile: server.profile)
             let set = try context.tokens.importTokens(userId: user, json: OAuthContext.readStdin())
-            globals.render(TokenSetOutput(set: set, confirmation: "stored \(set.tokenType) tokens for \(user)"))
+            try globals.render(TokenSetOutput(set: set, confirmation: "stored \(set.tokenType) tokens for \(user)"))
         }
     }
 
@@ -80,7 +80,7 @@ struct Token: ParsableCommand {
                 throw KeyManagerError(.clientNotRegistered, "\(user) has no tokens: run `keymgr login --user \(user)`")
             }
             let secrets = reveal ? try manager.tokenSecrets(userId: user, serverName: settings.name) : nil
-            globals.render(TokenShowOutput(set: set, secrets: secrets))
+            try globals.render(TokenShowOutput(set: set, secrets: secrets))
         }
     }
 
@@ -107,7 +107,7 @@ struct Token: ParsableCommand {
             let service = try OAuthContext(globals, profile: network.profile, timeout: network.timeout).tokens
             let user = user
             let set = try AsyncBridge.wait { try await service.refresh(userId: user) }
-            globals.render(TokenSetOutput(set: set, confirmation: "refreshed the tokens of \(user); they expire \(HumanText.time(set.expiresAt))"))
+            try globals.render(TokenSetOutput(set: set, confirmation: "refreshed the tokens of \(user); they expire \(HumanText.time(set.expiresAt))"))
         }
     }
 
@@ -176,7 +176,7 @@ struct Token: ParsableCommand {
             let service = try OAuthContext(globals, profile: network.profile, timeout: network.timeout).tokens
             let (user, minTtl) = (user, minTtl)
             let result = try AsyncBridge.wait { try await service.accessToken(userId: user, minTTL: minTtl) }
-            globals.render(PrintedTokenOutput(token: result.token, set: result.set))
+            try globals.render(PrintedTokenOutput(token: result.token, set: result.set))
         }
     }
 }

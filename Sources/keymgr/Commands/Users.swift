@@ -19,13 +19,20 @@ struct Users: KeymgrCommand {
 
     func run() throws {
         let users = try globals.openManager(readOnly: true).users()
-        let console = globals.console
-        if globals.json {
-            console.answer(json: users.map(UserJSON.init))
-            return
-        }
+        try globals.render(UsersOutput(users: users, wide: table.wide))
+    }
+}
+
+/// `users`: the users' objects, or a table.
+struct UsersOutput: DocumentOutput {
+    let users: [UserSummary]
+    let wide: Bool
+
+    var document: [UserJSON] { users.map(UserJSON.init) }
+
+    func text(on console: Console) {
         console.table([TableColumn("USER ID", .cut(min: 8)), TableColumn("USERNAME"), .whole("KEYS"), .time("CREATED")],
                       users.map { [$0.userId, HumanText.text($0.username), String($0.activeKeys), HumanText.time($0.createdAt)] },
-                      empty: "no users on this device", wide: table.wide)
+                      empty: "no users on this device", wide: wide)
     }
 }

@@ -1,29 +1,48 @@
+import ArgumentParser
 import Foundation
 import KeyManager
 
 /// What a command prints when it succeeds: one value, rendered as its `--json` document or as text for people. A
-/// command builds the value and calls `GlobalOptions.render(_:)`, the one place that branches on `--json`.
+/// command builds the value and calls `GlobalOptions.render(_:)`, the one place that branches on `--json`; both
+/// forms of an output live in its type.
 protocol CommandOutput {
+    /// Writes the `--json` document on stdout.
+    func json(on console: Console) throws
+    /// Writes the text for people.
+    func text(on console: Console) throws
+}
+
+/// An output whose `--json` document is one value, encoded whole.
+protocol DocumentOutput: CommandOutput {
     associatedtype Document: Encodable
     /// The `--json` document (stdout).
-    var document: Document { get }
-    /// The text for people.
-    func text(on console: Console)
+    var document: Document { get throws }
+}
+
+extension DocumentOutput {
+    func json(on console: Console) throws { console.answer(json: try document) }
 }
 
 extension GlobalOptions {
     /// Prints `output` as `--json` asks.
-    func render(_ output: some CommandOutput) {
+    func render(_ output: some CommandOutput) throws {
         if json {
-            console.answer(json: output.document)
+            try output.json(on: console)
         } else {
-            output.text(on: console)
+            try output.text(on: console)
+        }
+    }
+
+    /// A `--format` other than `json` beside `--json` is a usage error: the two ask for different output.
+    func checkFormat(_ format: String?) throws {
+        if json, let format, format != "json" {
+            throw ValidationError("--json prints JSON: drop it or drop --format \(format)")
         }
     }
 }
 
 /// A token set (`token import`, `token refresh`, `login`): the `token show` object, or one confirmation line.
-struct TokenSetOutput: CommandOutput {
+struct TokenSetOutput: DocumentOutput {
     let set: TokenSet
     let confirmation: String
 
@@ -33,7 +52,7 @@ struct TokenSetOutput: CommandOutput {
 }
 
 /// `token show`: the object, or aligned `name  value` lines.
-struct TokenShowOutput: CommandOutput {
+struct TokenShowOutput: DocumentOutput {
     let set: TokenSet
     let secrets: TokenSecrets?
 
@@ -61,7 +80,7 @@ struct TokenShowOutput: CommandOutput {
 }
 
 /// `token print`: the access token alone, or `{"accessToken","tokenType","expiresAt"}`.
-struct PrintedTokenOutput: CommandOutput {
+struct PrintedTokenOutput: DocumentOutput {
     let token: String
     let set: TokenSet
 
@@ -71,7 +90,7 @@ struct PrintedTokenOutput: CommandOutput {
 }
 
 /// `dcr register` and `dcr show`: the `dcr show` object, or (register) a confirmation line or (show) `name  value` lines.
-struct RegistrationOutput: CommandOutput {
+struct RegistrationOutput: DocumentOutput {
     let registration: Registration
     let secrets: RegistrationSecrets?
     /// Set for `dcr register`; nil for `dcr show`.
@@ -102,11 +121,12 @@ struct RegistrationOutput: CommandOutput {
 }
 
 /// `dpop proof`: the proof alone, or `{"proof","jkt"}`.
-struct ProofOutput: CommandOutput {
+struct ProofOutput: DocumentOutput {
     let proof: String
-    let jkt: String?
+    /// The DPoP key's thumbprint, read only for the document.
+    let jkt: () throws -> String?
 
-    var document: [String: String] { ["proof": proof, "jkt": jkt ?? ""] }
+    var document: [String: String] { get throws { ["proof": proof, "jkt": try jkt() ?? ""] } }
 
     func text(on console: Console) { console.answer(proof) }
 }
