@@ -14,7 +14,8 @@ export PATH := $(SWIFT_BIN):$(PATH)
 # called by tests and demo; time, valgrind, strace and eatmydata are the benchmarks'; man-db renders the man page in
 # its test, dpkg-dev and lintian build and check `make deb`; systemd-container (systemd-nspawn) and debootstrap boot
 # a real systemd in a container for the agent's deployment test; libnss-wrapper resolves the test's temporary OS
-# users for the agent; softhsm2 and opensc are the agent benchmark's peer (a PKCS#11 token per user, pkcs11-tool).
+# users for the agent; softhsm2 and opensc are the agent benchmark's peer (a PKCS#11 token per user, pkcs11-tool); binutils' nm shows
+# which libraries the lean client links.
 APT_PACKAGES := libsqlite3-dev libssl-dev libargon2-dev libcurl4-openssl-dev pkg-config sqlite3 openssl \
 	python3 python3-pip curl argon2 systemd make bsdutils time valgrind strace eatmydata man-db dpkg-dev lintian \
 	swtpm swtpm-tools tpm2-tools libtss2-dev tpm2-openssl \
