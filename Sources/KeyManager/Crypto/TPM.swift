@@ -305,30 +305,6 @@ package final class TPMConnection {
         if let context { _ = Esys_FlushContext(context, handle) }
     }
 
-    /// ES256 over `message`: SHA-256 here, ECDSA inside the TPM; the raw r||s (64 bytes) JWS wants.
-    package func sign(_ handle: ESYS_TR, auth: SecretBytes, message: [UInt8]) throws -> [UInt8] {
-        let esys = try esys
-        var authValue = TPM2B_AUTH()
-        try Self.fill(&authValue, auth.bytes)
-        let set = Esys_TR_SetAuth(esys, handle, &authValue)
-        wipe(&authValue)
-        guard set == 0 else { throw Self.failure("TR_SetAuth", set) }
-        var digest = TPM2B_DIGEST()
-        try Self.fill(&digest, SHA256.hash(message))
-        var scheme = TPMT_SIG_SCHEME()
-        scheme.scheme = Self.algECDSA
-        scheme.details.ecdsa.hashAlg = Self.algSHA256
-        var validation = TPMT_TK_HASHCHECK()
-        validation.tag = 0x8024  // TPM2_ST_HASHCHECK
-        validation.hierarchy = 0x4000_0007  // TPM2_RH_NULL
-        var signature: UnsafeMutablePointer<TPMT_SIGNATURE>?
-        let rc = Esys_Sign(esys, handle, Self.password, Self.none, Self.none, &digest, &scheme, &validation, &signature)
-        defer { Esys_Free(signature) }
-        guard rc == 0, let signature else { throw Self.failure("Sign", rc) }
-        let ecdsa = signature.pointee.signature.ecdsa
-        return try Self.fixed32(ecdsa.signatureR) + Self.fixed32(ecdsa.signatureS)
-    }
-
     // MARK: The signing path, through SAPI
     //
     // A signature and the rollback counter go through the SAPI context under ESYS, by TPM handle and with password
