@@ -9,6 +9,19 @@ let strict: [SwiftSetting] = [.swiftLanguageMode(.v6)]
 let fuzzing = ProcessInfo.processInfo.environment["KEYMGR_FUZZ_BUILD"] == "1"
 let fuzzed: [SwiftSetting] = strict + (fuzzing ? [.unsafeFlags(["-sanitize=fuzzer"])] : [])
 
+/// Release builds of keymgr-core start faster (docs/output-and-packaging.md, "Start-up"): type metadata reached through
+/// accessor functions instead of mangled names the runtime demangles on first use, and a link by lld with relative
+/// relocations packed (DT_RELR: the loader applies them in a loop instead of one record each; glibc 2.36 or later)
+/// and no symbol exported for a dynamic loader that never looks them up.
+let quickStart: [SwiftSetting] = [
+    .unsafeFlags(["-Xfrontend", "-disable-concrete-type-metadata-mangled-name-accessors"], .when(configuration: .release)),
+]
+let quickStartLink: [LinkerSetting] = [
+    .unsafeFlags(
+        ["-use-ld=lld", "-Xlinker", "-z", "-Xlinker", "pack-relative-relocs", "-Xlinker", "--no-export-dynamic"],
+        .when(configuration: .release)),
+]
+
 let package = Package(
     name: "keymgr",
     platforms: [.macOS(.v14)],
@@ -49,7 +62,7 @@ let package = Package(
         .target(
             name: "Storage",
             dependencies: [.product(name: "GRDB", package: "GRDB.swift"), "CSQLiteOptions"],
-            swiftSettings: strict,
+            swiftSettings: strict + quickStart,
             plugins: ["MigrationsPlugin"]),
         .target(
             name: "KeyManager",
@@ -57,7 +70,7 @@ let package = Package(
                 "Storage", "COpenSSL", "CArgon2", "CTSS2",
                 .product(name: "Logging", package: "swift-log"),
             ],
-            swiftSettings: fuzzed),
+            swiftSettings: fuzzed + quickStart),
         // Wire clients: HTTP, PingAM's device REST and journeys, OAuth endpoints. Values in, values out.
         .target(
             name: "ServerClients",
@@ -75,13 +88,17 @@ let package = Package(
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ],
-            swiftSettings: strict),
+            swiftSettings: strict + quickStart,
+            linkerSettings: quickStartLink),
         // The agent protocol's frames (docs/agent-protocol.md): a strict JSON reader and writer for exactly the
         // request and response shapes. No Foundation: the lean client links it.
         .target(name: "AgentWire", swiftSettings: fuzzed),
         // The lean client: Glibc, AgentWire and CAgentSocket only (no Foundation, GRDB or OpenSSL).
+        // Linked as a static executable in release: no dynamic loader, no relocations of libc and the Swift runtime at
+        // each start (docs/output-and-packaging.md). It calls nothing of glibc's that needs NSS or dlopen.
         .executableTarget(
-            name: "keymgr-client", dependencies: ["AgentWire", "CAgentSocket"], swiftSettings: strict),
+            name: "keymgr-client", dependencies: ["AgentWire", "CAgentSocket"], swiftSettings: strict,
+            linkerSettings: [.unsafeFlags(["-static-executable"], .when(configuration: .release))]),
 
         // The reference identity server: PingAM's device REST and journeys over loopback HTTP.
         .target(
