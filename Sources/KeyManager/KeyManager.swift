@@ -71,7 +71,7 @@ public final class KeyManager: Sendable {
                     throw KeyManagerError(.config, "\(path) already holds a master key in a file: remove it (it opens no "
                         + "store yet) or init without --master-key tpm")
                 }
-                let sealed = home.url.appendingPathComponent(MasterKey.sealedFileName).path
+                let sealed = home.url.appendingPathComponent(MasterKey.sealedFileName, isDirectory: false).path
                 source = .tpmSealed(sealed)
                 masterKey = try MasterKey.createSealed(at: sealed, tcti: options.tpmTcti)
             } else {

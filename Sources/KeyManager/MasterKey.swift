@@ -51,13 +51,13 @@ struct MasterKey: Sendable {
     /// The source that applies in this environment (the first present), or the home file to create.
     static func source(home: StoreHome, environment: [String: String]) -> Source {
         if let directory = environment["CREDENTIALS_DIRECTORY"], !directory.isEmpty {
-            let path = URL(fileURLWithPath: directory).appendingPathComponent("keymgr.master").path
+            let path = URL(fileURLWithPath: directory, isDirectory: true).appendingPathComponent("keymgr.master", isDirectory: false).path
             if FileManager.default.fileExists(atPath: path) { return .systemdCredential(path) }
         }
         if let path = environment["KEYMGR_MASTER_KEY_FILE"], !path.isEmpty { return .environmentFile(path) }
-        let sealed = home.url.appendingPathComponent(sealedFileName).path
+        let sealed = home.url.appendingPathComponent(sealedFileName, isDirectory: false).path
         if FileManager.default.fileExists(atPath: sealed) { return .tpmSealed(sealed) }
-        return .home(home.url.appendingPathComponent("master.key").path)
+        return .home(home.url.appendingPathComponent("master.key", isDirectory: false).path)
     }
 
     /// Reads the master key from `source`.

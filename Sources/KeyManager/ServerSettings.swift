@@ -65,7 +65,7 @@ public struct ServerSettings: Sendable, Equatable {
     public func credentialPath(environment: [String: String]) -> String? {
         if let credentialFile { return credentialFile }
         if let directory = environment["CREDENTIALS_DIRECTORY"], !directory.isEmpty {
-            return URL(fileURLWithPath: directory).appendingPathComponent("keymgr.admin").path
+            return URL(fileURLWithPath: directory, isDirectory: true).appendingPathComponent("keymgr.admin", isDirectory: false).path
         }
         return nil
     }

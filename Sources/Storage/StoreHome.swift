@@ -12,23 +12,23 @@ package struct StoreHome: Sendable, Equatable {
 
     /// The home named by `--home`, else `$KEYMGR_HOME`, else `${XDG_DATA_HOME:-~/.local/share}/keymgr`.
     package static func resolve(explicit: String?, environment: [String: String] = ProcessInfo.processInfo.environment) -> StoreHome {
-        if let explicit, !explicit.isEmpty { return StoreHome(url: URL(fileURLWithPath: explicit)) }
+        if let explicit, !explicit.isEmpty { return StoreHome(url: URL(fileURLWithPath: explicit, isDirectory: true)) }
         if let fromEnvironment = environment["KEYMGR_HOME"], !fromEnvironment.isEmpty {
-            return StoreHome(url: URL(fileURLWithPath: fromEnvironment))
+            return StoreHome(url: URL(fileURLWithPath: fromEnvironment, isDirectory: true))
         }
         let dataHome: URL
         if let xdg = environment["XDG_DATA_HOME"], xdg.hasPrefix("/") {
-            dataHome = URL(fileURLWithPath: xdg)
+            dataHome = URL(fileURLWithPath: xdg, isDirectory: true)
         } else {
-            let userHome = environment["HOME"].map { URL(fileURLWithPath: $0) }
+            let userHome = environment["HOME"].map { URL(fileURLWithPath: $0, isDirectory: true) }
                 ?? FileManager.default.homeDirectoryForCurrentUser
-            dataHome = userHome.appendingPathComponent(".local/share")
+            dataHome = userHome.appendingPathComponent(".local/share", isDirectory: true)
         }
-        return StoreHome(url: dataHome.appendingPathComponent("keymgr"))
+        return StoreHome(url: dataHome.appendingPathComponent("keymgr", isDirectory: true))
     }
 
     /// The SQLite database file.
-    package var databaseURL: URL { url.appendingPathComponent("keymgr.db") }
+    package var databaseURL: URL { url.appendingPathComponent("keymgr.db", isDirectory: false) }
 
     /// Whether a database exists in this home.
     package var hasDatabase: Bool { FileManager.default.fileExists(atPath: databaseURL.path) }

@@ -11,7 +11,7 @@ public final class SyncLease {
     /// missing or another OS user could write it (no lock file is made there).
     public init(home: StoreLocation) throws {
         try home.checkUsable()
-        let path = home.url.appendingPathComponent("sync.lock").path
+        let path = home.url.appendingPathComponent("sync.lock", isDirectory: false).path
         lock = try FileLock(path: path) { KeyManagerError(.config, "cannot open the sync lock \(path): \($0)") }
         guard try lock.tryLock(cannotLock: { KeyManagerError(.failure, "cannot lock \(path): \($0)") }) else {
             lock.release()

@@ -41,7 +41,7 @@ final class TokenRefreshLock {
 
     private init(home: StoreLocation, userId: String, serverName: String) throws {
         try home.checkUsable()
-        let path = home.url.appendingPathComponent(Self.fileName).path
+        let path = home.url.appendingPathComponent(Self.fileName, isDirectory: false).path
         lock = try FileLock(path: path, region: .byte(Self.offset(serverName + "\u{0}" + userId))) {
             KeyManagerError(.config, "cannot open the refresh lock \(path): \($0)")
         }
