@@ -75,7 +75,7 @@ extension KeyManager {
         let guarded: SecretProvider = {
             do {
                 return try pin()
-            } catch let error as KeyManagerError where error.code == .abort {
+            } catch let error as any KeymgrFailure where error.code == .abort {
                 throw DeniedForWantOfPIN()
             }
         }

@@ -99,10 +99,23 @@ extension KeyManager {
                                     registrationAccessToken: try open(record.sealedRegistrationAccessToken, "registration_access_token"))
             }
         }
-        guard let secrets else {
-            throw KeyManagerError(.clientNotRegistered, "\(userId) has no client registration: run `keymgr dcr register --user \(userId) …`")
-        }
+        guard let secrets else { throw Self.noRegistration(userId) }
         return secrets
+    }
+
+    /// The user's registration at the server profile `profile`, its secrets opened when `revealing` (`dcr show`).
+    /// - Throws: `clientNotRegistered` when there is no such profile or the user has no registration there.
+    public func clientRegistration(userId: String, profile: String, revealing: Bool) throws
+        -> (registration: Registration, secrets: RegistrationSecrets?) {
+        guard let settings = try serverSettings(name: profile),
+              let registration = try registration(userId: userId, serverName: settings.name) else {
+            throw Self.noRegistration(userId)
+        }
+        return (registration, revealing ? try registrationSecrets(userId: userId, serverName: settings.name) : nil)
+    }
+
+    static func noRegistration(_ userId: String) -> KeyManagerError {
+        KeyManagerError(.clientNotRegistered, "\(userId) has no client registration: run `keymgr dcr register --user \(userId) …`")
     }
 
     /// Removes the user's registration at the server together with its tokens and DPoP key, in one transaction,
@@ -243,10 +256,22 @@ extension KeyManager {
                              idToken: try open(record.sealedIdToken, "id_token"))
             }
         }
-        guard let secrets else {
-            throw KeyManagerError(.clientNotRegistered, "\(userId) has no tokens: run `keymgr login --user \(userId)`")
-        }
+        guard let secrets else { throw Self.noTokens(userId) }
         return secrets
+    }
+
+    /// The user's tokens at the server profile `profile`, the token strings opened when `revealing` (`token show`).
+    /// - Throws: `clientNotRegistered` when there is no such profile or the user has no tokens there.
+    public func tokens(userId: String, profile: String, revealing: Bool) throws -> (set: TokenSet, secrets: TokenSecrets?) {
+        guard let settings = try serverSettings(name: profile),
+              let set = try tokenSet(userId: userId, serverName: settings.name) else {
+            throw Self.noTokens(userId)
+        }
+        return (set, revealing ? try tokenSecrets(userId: userId, serverName: settings.name) : nil)
+    }
+
+    static func noTokens(_ userId: String) -> KeyManagerError {
+        KeyManagerError(.clientNotRegistered, "\(userId) has no tokens: run `keymgr login --user \(userId)`")
     }
 
     /// The DPoP key the user's tokens are bound to; nil when they are not bound.

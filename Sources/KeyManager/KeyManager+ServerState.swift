@@ -200,6 +200,17 @@ extension KeyManager {
         return settings
     }
 
+    /// The server profile named `name` (`server show`).
+    /// - Throws: `config` when there is no such profile, besides what `serverSettings(name:)` throws.
+    public func serverProfile(name: String) throws -> ServerSettings {
+        guard let settings = try serverSettings(name: name) else {
+            throw KeyManagerError(.config, name == "default"
+                ? "no server is configured: run `keymgr server set --dialect pingam --base-url URL --credential-file F`"
+                : "no server profile \(name): see `keymgr server list`")
+        }
+        return settings
+    }
+
     /// Saves a server profile (settings only: the admin credential stays in its file) and audits the change.
     ///
     /// - Throws: `config` for plain `http://` to a host other than loopback (unless `allowInsecureHTTP`), and for a

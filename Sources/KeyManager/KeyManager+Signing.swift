@@ -135,6 +135,9 @@ extension KeyManager {
             let inner: SecretBytes
             let attempts: Int
             let backend: String
+            /// The device row as the transaction read it: its Argon2 cost (a record made cheaper is upgraded) and,
+            /// for a TPM key, its TPM.
+            let device: DeviceRecord
         }
         let outcome = try write { writer -> Guess? in
             guard let row = try verifiedKey(writer, kid: key.kid) else {
@@ -159,7 +162,7 @@ extension KeyManager {
             try writer.setPINFailures(kid: key.kid, salt: record.salt, count: record.failedAttempts,
                                       integrityMac: try integrity.mac(record), at: now())
             return Guess(record: record, expected: expected, inner: inner, attempts: record.failedAttempts,
-                         backend: row.keyBackend)
+                         backend: row.keyBackend, device: try verifiedDevice(writer))
         }
         guard let outcome else { throw lockedError(key) }
         let record = outcome.record
@@ -179,7 +182,7 @@ extension KeyManager {
         if outcome.backend != KeyBackendKind.software.rawValue {
             // A TPM key keeps no verifier: the TPM checks the PIN's authValue (and counts a wrong one toward its
             // dictionary-attack lockout, the backstop when keymgr's own counter was rolled back).
-            let backend = try self.backend(for: key, device: try device())
+            let backend = try self.backend(for: key, device: outcome.device)
             do {
                 let signer = try backend.signer(for: outcome.inner, pinAuth: derivation.tpmAuth)
                 return UnlockedKey(privateKey: signer, pin: UnlockedPIN(salt: record.salt, upgrade: nil,
@@ -200,15 +203,16 @@ extension KeyManager {
         }
         let privateKey = try P256PrivateKey(rawRepresentation: raw)
         return UnlockedKey(privateKey: privateKey,
-                           pin: UnlockedPIN(salt: record.salt, upgrade: try upgrade(record, key: key, pin: guess, privateKey: privateKey),
+                           pin: UnlockedPIN(salt: record.salt, upgrade: try upgrade(record, key: key, pin: guess, privateKey: privateKey,
+                                                                                    device: outcome.device),
                                             material: raw, tpmAuth: derivation.tpmAuth))
     }
 
     /// When the store's Argon2 cost is higher than the one this PIN record was made with, re-derives under it
     /// (a second KDF, once). Never lowers a record's cost: a lower or mixed setting leaves the record as it is.
     private func upgrade(_ record: AppPINRecord, key: UserKeyRecord, pin: SecretBytes,
-                         privateKey: P256PrivateKey) throws -> PINUpgrade? {
-        let current = Argon2Parameters(try device())
+                         privateKey: P256PrivateKey, device: DeviceRecord) throws -> PINUpgrade? {
+        let current = Argon2Parameters(device)
         let made = Argon2Parameters(record)
         guard current != made, current.memoryKiB >= made.memoryKiB, current.iterations >= made.iterations,
               current.parallelism >= made.parallelism else { return nil }

@@ -140,17 +140,22 @@ public final class KeyManager: Sendable {
         let store = try mapped {
             try Store.open(home: home, create: false, access: readOnly ? .readOnly : .readWrite, digest: SHA256.hash)
         }
-        guard let device = try mapped({ try store.read { try $0.device() } }) else {
+        // The device row and whether the rows carry MACs yet, in one snapshot.
+        let deviceAndStamps = { (reader: StoreReader) throws -> (DeviceRecord, RowStampState)? in
+            try reader.device().map { ($0, try reader.rowStampState()) }
+        }
+        guard let first = try mapped({ try store.read(deviceAndStamps) }) else {
             throw KeyManagerError(.config, "the store at \(home.url.path) was never initialised: run `keymgr init`")
         }
+        let device = first.0
         let source = MasterKey.source(home: home, environment: environment)
         logger.debug("opened the store", metadata: ["home": .string(home.url.path), "masterKey": .string(source.label)])
         // A `master rotate` elsewhere may commit and rename its key file between any two of these reads: the device
         // row and the key file are read afresh on each of a few tries.
         for attempt in 0..<3 {
-            let device = attempt == 0 ? device : (try mapped({ try store.read { try $0.device() } }) ?? device)
+            let (device, rows) = attempt == 0 ? first : (try mapped({ try store.read(deviceAndStamps) }) ?? first)
             let masterKey = try MasterKey.load(from: source)
-            if let (manager, upgrade) = try? opened(store, masterKey, device, environment, logger, now) {
+            if let (manager, upgrade) = try? opened(store, masterKey, device, rows, environment, logger, now) {
                 try manager.upgradeStore(upgrade)
                 return manager
             }
@@ -159,7 +164,7 @@ public final class KeyManager: Sendable {
             if FileManager.default.fileExists(atPath: pending.path),
                let next = try? MasterKey.load(from: pending),
                let (manager, upgrade) = try? opened(store, MasterKey(bytes: next.bytes, source: source, tcti: next.tcti),
-                                                    device, environment, logger, now) {
+                                                    device, rows, environment, logger, now) {
                 _ = rename(pending.path, source.path)  // or the rotation renamed it meanwhile: either way the key is in place
                 MasterKey.syncDirectory(of: source.path)
                 try manager.upgradeStore(upgrade)
@@ -177,7 +182,7 @@ public final class KeyManager: Sendable {
 
     /// A manager holding `masterKey` once the device's check value opens under it, with what the store still needs
     /// stamped (a store made before the integrity MACs or the row MACs, or stamped under an older schema).
-    private static func opened(_ store: Store, _ masterKey: MasterKey, _ device: DeviceRecord,
+    private static func opened(_ store: Store, _ masterKey: MasterKey, _ device: DeviceRecord, _ rows: RowStampState,
                                _ environment: [String: String], _ logger: Logger,
                                _ now: @escaping @Sendable () -> Date) throws -> (manager: KeyManager, upgrade: StoreUpgrade) {
         let manager = try KeyManager(store: store, masterKey: masterKey, deviceId: device.deviceId,
@@ -185,7 +190,6 @@ public final class KeyManager: Sendable {
         // A device MAC that holds under this key proves the key (and that the store was stamped): no need to open the
         // check value, which would cost an AES-GCM set-up every command pays at start-up. Otherwise the check value
         // tells a wrong key from a store made before the MACs and from an edited device row (reported when read).
-        let rows = try mapped { try store.read { try $0.rowStampState() } }
         if rows == .current, let mac = device.integrityMac, manager.integrity.holds(mac, try manager.integrity.mac(device)) {
             return (manager, .none)
         }
@@ -206,11 +210,11 @@ public final class KeyManager: Sendable {
 
     /// The device, schema version and counts `keymgr status` shows.
     public func status() throws -> StoreStatus {
-        let schemaVersion = try Self.mapped { try store.schemaVersion() }
-        return try read { reader in
+        // One snapshot: the schema version, the device row, the counts and the last sync agree.
+        try read { reader in
             let device = try verifiedDevice(reader)
             let counts = try reader.counts()
-            var status = StoreStatus(deviceId: device.deviceId, deviceName: device.deviceName, schemaVersion: schemaVersion,
+            var status = StoreStatus(deviceId: device.deviceId, deviceName: device.deviceName, schemaVersion: try reader.schemaVersion(),
                                      users: counts.users, keys: counts.usableKeys, lastSync: try reader.lastSync()?.finishedAt)
             status.keyBackend = KeyBackendKind(rawValue: device.keyBackend) ?? .software
             status.keyBackendReason = device.keyBackendReason

@@ -9,6 +9,9 @@ public protocol KeymgrFailure: Error, Sendable {
     var message: String { get }
 }
 
+/// A code of keymgr's error taxonomy, as every `KeymgrFailure` carries it (the CLI's exit-code table maps it).
+public typealias FailureCode = KeyManagerError.Code
+
 /// The one error type of keymgr's library: a code of keymgr's error taxonomy (docs/wire-formats.md) and a message a person can act on.
 ///
 /// Messages never contain a secret (PIN, private key, token, client secret). The CLI maps `code` to an exit code.

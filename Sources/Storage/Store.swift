@@ -87,11 +87,20 @@ package final class Store: Sendable {
         return store
     }
 
+    /// For tests that count the statements a request runs: called with the SQL of every statement that starts on
+    /// a connection opened while it is set (triggers' statements included). Unset, connections install no tracing.
+    package static let statementObserver = Mutex<(@Sendable (String) -> Void)?>(nil)
+
     private static var connectionConfiguration: Configuration {
         var configuration = Configuration()
         configuration.busyMode = .timeout(busyTimeout)
         configuration.foreignKeysEnabled = true
         configuration.prepareDatabase { db in
+            if let observe = Store.statementObserver.withLock({ $0 }) {
+                db.trace(options: .statement) { event in
+                    if case .statement(let statement) = event { observe(statement.sql) }
+                }
+            }
             try db.execute(sql: "PRAGMA secure_delete = ON")
             // The WAL outlives the process: no checkpoint on close, and the next process finds a `-wal` file so GRDB
             // makes no write of its own on open. A command that writes then syncs once per commit instead of five

@@ -15,10 +15,17 @@ final class TokenRefreshLock {
     private let lock: FileLock
 
     /// Waits up to `timeout` seconds for the lock (sleeping between tries, never blocking a thread); `busy` after that.
-    static func acquire(home: StoreLocation, userId: String, serverName: String, timeout: TimeInterval = 60) async throws -> TokenRefreshLock {
+    /// - Parameter beforeWaiting: called once, when another process holds the lock, before waiting for it.
+    static func acquire(home: StoreLocation, userId: String, serverName: String, timeout: TimeInterval = 60,
+                        beforeWaiting: () throws -> Void = {}) async throws -> TokenRefreshLock {
         let lock = try TokenRefreshLock(home: home, userId: userId, serverName: serverName)
         let deadline = Date().addingTimeInterval(timeout)
+        var waited = false
         while try !lock.lock.tryLock(cannotLock: { KeyManagerError(.failure, "cannot lock the refresh lock: \($0)") }) {
+            if !waited {
+                waited = true
+                do { try beforeWaiting() } catch { lock.release(); throw error }
+            }
             guard Date() < deadline else {
                 lock.release()
                 throw KeyManagerError(.busy, "another keymgr process has been refreshing these tokens for too long: try again")

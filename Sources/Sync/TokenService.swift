@@ -69,14 +69,12 @@ public struct TokenService: Sendable {
                                        issued: response, dpopKey: nil, event: "tokens.imported")
     }
 
-    /// Refreshes the user's tokens now, one process at a time: the revision is read before the lock is taken and
-    /// compared under it, so when another process refreshed while this one waited, its tokens are the answer and
-    /// the old refresh token is never spent again.
+    /// Refreshes the user's tokens now, one process at a time. When no other process holds the lock the token row
+    /// is read once, under it. When one does, the revision is read before waiting and compared under the lock, so
+    /// when that process refreshed meanwhile, its tokens are the answer and the old refresh token is never spent
+    /// again.
     public func refresh(userId: String) async throws -> TokenSet {
-        guard let seen = try manager.tokenSet(userId: userId, serverName: serverName) else {
-            throw KeyManagerError(.clientNotRegistered, "\(userId) has no tokens: run `keymgr login --user \(userId)`")
-        }
-        return try await refresh(userId: userId, seen: seen.revision)
+        try await refreshed(userId: userId, seen: nil, readSeenBeforeWaiting: true).set
     }
 
     /// Refreshes the user's tokens, one process at a time. When the stored tokens changed since the caller saw
@@ -87,10 +85,19 @@ public struct TokenService: Sendable {
     }
 
     /// `refresh`, with the access token the tokens now hold. Under the lock the token row is read once (set,
-    /// strings and DPoP key together) and the registration row once.
-    private func refreshed(userId: String, seen: String?) async throws -> (set: TokenSet, accessToken: String?) {
+    /// strings and DPoP key together) and the registration row once. With `readSeenBeforeWaiting` (and no `seen`),
+    /// the revision to compare is read only if another process holds the lock, before waiting for it.
+    private func refreshed(userId: String, seen: String?,
+                           readSeenBeforeWaiting: Bool = false) async throws -> (set: TokenSet, accessToken: String?) {
         try manager.authorize(userId: userId)
-        let lock = try await TokenRefreshLock.acquire(home: home, userId: userId, serverName: serverName)
+        var seen = seen
+        let lock = try await TokenRefreshLock.acquire(home: home, userId: userId, serverName: serverName) {
+            guard readSeenBeforeWaiting, seen == nil else { return }
+            guard let set = try manager.tokenSet(userId: userId, serverName: serverName) else {
+                throw KeyManagerError(.clientNotRegistered, "\(userId) has no tokens: run `keymgr login --user \(userId)`")
+            }
+            seen = set.revision
+        }
         defer { lock.release() }
         guard let current = try manager.tokenState(userId: userId, serverName: serverName, withDPoPKey: bound) else {
             throw KeyManagerError(.clientNotRegistered, "\(userId) has no tokens: run `keymgr login --user \(userId)`")

@@ -4,7 +4,7 @@ import KeyManager
 /// One keymgr command line, parsed, run and reported: the same code for keymgr run directly and for a request the
 /// agent's worker serves, so both print the same bytes and end with the same status.
 ///
-/// Parsing errors (usage, 64) and running errors (KeyManagerError codes) are reported apart, because the argument
+/// Parsing errors (usage, 64) and running errors (the codes of KeymgrFailure) are reported apart, because the argument
 /// parser's own exit codes only apply to the first. Nothing here exits the process: the status is returned.
 enum KeymgrMain {
     /// Runs `arguments` (without the program name) and returns the process status.

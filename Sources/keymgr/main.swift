@@ -14,7 +14,7 @@ let arguments = Array(CommandLine.arguments.dropFirst())
 // id: the raw argv decides.
 if let bad = RawArguments.firstInvalidUTF8() {
     let options = arguments.prefix(while: { $0 != "--" })
-    exit(FailureReport.running(KeyManagerError(.badInput, "argument \(bad) is not valid UTF-8 text: "
+    exit(FailureReport.running(CommandFailure(.badInput, "argument \(bad) is not valid UTF-8 text: "
         + "give user ids and other values as UTF-8"), json: options.contains("--json"), verbose: options.contains("--verbose")))
 }
 

@@ -30,6 +30,23 @@ final class LayoutTests: XCTestCase {
         }
     }
 
+    /// The CLI builds no library error: a failed lookup (no tokens, no registration, no such profile, no TPM) is the
+    /// library's to report, from a facade method that throws; the CLI's own refusals (an option combination, an
+    /// unreadable input file, a terminal it cannot ask on) are `CommandFailure`s. The agent (Agent/) is not the CLI.
+    func testTheCLIBuildsNoLibraryError() throws {
+        let enumerator = FileManager.default.enumerator(at: Self.cliSources, includingPropertiesForKeys: nil)
+        var checked = 0
+        while let url = enumerator?.nextObject() as? URL {
+            guard url.pathExtension == "swift", !url.path.contains("/Sources/keymgr/Agent/") else { continue }
+            checked += 1
+            let text = try String(contentsOf: url, encoding: .utf8)
+            XCTAssertFalse(text.contains("KeyManagerError("),
+                           "\(url.lastPathComponent) builds a KeyManagerError: throw a CommandFailure for the CLI's own "
+                               + "reason, or let a facade method throw the library's")
+        }
+        XCTAssertGreaterThan(checked, 30, "found the CLI's sources at \(Self.cliSources.path)")
+    }
+
     /// A command parses, calls one service or facade method, and renders: the rules (what a run's report means for the
     /// exit status, which tokens a refresh may spend, what a deletion acts on) live below the CLI, where the agent and
     /// a library user get them too. So a command's `run()` waits on at most one service call, a `run()` that does makes

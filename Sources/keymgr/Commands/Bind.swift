@@ -85,10 +85,10 @@ struct Bind: KeymgrCommand {
         if isatty(STDIN_FILENO) == 1 {
             guard !yes else { return }
             guard try Terminal.askYesNo("\(user) already has key \(list); supersede it and destroy its key material?") else {
-                throw KeyManagerError(.declined, "declined: nothing was done")
+                throw CommandFailure(.declined, "declined: nothing was done")
             }
         } else if superseded.contains(where: { $0.serverState == .registered }) {
-            throw KeyManagerError(.usage, "\(user) already has key \(list), registered with the server: "
+            throw CommandFailure(.usage, "\(user) already has key \(list), registered with the server: "
                 + "add --replace to supersede it (the server's record is deleted at the next sync)")
         }
     }

@@ -71,7 +71,7 @@ struct Config: ParsableCommand {
         }
 
         func run() throws {
-            guard let key = ConfigKey(rawValue: key) else { throw KeyManagerError(.usage, "unknown setting '\(key)'") }
+            guard let key = ConfigKey(rawValue: key) else { throw CommandFailure(.usage, "unknown setting '\(key)'") }
             let config = try globals.openManager().setConfig(key, to: value)
             try globals.render(ConfigOutput(config: config, setKey: key))
         }

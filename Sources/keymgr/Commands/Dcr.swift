@@ -70,7 +70,7 @@ struct Dcr: ParsableCommand {
             if let metadata {
                 let data = try OAuthContext.readFile(metadata, what: "client metadata")
                 guard let object = (try? JSONDecoder().decode(JSONValue.self, from: data))?.objectValue else {
-                    throw KeyManagerError(.badInput, "\(metadata) must hold a JSON object of RFC 7591 client metadata")
+                    throw CommandFailure(.badInput, "\(metadata) must hold a JSON object of RFC 7591 client metadata")
                 }
                 document = object
             }
@@ -79,7 +79,7 @@ struct Dcr: ParsableCommand {
                 let text = String(decoding: try OAuthContext.readFile(initialAccessTokenFile, what: "the initial access token"), as: UTF8.self)
                     .trimmingCharacters(in: .whitespacesAndNewlines)
                 guard !text.isEmpty, !text.contains("\n") else {
-                    throw KeyManagerError(.badInput, "\(initialAccessTokenFile) must hold one token on one line")
+                    throw CommandFailure(.badInput, "\(initialAccessTokenFile) must hold one token on one line")
                 }
                 initialAccessToken = text
             }
@@ -125,12 +125,8 @@ struct Dcr: ParsableCommand {
 
         func run() throws {
             let manager = try globals.openManager()
-            guard let settings = try manager.serverSettings(name: server.profile),
-                  let registration = try manager.registration(userId: user, serverName: settings.name) else {
-                throw KeyManagerError(.clientNotRegistered, "\(user) has no client registration: run `keymgr dcr register --user \(user) …`")
-            }
-            let secrets = reveal ? try manager.registrationSecrets(userId: user, serverName: settings.name) : nil
-            try globals.render(RegistrationOutput(registration: registration, secrets: secrets, confirmation: nil))
+            let found = try manager.clientRegistration(userId: user, profile: server.profile, revealing: reveal)
+            try globals.render(RegistrationOutput(registration: found.registration, secrets: found.secrets, confirmation: nil))
         }
     }
 

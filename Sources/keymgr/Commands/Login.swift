@@ -56,11 +56,11 @@ struct Dpop: ParsableCommand {
             if accessTokenStdin {
                 let text = String(decoding: OAuthContext.readStdin(), as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
                 guard !text.isEmpty, !text.contains("\n") else {
-                    throw KeyManagerError(.badInput, "stdin must hold one access token on one line")
+                    throw CommandFailure(.badInput, "stdin must hold one access token on one line")
                 }
                 accessToken = text
             }
-            guard let url = URL(string: htu) else { throw KeyManagerError(.usage, "--htu must be a URL") }
+            guard let url = URL(string: htu) else { throw CommandFailure(.usage, "--htu must be a URL") }
             let manager = try globals.openManager()
             let connection = try ServerConnection.configured(in: manager, profile: server.profile)
             let service = TokenService(manager: manager, connection: connection, home: globals.storeHome, logger: globals.logger)

@@ -199,12 +199,7 @@ struct Server: ParsableCommand {
 
         func run() throws {
             let manager = try globals.openManager(readOnly: true)
-            guard let settings = try manager.serverSettings(name: server.profile) else {
-                throw KeyManagerError(.config, server.profile == Server.profileName
-                    ? "no server is configured: run `keymgr server set --dialect pingam --base-url URL --credential-file F`"
-                    : "no server profile \(server.profile): see `keymgr server list`")
-            }
-            try globals.render(ServerProfileOutput(settings: settings, saved: false))
+            try globals.render(ServerProfileOutput(settings: try manager.serverProfile(name: server.profile), saved: false))
         }
     }
 

@@ -120,7 +120,7 @@ struct Sign: KeymgrCommand {
         do {
             return try JSONDecoder().decode(JSONValue.self, from: json)
         } catch {
-            throw KeyManagerError(.badInput, "the claim \(name) is not valid JSON after `json:`")
+            throw CommandFailure(.badInput, "the claim \(name) is not valid JSON after `json:`")
         }
     }
 }

@@ -28,10 +28,7 @@ struct TPM: ParsableCommand {
 
         func run() throws {
             let manager = try globals.openManager(readOnly: true)
-            guard let status = try manager.tpmStatus() else {
-                throw KeyManagerError(.usage, "this store keeps its keys in software: it uses no TPM")
-            }
-            try TPM.show(status, globals)
+            try TPM.show(try manager.tpmLockout(), globals)
         }
     }
 

@@ -75,12 +75,8 @@ struct Token: ParsableCommand {
 
         func run() throws {
             let manager = try globals.openManager(readOnly: true)
-            guard let settings = try manager.serverSettings(name: server.profile),
-                  let set = try manager.tokenSet(userId: user, serverName: settings.name) else {
-                throw KeyManagerError(.clientNotRegistered, "\(user) has no tokens: run `keymgr login --user \(user)`")
-            }
-            let secrets = reveal ? try manager.tokenSecrets(userId: user, serverName: settings.name) : nil
-            try globals.render(TokenShowOutput(set: set, secrets: secrets))
+            let tokens = try manager.tokens(userId: user, profile: server.profile, revealing: reveal)
+            try globals.render(TokenShowOutput(set: tokens.set, secrets: tokens.secrets))
         }
     }
 

@@ -22,7 +22,7 @@ enum AsyncBridge {
         }
         done.wait()
         guard let result = outcome.result.withLock({ $0 }) else {
-            throw KeyManagerError(.failure, "internal error: a task ended without a result")
+            throw CommandFailure(.failure, "internal error: a task ended without a result")
         }
         return try result.get()
     }

@@ -17,7 +17,7 @@ struct ConfirmationOptions: ParsableArguments {
     func confirm(_ question: String) throws {
         guard !yes, isatty(STDIN_FILENO) == 1 else { return }
         guard try Terminal.askYesNo(question) else {
-            throw KeyManagerError(.declined, "declined: nothing was done")
+            throw CommandFailure(.declined, "declined: nothing was done")
         }
     }
 }
@@ -26,7 +26,7 @@ extension Terminal {
     /// Asks a yes/no question on the controlling terminal; only "y" or "yes" (any case) is yes.
     static func askYesNo(_ question: String) throws -> Bool {
         let tty = ControllingTerminal.open(flags: O_RDWR)
-        guard tty >= 0 else { throw KeyManagerError(.abort, "cannot open the terminal to ask: pass --yes") }
+        guard tty >= 0 else { throw CommandFailure(.abort, "cannot open the terminal to ask: pass --yes") }
         defer { close(tty) }
         // A question may quote what a server gave (a client id): nothing of it may rewrite the terminal.
         StandardStream(descriptor: tty).write(TextTable.printable(question) + " [y/N] ")

@@ -57,10 +57,10 @@ enum CallerFiles {
 
     /// `path` opened for reading (blocking), after checking on the descriptor that the caller may read it.
     private static func openForCaller(_ path: String, what: String) throws -> Int32 {
-        let unreadable = KeyManagerError(.badInput, "cannot read \(what) from \(path): check it exists and is readable")
+        let unreadable = CommandFailure(.badInput, "cannot read \(what) from \(path): check it exists and is readable")
         if AgentCaller.current != nil, !path.hasPrefix("/") {
             // The worker's working directory is the agent's, not the person's.
-            throw KeyManagerError(.badInput, "\(what): give \(path) as an absolute path (the agent does not know your working directory)")
+            throw CommandFailure(.badInput, "\(what): give \(path) as an absolute path (the agent does not know your working directory)")
         }
         // O_NONBLOCK: opening a FIFO must not wait for a writer before the check.
         let descriptor = Foundation.open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK)
@@ -74,7 +74,7 @@ enum CallerFiles {
            !caller.mayRead(owner: info.st_uid, group: info.st_gid, mode: UInt32(info.st_mode))
             || !mayReach(descriptor, caller: caller) {
             close(descriptor)
-            throw KeyManagerError(.badInput, "cannot read \(what) from \(path): you (\(caller.login)) may not read it")
+            throw CommandFailure(.badInput, "cannot read \(what) from \(path): you (\(caller.login)) may not read it")
         }
         _ = fcntl(descriptor, F_SETFL, 0)
         return descriptor

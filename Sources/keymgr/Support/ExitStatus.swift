@@ -3,7 +3,7 @@ import Foundation
 import KeyManager
 
 /// The exit-code table of the README: the one place an error code becomes a process status.
-extension KeyManagerError.Code {
+extension FailureCode {
     var exitStatus: Int32 {
         switch self {
         case .failure, .tampered, .declined, .rolledBack: 1
@@ -23,10 +23,10 @@ extension KeyManagerError.Code {
 /// A run that failed after printing its result (sync's report): stdout keeps that one document, the message goes
 /// to stderr, and the exit status comes from the code.
 struct FailureAfterReport: KeymgrFailure {
-    let code: KeyManagerError.Code
+    let code: FailureCode
     let message: String
 
-    init(_ code: KeyManagerError.Code, _ message: String) {
+    init(_ code: FailureCode, _ message: String) {
         self.code = code
         self.message = message
     }
@@ -48,9 +48,9 @@ enum FailureReport {
         if text.hasPrefix("Error: ") { text = "keymgr: " + text.dropFirst("Error: ".count) }
         StandardStream.error.write(text + "\n")
         if json {
-            emitJSON(code: KeyManagerError.Code.usage.rawValue, message: Keymgr.message(for: error))
+            emitJSON(code: FailureCode.usage.rawValue, message: Keymgr.message(for: error))
         }
-        return KeyManagerError.Code.usage.exitStatus
+        return FailureCode.usage.exitStatus
     }
 
     /// A failure while running a command.
@@ -62,7 +62,7 @@ enum FailureReport {
             return after.code.exitStatus
         }
         let failure: any KeymgrFailure = error as? any KeymgrFailure
-            ?? KeyManagerError(.failure, "unexpected error: \(String(describing: error))")
+            ?? CommandFailure(.failure, "unexpected error: \(String(describing: error))")
         // A message may quote what a server sent: no control or bidi character of it reaches the terminal.
         let message = PrintableText.stripped(failure.message)
         StandardStream.error.write("keymgr: \(message)\n")

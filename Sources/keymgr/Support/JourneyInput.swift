@@ -70,19 +70,19 @@ final class PasswordSource: Sendable {
         case .descriptor(let descriptor):
             let input = LineInput(descriptor: CallerFiles.descriptor(descriptor), name: "file descriptor \(descriptor)")
             guard let line = try input.line(0) else {
-                throw KeyManagerError(.abort, "no password on file descriptor \(descriptor): expected it on the first line")
+                throw CommandFailure(.abort, "no password on file descriptor \(descriptor): expected it on the first line")
             }
             bytes = line
         case .terminal:
             bytes = try Terminal.readHidden(prompt: "Password for \(login): ", secret: "the password",
                                             alternative: "--password-fd N")
         case .none:
-            throw KeyManagerError(.abort, "the journey asks for a password and there is no terminal to ask on: pass --password-fd N")
+            throw CommandFailure(.abort, "the journey asks for a password and there is no terminal to ask on: pass --password-fd N")
         }
         defer { bytes.wipe() }
-        guard !bytes.isEmpty else { throw KeyManagerError(.abort, "no password entered: nothing was done") }
+        guard !bytes.isEmpty else { throw CommandFailure(.abort, "no password entered: nothing was done") }
         guard let text = String(validating: bytes, as: UTF8.self) else {
-            throw KeyManagerError(.badInput, "the password is not valid UTF-8 text")
+            throw CommandFailure(.badInput, "the password is not valid UTF-8 text")
         }
         return SecretBytes(utf8: text)
     }

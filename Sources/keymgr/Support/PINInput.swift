@@ -73,7 +73,7 @@ final class PINSource {
         switch kind {
         case .lines(let input):
             guard var bytes = try input.line(index) else {
-                throw KeyManagerError(.abort, index == 0
+                throw CommandFailure(.abort, index == 0
                     ? "no PIN on \(input.name): expected it on the first line"
                     : "no new PIN on \(input.name): expected the old PIN on the first line and the new one on the second")
             }
@@ -87,28 +87,28 @@ final class PINSource {
                 let candidate = try Self.secret(from: first)
                 do {
                     try policy(candidate)
-                } catch let refusal as KeyManagerError where refusal.code == .badInput && attempt < Self.newPINAttempts {
+                } catch let refusal as any KeymgrFailure where refusal.code == .badInput && attempt < Self.newPINAttempts {
                     // Said before "Repeat", so nobody types a refused PIN twice.
                     StandardStream.error.write("keymgr: \(refusal.message)\n")
                     continue
                 }
                 var second = try Terminal.readHidden(prompt: "Repeat the new PIN: ")
                 defer { second.wipe() }
-                guard first == second else { throw KeyManagerError(.badInput, "the two PINs differ: nothing was changed") }
+                guard first == second else { throw CommandFailure(.badInput, "the two PINs differ: nothing was changed") }
                 return candidate
             }
-            throw KeyManagerError(.badInput, "no acceptable PIN was chosen: nothing was changed")
+            throw CommandFailure(.badInput, "no acceptable PIN was chosen: nothing was changed")
         case .none:
-            throw KeyManagerError(.abort,
+            throw CommandFailure(.abort,
                 "this key needs a PIN and there is no terminal to ask on: pass --pin-stdin or --pin-fd N")
         }
     }
 
     /// The PIN's bytes as they were read: checked as UTF-8 without ever becoming a `String`.
     private static func secret(from bytes: [UInt8]) throws -> SecretBytes {
-        guard !bytes.isEmpty else { throw KeyManagerError(.abort, "no PIN entered: nothing was done") }
+        guard !bytes.isEmpty else { throw CommandFailure(.abort, "no PIN entered: nothing was done") }
         guard PINText.isValidUTF8(bytes) else {
-            throw KeyManagerError(.badInput, "the PIN is not valid UTF-8 text")
+            throw CommandFailure(.badInput, "the PIN is not valid UTF-8 text")
         }
         return SecretBytes(bytes)
     }
@@ -146,7 +146,7 @@ final class LineInput {
                 if count < 0 {
                     if errno == EINTR { continue }
                     line.wipe()
-                    throw KeyManagerError(.badInput, "cannot read from \(name): \(String(cString: strerror(errno)))")
+                    throw CommandFailure(.badInput, "cannot read from \(name): \(String(cString: strerror(errno)))")
                 }
                 if count == 0 { ended = true; break }
                 sawAny = true
@@ -154,7 +154,7 @@ final class LineInput {
                 guard line.count < Self.maxLineBytes else {
                     line.wipe()
                     byte = 0
-                    throw KeyManagerError(.badInput, "the line on \(name) is longer than \(Self.maxLineBytes) bytes: a PIN or "
+                    throw CommandFailure(.badInput, "the line on \(name) is longer than \(Self.maxLineBytes) bytes: a PIN or "
                         + "password is never that long, so nothing was tried (no PIN attempt was spent)")
                 }
                 line.append(byte)
@@ -177,12 +177,12 @@ enum Terminal {
                            alternative: String = "--pin-stdin or --pin-fd N") throws -> [UInt8] {
         let tty = ControllingTerminal.open(flags: O_RDWR | O_NOCTTY)
         guard tty >= 0 else {
-            throw KeyManagerError(.abort, "cannot open the terminal to ask for \(secret): pass \(alternative)")
+            throw CommandFailure(.abort, "cannot open the terminal to ask for \(secret): pass \(alternative)")
         }
         defer { close(tty) }
         var saved = termios()
         guard tcgetattr(tty, &saved) == 0 else {
-            throw KeyManagerError(.abort, "cannot switch off echo on the terminal: pass \(alternative)")
+            throw CommandFailure(.abort, "cannot switch off echo on the terminal: pass \(alternative)")
         }
         var hidden = saved
         hidden.c_lflag &= ~tcflag_t(ECHO | ECHOE | ECHOK | ECHONL)
@@ -194,13 +194,13 @@ enum Terminal {
         }
         // Echo goes off before the prompt appears, so nothing typed after the prompt can be echoed.
         guard tcsetattr(tty, TCSAFLUSH, &hidden) == 0 else {
-            throw KeyManagerError(.abort, "cannot switch off echo on the terminal: pass \(alternative)")
+            throw CommandFailure(.abort, "cannot switch off echo on the terminal: pass \(alternative)")
         }
         StandardStream(descriptor: tty).write(prompt)
         let input = LineInput(descriptor: tty, name: "the terminal")
         let line = try input.line(0)
         StandardStream(descriptor: tty).write("\n")
-        guard let line else { throw KeyManagerError(.abort, "\(secret) was not entered: nothing was done") }
+        guard let line else { throw CommandFailure(.abort, "\(secret) was not entered: nothing was done") }
         return line
     }
 }
