@@ -106,6 +106,7 @@ class Harness:
         self.approver_stop = threading.Event()
         self.explained = {}        # outcomes a kill explains (e.g. invalid_grant after a killed refresh), counted
         self.kill_trigger = None   # set by an operation that is killed at a moment it names, not after a delay
+        self.tpm_arm = None        # with --tpm: the TPM relay's arm file (see Tests/tools/tpm_gate.py)
 
     # ---- processes ----------------------------------------------------------------------------------
 
@@ -442,6 +443,40 @@ class Harness:
 
     def op_master_rotate(self):
         return ["master", "rotate", "--yes", "--json"], "", lambda status, out, killed: None
+
+    def op_sign(self):
+        """A sign with a NONE key (its one write steps a TPM store's rollback counter)."""
+        keys = self.keys()
+        live = [kid for kid, row in keys.items() if row["status"] == "active" and row["auth_type"] == "NONE"
+                and kid in self.created]
+        if not live:
+            return self.op_bind()
+        args = ["sign", "--kid", self.rng.choice(live), "--challenge", "stress-kill", "--json"]
+        return args, "", lambda status, out, killed: None
+
+    def at_increment(self, method):
+        """`method`'s operation, killed by the TPM relay as it sends NV_Increment, before the TPM sees it: the
+        moment between a write's commit and its rollback counter's step (--tpm only)."""
+        made = getattr(self, method)()
+        args, stdin, done = made[:3]
+        with open(self.tpm_arm, "w") as arm:
+            arm.write("0x134\n")
+        self.kill_trigger = lambda: not os.path.exists(self.tpm_arm)
+
+        def disarmed(status, out, killed):
+            if os.path.exists(self.tpm_arm):  # it never sent one (an earlier refusal): nobody else is killed
+                os.unlink(self.tpm_arm)
+            done(status, out, killed)
+        return (args, stdin, disarmed) + tuple(made[3:])
+
+    def op_sign_at_increment(self):
+        return self.at_increment("op_sign")
+
+    def op_bind_at_increment(self):
+        return self.at_increment("op_bind")
+
+    def op_master_rotate_at_increment(self):
+        return self.at_increment("op_master_rotate")
 
     def universal(self, username):
         return f"id={username},ou=user,ou=am-config"
@@ -792,6 +827,15 @@ class Harness:
         ("master rotate (OAuth)", "op_oauth_master_rotate", 1),
     ]
 
+    # With --tpm: signs (each one write, so one counter step), and writes killed between their commit and their
+    # counter's increment by the TPM relay (Tests/tools/tpm_gate.py).
+    TPM_OPERATIONS = [
+        ("sign", "op_sign", 2),
+        ("sign (at the counter's increment)", "op_sign_at_increment", 3),
+        ("bind (at the counter's increment)", "op_bind_at_increment", 1),
+        ("master rotate (at the counter's increment)", "op_master_rotate_at_increment", 1),
+    ]
+
     def pick(self):
         names = [entry for entry in self.OPERATIONS]
         weights = [entry[2] for entry in names]
@@ -836,6 +880,8 @@ class Harness:
         for name, method, _ in self.OPERATIONS:
             args, stdin, done, home = self.operation(method)
             self.kill_trigger = None  # calibration runs every operation to its end
+            if self.tpm_arm and os.path.exists(self.tpm_arm):
+                os.unlink(self.tpm_arm)
             started = time.monotonic()
             status, out, err = self.run(args, stdin, home=home)
             durations[name] = max(0.05, time.monotonic() - started)
@@ -863,14 +909,13 @@ class Harness:
                 while proc.poll() is None and time.monotonic() < deadline and not trigger():
                     pass
                 delay = -1.0
-            killed = False
             if proc.poll() is None:
                 proc.send_signal(signal.SIGKILL)
-                killed = True
             out, err = proc.communicate(timeout=120)
             status = proc.returncode
-            if killed and status != -signal.SIGKILL:
-                killed = False  # it finished between the poll and the signal
+            # Killed by the harness, or by the TPM relay at the moment the operation named (else it finished
+            # between the poll and the signal).
+            killed = status == -signal.SIGKILL
             if killed:
                 self.kills += 1
                 by_operation[name] = by_operation.get(name, 0) + 1
@@ -1115,6 +1160,23 @@ def start_swtpm(state):
     return process, f"swtpm:path={socket}"
 
 
+def start_tpm_relay(state, target_tcti):
+    """The TPM relay (Tests/tools/tpm_gate.py) in front of the run's swtpm: its process, TCTI and arm file."""
+    os.makedirs(state)
+    socket = os.path.join(state, "tpm.sock")
+    arm = os.path.join(state, "arm")
+    script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "Tests", "tools", "tpm_gate.py")
+    process = subprocess.Popen(["timeout", "3600", sys.executable, script, socket,
+                                target_tcti[len("swtpm:path="):], os.devnull, arm],
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 10
+    while not (os.path.exists(socket) and os.path.exists(socket + ".ctrl")):
+        if time.monotonic() > deadline or process.poll() is not None:
+            raise RuntimeError("the TPM relay did not start")
+        time.sleep(0.01)
+    return process, f"swtpm:path={socket}", arm
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--bin-dir", required=True, help="directory holding keymgr-core and keymgr-refserver")
@@ -1148,10 +1210,13 @@ def main():
     root = tempfile.mkdtemp(prefix="keymgr-stress-")
     harness = Harness(binary, refserver, root, random.Random(seed), options.verbose)
     swtpm = None
+    relay = None
     try:
         tcti = None
         if options.tpm:
             swtpm, tcti = start_swtpm(os.path.join(root, "tpm"))
+            relay, tcti, harness.tpm_arm = start_tpm_relay(os.path.join(root, "tpm-relay"), tcti)
+            harness.OPERATIONS = harness.OPERATIONS + harness.TPM_OPERATIONS
         harness.setup(options.server_users, tcti, sealed_master_key=options.tpm and options.master_key_tpm)
         durations = harness.calibrate()
         print("operation times (s): " + ", ".join(f"{k} {v:.2f}" for k, v in durations.items()), flush=True)
@@ -1167,9 +1232,10 @@ def main():
         harness.failures.add(f"harness stopped: {error!r}")
     finally:
         harness.stop_server()
-        if swtpm is not None:
-            swtpm.terminate()
-            swtpm.wait()
+        for process in (relay, swtpm):
+            if process is not None:
+                process.terminate()
+                process.wait()
         if options.keep or harness.failures.items:
             print(f"store kept in {root}", flush=True)
         else:

@@ -62,7 +62,9 @@ extension KeyManager {
 
         let count: Int
         let nextKeys: MasterKeys
-        var counter: RollbackCounter?
+        var step: RollbackStep?
+        // Released without a step when the transaction did not commit (`advance` below releases it otherwise).
+        defer { step?.release() }
         do {
             let device = try Self.mapped { try store.read { try Self.requireDevice($0) } }
             nextKeys = try MasterKeys(master: newMaster, deviceId: device.deviceId)
@@ -73,7 +75,8 @@ extension KeyManager {
                 try requireCurrentMasterKey(writer, keys)
                 // Every row and each table's set hold under the old key before anything is re-stamped under the new.
                 try writer.verifyRowsOrThrow(keys: keys.integrity.rowKeys)
-                counter = try checkRollback(writer, keys)
+                // The counter's step is recorded under the old key, then stamped under the new one with the device row.
+                step = try stepRollback(writer, keys)
                 var rewrapped = 0
                 func reseal(_ value: Data?, _ slot: SealedSlot) throws -> Data? {
                     guard let value else { return nil }
@@ -127,7 +130,6 @@ extension KeyManager {
                         + "nothing was rotated; run `keymgr audit verify` and restore the store from a backup")
                 }
                 try writer.stampAuditChain(keys: nextIntegrity.auditKeys)
-                if let counter { try advanceRollbackCounter(counter, writer, nextKeys) }
                 // Last: every row (the device row with its new counter value included) stamped under the new key.
                 try writer.stampAllRows(keys: nextIntegrity.rowKeys)
                 return rewrapped
@@ -149,7 +151,7 @@ extension KeyManager {
         }
         MasterKey.syncDirectory(of: keyPath)
         replaceMasterKeys(nextKeys)
-        if let counter { try settleRollbackCounter(counter, nextKeys) }
+        try step?.advance()
         return MasterKeyRotation(secretsRewrapped: count)
     }
 }

@@ -53,77 +53,66 @@ extension KeyManager {
         return (SecretBytes(Array(bytes.prefix(32))), bytes.count == 64 ? SecretBytes(Array(bytes.suffix(32))) : nil)
     }
 
-    /// Inside a write transaction of a TPM store: refuses a store behind its TPM's rollback counter (more than the
-    /// one step a crash between increment and commit leaves). With `step`, also brings the store one step ahead of
-    /// where it was (incrementing the counter on the same connection, unless a crash already did) and records the
-    /// value in the device row. Returns what `settleRollbackCounter` needs.
-    func checkRollback(_ writer: StoreWriter, _ keys: MasterKeys, step: Bool = false) throws -> RollbackCounter? {
+    /// Inside a write transaction of a TPM store, as its last step: the one step of the rollback counter this write
+    /// takes. Holding the store's rollback lock (released by the returned step), reads the counter T and accepts the
+    /// value D the MAC'd device row records only when D == T (level) or D == T + 1 (a crash between an earlier
+    /// write's commit and its increment); anything behind is a restored copy or lost commits, refused as rolled back.
+    /// It records T + 1 in the device row; once the transaction commits, `RollbackStep.advance` increments the
+    /// counter to T + 1. Nil for a software store.
+    ///
+    /// A store one ahead is first repaired: the counter is brought level with it (one more increment, before this
+    /// write records anything), so every commit records a value no earlier commit recorded, and a copy of the store
+    /// taken while it was one ahead is behind the counter after the next write.
+    func stepRollback(_ writer: StoreWriter, _ keys: MasterKeys) throws -> RollbackStep? {
         let device = try Self.requireDevice(writer)
         guard device.keyBackend == KeyBackendKind.tpm.rawValue else { return nil }
         guard keys.integrity.holds(device.integrityMac, try keys.integrity.mac(device)) else {
             throw Self.tampered("the device settings (verifier commands, Argon2 parameters, PIN policy, TPM)")
         }
-        guard let tcti = device.tpmTcti, let index = device.tpmCounterIndex, let stored = device.rollbackCounter,
-              let index32 = UInt32(exactly: index), stored >= 0 else {
+        guard let tcti = device.tpmTcti, let index = device.tpmCounterIndex, let storedValue = device.rollbackCounter,
+              let index32 = UInt32(exactly: index), let stored = UInt64(exactly: storedValue) else {
             throw Self.tampered("the device settings (a TPM store without its rollback counter)")
         }
         let auth = try tpmSecrets(device, keys.hierarchy).counter
-        let counter = RollbackCounter(tcti: tcti, index: index32, auth: auth)
-        let (current, stepped) = try TPMKeyBackend.mapped(tcti) {
-            try TPMConnection.with(tcti: tcti) { connection -> (UInt64, UInt64?) in
-                let current = try connection.readCounter(index32, auth: auth)
-                // Stepped only when the store is level with the counter: a store one step behind (a crash after an
-                // increment) records the counter's value instead, so repeated crashes never leave it two behind.
-                guard step, UInt64(stored) + 1 >= current, UInt64(stored) <= current else { return (current, nil) }
-                // Inside the store's write transaction, the only place this store's counter is ever stepped: nothing
-                // steps it between the read and the increment, so its new value needs no second read.
-                return (current, UInt64(stored) == current
-                    ? try connection.incrementCounter(index32, auth: auth, from: current) : current)
+        // Taken before the counter is read: another keymgr between its commit and its increment has a store one
+        // ahead that is no crash; its increment must land before this write reads the counter.
+        let lock = try RollbackStep.lock(home: store.home.url)
+        do {
+            let current = try TPMKeyBackend.mapped(tcti) {
+                try TPMConnection.with(tcti: tcti) { connection -> UInt64 in
+                    let current = try connection.readCounter(index32, auth: auth)
+                    // One ahead: an earlier write committed and died before its increment. Repaired here.
+                    guard stored == current + 1 else { return current }
+                    return try connection.incrementCounter(index32, auth: auth, from: current)
+                }
             }
-        }
-        guard UInt64(stored) + 1 >= current, UInt64(stored) <= current else {
-            throw KeyManagerError(.rolledBack, "this store is older than its TPM's rollback counter (the store says "
-                + "\(stored), the TPM \(current)): it is a restored copy or lost its latest commits, so keymgr will not "
-                + "use it; restore the newest copy of the home, or re-initialise and bind the users again")
-        }
-        if let stepped { try record(stepped, writer, keys) }
-        return counter
-    }
-
-    /// Right after a write transaction of a TPM store committed: a second step of the counter, in a transaction of its
-    /// own. A copy taken before the commit is then two steps behind (refused), while a crash in either window leaves
-    /// the store one step behind (accepted): only a crash, never a restored copy, passes for "one step behind".
-    func settleRollbackCounter(_ counter: RollbackCounter, _ keys: MasterKeys) throws {
-        try Self.mapped {
-            try store.write(audit: keys.integrity.auditKeys, rows: keys.integrity.rowKeys) { writer in
-                try advanceRollbackCounter(counter, writer, keys)
+            guard stored == current else {
+                if stored > current {
+                    // keymgr never leaves a store more than one step ahead: its device row was forged.
+                    throw Self.tampered("the device settings (the store's rollback counter is ahead of its TPM's by "
+                        + "\(stored - current))")
+                }
+                throw KeyManagerError(.rolledBack, "this store is older than its TPM's rollback counter (the store says "
+                    + "\(stored), the TPM \(current)): it is a restored copy or lost its latest commits, so keymgr will not "
+                    + "use it; restore the newest copy of the home, or re-initialise and bind the users again")
             }
+            let step = RollbackStep(tcti: tcti, index: index32, auth: auth, value: current + 1, lock: lock)
+            try record(step.value, writer, keys)
+            return step
+        } catch {
+            lock.release()
+            throw error
         }
     }
 
-    /// Increments the counter and records its value in the MAC'd device row. A crash after the increment leaves the
-    /// store one step behind, which `checkRollback` accepts.
-    ///
-    /// The device row is checked under `keys` BEFORE the increment: an increment that could then not be recorded (a
-    /// `master rotate` re-keyed the row meanwhile) would leave the store a step behind, and a second such miss, two
-    /// steps: refused as rolled back for good.
-    func advanceRollbackCounter(_ counter: RollbackCounter, _ writer: StoreWriter, _ keys: MasterKeys) throws {
-        let device = try Self.requireDevice(writer)
-        guard keys.integrity.holds(device.integrityMac, try keys.integrity.mac(device)) else {
-            throw Self.tampered("the device settings")
-        }
-        let value = try TPMKeyBackend.mapped(counter.tcti) {
-            try TPMConnection.with(tcti: counter.tcti) { try $0.incrementCounter(counter.index, auth: counter.auth) }
-        }
-        try record(value, writer, keys)
-    }
-
+    /// Records `value` in the device row, re-MAC'd under `keys`.
     private func record(_ value: UInt64, _ writer: StoreWriter, _ keys: MasterKeys) throws {
         var device = try Self.requireDevice(writer)
         guard keys.integrity.holds(device.integrityMac, try keys.integrity.mac(device)) else {
             throw Self.tampered("the device settings")
         }
-        device.rollbackCounter = Int64(value)
+        guard let recorded = Int64(exactly: value) else { throw Self.tampered("the device settings (the rollback counter)") }
+        device.rollbackCounter = recorded
         device.integrityMac = try keys.integrity.mac(device)
         try writer.save(device)
     }
@@ -162,9 +151,53 @@ struct TPMSetUp {
     let note: String?
 }
 
-/// A TPM store's rollback counter, as one write transaction uses it.
-struct RollbackCounter {
+/// One write's step of a TPM store's rollback counter: the value the write records in the device row, and the
+/// store's rollback lock, held from before the counter is read until it is incremented to that value (or the
+/// transaction did not commit). `rollback.lock` in the home: an `flock`, so the kernel releases it when a holder dies.
+final class RollbackStep {
     let tcti: String
     let index: UInt32
     let auth: SecretBytes
+    /// What the device row records, and what the counter becomes once `advance` ran.
+    let value: UInt64
+    private let lock: FileLock
+
+    init(tcti: String, index: UInt32, auth: SecretBytes, value: UInt64, lock: FileLock) {
+        self.tcti = tcti
+        self.index = index
+        self.auth = auth
+        self.value = value
+        self.lock = lock
+    }
+
+    /// After the write transaction committed: NV_Increment (the counter becomes `value`; nothing else stepped it
+    /// under the lock, so nothing is read back), then the lock goes.
+    func advance() throws {
+        defer { lock.release() }
+        try TPMKeyBackend.mapped(tcti) {
+            try TPMConnection.with(tcti: tcti) { _ = try $0.incrementCounter(index, auth: auth, from: value - 1) }
+        }
+    }
+
+    /// Lets the lock go without a step: the transaction did not commit, so the store is as it was.
+    func release() { lock.release() }
+
+    /// The lock file, in the store's home.
+    static let fileName = "rollback.lock"
+
+    /// Waits up to 5 s for the store's rollback lock, polling; `busy` after that.
+    static func lock(home: URL) throws -> FileLock {
+        let path = home.appendingPathComponent(fileName).path
+        let lock = try FileLock(path: path) { KeyManagerError(.config, "cannot open the rollback lock \(path): \($0)") }
+        let deadline = Date().addingTimeInterval(5)
+        while try !lock.tryLock(cannotLock: { KeyManagerError(.failure, "cannot lock the rollback lock \(path): \($0)") }) {
+            guard Date() < deadline else {
+                lock.release()
+                throw KeyManagerError(.busy, "this store is busy: another keymgr has held its rollback lock (\(path)) "
+                    + "for 5 s while stepping the TPM counter; try again in a moment")
+            }
+            usleep(1_000)
+        }
+        return lock
+    }
 }

@@ -330,7 +330,8 @@ public final class KeyManager: Sendable {
     /// Runs `body` in one write transaction whose audit entries are MAC'd and anchored. Inside it, first checks that
     /// the master key this process holds is still the store's: when a `master rotate` elsewhere committed meanwhile,
     /// nothing is written under the discarded key; the new key is loaded and `body` runs again (so `body` must seal
-    /// and MAC inside itself, from what it reads in the transaction).
+    /// and MAC inside itself, from what it reads in the transaction). On a TPM store, the transaction ends with the
+    /// rollback counter's one step (`stepRollback`), taken on the TPM once it committed.
     @discardableResult
     func write<T>(_ body: (StoreWriter) throws -> T) throws -> T {
         var attempts = 0
@@ -338,7 +339,9 @@ public final class KeyManager: Sendable {
             let keys = masterKeys
             var committed = false
             do {
-                var counter: RollbackCounter?
+                var step: RollbackStep?
+                // A transaction that did not commit left the store as it was: the lock goes, the counter stays.
+                defer { step?.release() }
                 let result = try Self.mapped {
                     try store.write(audit: keys.integrity.auditKeys, rows: keys.integrity.rowKeys) { writer in
                         let device = try requireCurrentMasterKey(writer, keys)
@@ -346,14 +349,14 @@ public final class KeyManager: Sendable {
                         // Checked at the end: a store behind the counter throws, and the whole transaction with it.
                         // Only a TPM store has one (the key backend is fixed at init): no second device read otherwise.
                         if device.keyBackend == KeyBackendKind.tpm.rawValue {
-                            counter = try checkRollback(writer, keys, step: true)
+                            step = try stepRollback(writer, keys)
                         }
                         return result
                     }
                 }
                 // Committed: from here on `body` must never run again (a retry would repeat what it did).
                 committed = true
-                if let counter { try settleAfterCommit(counter) }
+                try step?.advance()
                 return result
             } catch let error where attempts < 3 && !committed
                         && (error is MasterKeyMoved || (error as? KeyManagerError)?.code == .tampered) {
@@ -361,22 +364,6 @@ public final class KeyManager: Sendable {
                 guard try reloadIfMasterKeyMoved() else { throw error }
             } catch is MasterKeyMoved {
                 throw KeyManagerError(.busy, "the master key kept changing while keymgr ran: try again in a moment")
-            }
-        }
-    }
-
-    /// The rollback counter's second step after a commit, under the master key the store has now: a `master rotate`
-    /// that committed between the two transactions re-keyed the device row, so the step is taken again under the new
-    /// key (never the committed transaction).
-    private func settleAfterCommit(_ counter: RollbackCounter) throws {
-        var attempts = 0
-        while true {
-            do {
-                return try settleRollbackCounter(counter, masterKeys)
-            } catch let error where attempts < 3
-                        && (error is MasterKeyMoved || (error as? KeyManagerError)?.code == .tampered) {
-                attempts += 1
-                guard try reloadIfMasterKeyMoved() else { throw error }
             }
         }
     }

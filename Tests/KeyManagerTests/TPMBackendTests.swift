@@ -207,7 +207,8 @@ final class TPMBackendTests: KeyManagerTestCase {
         assertCode(.tampered) { _ = try self.manager.status() }
     }
 
-    /// What a crash right after the TPM counter's increment leaves: the counter one step ahead of the store.
+    /// The counter stepped with no write behind it: what a store one step behind its TPM is (a copy from before
+    /// the latest write), since no crash leaves the store behind.
     private func advanceCounterWithoutCommit() throws {
         let device = try manager.device()
         let auth = try manager.tpmSecrets(device, manager.hierarchy).counter
@@ -215,33 +216,76 @@ final class TPMBackendTests: KeyManagerTestCase {
         _ = try TPMConnection.with(tcti: tpm.tcti) { try $0.incrementCounter(index, auth: auth) }
     }
 
+    /// A write's transaction, committed with its counter step recorded, its increment not yet sent: the returned
+    /// step is what the writing process still holds. `release()` it for a process that died there; `advance()` it
+    /// for one that goes on.
+    private func commitWithoutIncrement() throws -> RollbackStep {
+        let keys = manager.masterKeys
+        return try XCTUnwrap(try manager.store.write(audit: keys.integrity.auditKeys, rows: keys.integrity.rowKeys) { writer in
+            try manager.stepRollback(writer, keys)
+        })
+    }
+
+    /// The rollback counter as the device row records it and as the TPM holds it.
+    private func rollbackState() throws -> (store: UInt64, tpm: UInt64) {
+        let device = try manager.device()
+        let auth = try manager.tpmSecrets(device, manager.hierarchy).counter
+        let index = try XCTUnwrap(device.tpmCounterIndex.flatMap { UInt32(exactly: $0) })
+        let value = try TPMConnection.with(tcti: tpm.tcti) { try $0.readCounter(index, auth: auth) }
+        return (UInt64(try XCTUnwrap(device.rollbackCounter)), value)
+    }
+
+    private var copy: URL { scratch.appendingPathComponent("copy") }
+
+    /// The attacker's copy of the whole home, taken now.
+    private func snapshot() throws {
+        manager = nil
+        try? FileManager.default.removeItem(at: copy)
+        try FileManager.default.copyItem(at: home.url, to: copy)
+        manager = try reopen()
+    }
+
+    /// The attacker's copy put back in place of the home.
+    private func restore() throws {
+        manager = nil
+        try FileManager.default.removeItem(at: home.url)
+        try FileManager.default.copyItem(at: copy, to: home.url)
+        manager = try reopen()
+    }
+
+    /// Each write steps the counter once: its transaction records T + 1, and the increment follows the commit.
+    func testEachWriteStepsTheCounterOnceAndLeavesItLevelWithTheStore() throws {
+        try reinitializeOnTPM()
+        let start = try rollbackState()
+        XCTAssertEqual(start.store, start.tpm)
+        try bind("jane")
+        _ = try sign("jane")
+        _ = try sign("jane")
+        let end = try rollbackState()
+        XCTAssertEqual(end.store, end.tpm)
+        XCTAssertEqual(end.tpm, start.tpm + 3, "bind, sign, sign: one step each")
+        XCTAssertEqual((try FileManager.default.attributesOfItem(atPath: home.url.appendingPathComponent("rollback.lock").path)[.posixPermissions]
+                        as? NSNumber)?.intValue, 0o600)
+    }
+
     /// Before: a restored copy of the home (a revoked key's old row with it) signs again. After: the TPM's rollback
-    /// counter is ahead of the copy (each commit steps it twice: once inside the transaction, once after), and keymgr
-    /// refuses it (`rolledBack`); one step behind (a crash between an increment and its commit) is accepted.
-    func testARestoredOlderHomeIsRefusedAndOneStepBehindIsAccepted() throws {
+    /// counter is ahead of the copy, and keymgr refuses it (`rolledBack`). A store one step AHEAD (a crash between a
+    /// commit and its increment) is accepted, and the next write brings store and counter level again; one step
+    /// behind is no crash's doing (the increment follows the commit), so it is refused.
+    func testAStoreBehindItsCounterIsRefusedAndOneStepAheadIsAcceptedAndRepaired() throws {
         try reinitializeOnTPM()
         try bind("jane")
-        let copy = scratch.appendingPathComponent("copy")
-        func snapshot() throws {
-            manager = nil
-            try? FileManager.default.removeItem(at: copy)
-            try FileManager.default.copyItem(at: home.url, to: copy)
-            manager = try reopen()
-        }
-        func restore() throws {
-            manager = nil
-            try FileManager.default.removeItem(at: home.url)
-            try FileManager.default.copyItem(at: copy, to: home.url)
-            manager = try reopen()
-        }
-
-        // A crash between the counter's increment and the commit leaves the store one step behind: accepted.
-        try advanceCounterWithoutCommit()
+        try commitWithoutIncrement().release()
+        var state = try rollbackState()
+        XCTAssertEqual(state.store, state.tpm + 1, "the crash left the store one step ahead")
         _ = try sign("jane")
-        try advanceCounterWithoutCommit()
+        state = try rollbackState()
+        XCTAssertEqual(state.store, state.tpm, "the next write repaired the counter and stepped it")
+
         try advanceCounterWithoutCommit()
         assertCode(.rolledBack) { _ = try self.sign("jane") }
         assertCode(.rolledBack) { _ = try self.bind("jane") }
+        XCTAssertEqual(try rollbackState().tpm, state.tpm + 1, "a refused write steps nothing")
 
         try reinitializeOnTPM()
         try bind("jane")
@@ -255,5 +299,77 @@ final class TPMBackendTests: KeyManagerTestCase {
         } catch let error as KeyManagerError {
             XCTAssertEqual(error.code, .rolledBack, error.message)
         }
+    }
+
+    /// The attacker copies the home between a write's commit and its increment (the store one step ahead) and
+    /// puts it back after a later write: refused. (Put back before any later write, the copy is the store as it
+    /// is: nothing to roll back.)
+    func testACopyTakenBetweenACommitAndItsIncrementIsRefusedAfterALaterWrite() throws {
+        try reinitializeOnTPM()
+        try bind("jane")
+        let step = try commitWithoutIncrement()
+        try snapshot()
+        try step.advance()
+        _ = try manager.revoke(userId: "jane", kid: nil, reason: "lost laptop")
+        try restore()
+        assertCode(.rolledBack) { _ = try self.sign("jane") }
+    }
+
+    /// The attacker copies a store a crash left one step ahead, and puts it back after the next write: refused.
+    /// That write repaired the counter before its own step, so no two commits record the same value; recording
+    /// T + 1 again would have left this copy level with the TPM, and accepted.
+    func testACopyOfAStoreACrashLeftOneAheadIsRefusedAfterTheNextWrite() throws {
+        try reinitializeOnTPM()
+        try bind("jane")
+        try commitWithoutIncrement().release()
+        try snapshot()
+        _ = try manager.revoke(userId: "jane", kid: nil, reason: "lost laptop")
+        let state = try rollbackState()
+        XCTAssertEqual(state.store, state.tpm)
+        try restore()
+        assertCode(.rolledBack) { _ = try self.sign("jane") }
+    }
+
+    /// The window one step per write leaves, as docs/security.md states it: a write whose process dies between its
+    /// commit and its increment is undone by a copy from just before it (nothing on the TPM says it happened), and
+    /// only until the next write commits and steps the counter.
+    func testAWriteThatDiedBeforeItsIncrementIsTheOnlyOneACopyCanUndo() throws {
+        try reinitializeOnTPM()
+        try bind("jane")
+        try snapshot()
+        try commitWithoutIncrement().release()
+        try restore()
+        _ = try sign("jane")
+        try restore()
+        assertCode(.rolledBack) { _ = try self.sign("jane") }
+    }
+
+    /// The rollback lock is held from before the counter is read until the increment: a write that finds it held
+    /// for 5 s fails `busy` (try again), having written nothing and stepped nothing.
+    func testAWriteThatCannotTakeTheRollbackLockIsBusyAndChangesNothing() throws {
+        try reinitializeOnTPM()
+        try bind("jane")
+        let before = try rollbackState()
+        let held = try FileLock(path: home.url.appendingPathComponent("rollback.lock").path) { _ in CocoaError(.fileNoSuchFile) }
+        XCTAssertTrue(try held.tryLock { _ in CocoaError(.fileLocking) })
+        assertCode(.busy) { _ = try self.sign("jane") }
+        held.release()
+        XCTAssertEqual(try rollbackState().store, before.store)
+        XCTAssertEqual(try rollbackState().tpm, before.tpm)
+        XCTAssertEqual(try manager.auditEntries().filter { $0.event == "key.signed" }.count, 0)
+        _ = try sign("jane")
+    }
+
+    /// `master rotate` on a TPM store steps the counter once, its value re-MAC'd under the new key.
+    func testMasterRotateStepsTheCounterOnce() throws {
+        try reinitializeOnTPM()
+        try bind("jane")
+        let before = try rollbackState()
+        _ = try manager.rotateMasterKey()
+        let after = try rollbackState()
+        XCTAssertEqual(after.store, after.tpm)
+        XCTAssertEqual(after.tpm, before.tpm + 1)
+        _ = try sign("jane")
+        XCTAssertEqual(try rollbackState().tpm, before.tpm + 2)
     }
 }

@@ -1,4 +1,5 @@
 import Foundation
+@testable import KeyManager
 import SWTPMSupport
 import XCTest
 
@@ -142,21 +143,147 @@ final class TPMCommandTests: XCTestCase {
 
     /// What one `keymgr sign` of a NONE key asks of the TPM, counted with strace (tcti-swtpm connects once per command,
     /// and, for each connection it sets up, once to the socket and once to the control socket): one connection for
-    /// the whole process, and 7 commands, none to look up a handle: Load (under the storage key's persistent handle),
-    /// Sign, FlushContext; NV_Read, NV_Increment (the rollback check, inside the transaction); NV_Increment, NV_Read
-    /// (the counter's second step after the commit).
+    /// the whole process, and 5 commands, none to look up a handle: Load (under the storage key's persistent handle),
+    /// Sign, FlushContext; NV_Read (the rollback check, inside the transaction), NV_Increment (the counter's one
+    /// step, after the commit). And 2 fdatasyncs, one transaction's worth (the counter's second step used to cost
+    /// a second transaction and its sync).
     func testASignSendsOnlyTheCommandsItNeedsOnOneConnection() throws {
         try initialiseOnTPM()
         try sandbox.bind("alice")
         let trace = sandbox.root.appendingPathComponent("sign.strace").path
         let outcome = try sandbox.run(URL(fileURLWithPath: "/usr/bin/strace"),
-                                      ["-f", "-e", "trace=connect", "-o", trace, Sandbox.binary.path,
+                                      ["-f", "-e", "trace=connect,fdatasync", "-o", trace, Sandbox.binary.path,
                                        "--home", sandbox.home.path, "sign", "--user", "alice"])
         XCTAssertEqual(outcome.status, 0, outcome.summary)
-        let connects = try String(contentsOfFile: trace, encoding: .utf8).split(separator: "\n")
-            .filter { $0.contains("sun_path=\"\(tpm.socket)") && $0.hasSuffix("= 0") }
+        let lines = try String(contentsOfFile: trace, encoding: .utf8).split(separator: "\n")
+        let connects = lines.filter { $0.contains("sun_path=\"\(tpm.socket)") && $0.hasSuffix("= 0") }
         XCTAssertEqual(connects.filter { $0.contains(".ctrl\"") }.count, 1, "one TCTI set-up per process")
-        XCTAssertEqual(connects.filter { !$0.contains(".ctrl\"") }.count, 1 + 7, connects.joined(separator: "\n"))
+        XCTAssertEqual(connects.filter { !$0.contains(".ctrl\"") }.count, 1 + 5, connects.joined(separator: "\n"))
+        let syncs = lines.filter { $0.contains("fdatasync(") }
+        XCTAssertEqual(syncs.count, 2, syncs.joined(separator: "\n"))
+    }
+
+    /// The TPM commands each `keymgr` process sent through `gate`, by process, in order.
+    private func commandsByProcess(_ gate: TPMCommandGate) throws -> [[String]] {
+        var order: [Int32] = []
+        var byProcess: [Int32: [String]] = [:]
+        for (code, pid) in try gate.commands() {
+            if byProcess[pid] == nil { order.append(pid) }
+            byProcess[pid, default: []].append(code)
+        }
+        return order.map { byProcess[$0] ?? [] }
+    }
+
+    /// The rollback counter as the store records it and as the TPM holds it (read with the store's own secrets).
+    private func rollbackState() throws -> (store: UInt64, tpm: UInt64) {
+        let manager = try KeyManager.open(home: StoreLocation(url: sandbox.home), environment: sandbox.environment)
+        let device = try manager.device()
+        let auth = try manager.tpmSecrets(device, manager.hierarchy).counter
+        let index = try XCTUnwrap(device.tpmCounterIndex.flatMap { UInt32(exactly: $0) })
+        let value = try TPMConnection.with(tcti: try XCTUnwrap(device.tpmTcti)) { try $0.readCounter(index, auth: auth) }
+        return (UInt64(try XCTUnwrap(device.rollbackCounter)), value)
+    }
+
+    private func copyHome(to copy: URL) throws {
+        try? FileManager.default.removeItem(at: copy)
+        try FileManager.default.copyItem(at: sandbox.home, to: copy)
+    }
+
+    private func restoreHome(from copy: URL) throws {
+        try FileManager.default.removeItem(at: sandbox.home)
+        try FileManager.default.copyItem(at: copy, to: sandbox.home)
+    }
+
+    /// keymgr SIGKILLed between a sign's commit and its counter increment (the relay kills it as it sends
+    /// NV_Increment, before the TPM sees it): the signature's write is committed and the store one step ahead.
+    /// The next sign accepts that, repairs the counter and steps it (NV_Read, NV_Increment, NV_Increment); store and
+    /// counter are level again, the audit log verifies, and a copy of the home taken while it was one ahead is
+    /// refused from then on.
+    func testASIGKILLBetweenCommitAndIncrementLeavesAStoreTheNextWriteAcceptsAndRepairs() throws {
+        let gate = try TPMCommandGate(in: tpm)
+        try sandbox.initialise(["--key-backend", "tpm", "--tpm-tcti", gate.tcti])
+        try sandbox.bind("alice")
+        let before = try rollbackState()
+        gate.forget()
+        try gate.killSender(ofNext: .nvIncrement)
+        let killed = try sandbox.keymgr(["sign", "--user", "alice"])
+        XCTAssertEqual(killed.status, SIGKILL, killed.summary)
+        XCTAssertFalse(gate.armed)
+        XCTAssertEqual(try commandsByProcess(gate), [["0x157", "0x15d", "0x165", "0x14e", "killed 0x134"]])
+        var state = try rollbackState()
+        XCTAssertEqual(state.tpm, before.tpm)
+        XCTAssertEqual(state.store, before.tpm + 1, "committed, one step ahead")
+        let copy = sandbox.root.appendingPathComponent("home-one-ahead")
+        try copyHome(to: copy)
+
+        gate.forget()
+        try sandbox.succeed(["sign", "--user", "alice"])
+        XCTAssertEqual(try commandsByProcess(gate), [["0x157", "0x15d", "0x165", "0x14e", "0x134", "0x134"]])
+        state = try rollbackState()
+        XCTAssertEqual(state.store, state.tpm)
+        XCTAssertEqual(state.tpm, before.tpm + 2, "the repair and the sign's own step")
+        XCTAssertEqual(try sandbox.succeed(["audit", "--event", "key.signed", "--json"]).array().count, 2,
+                       "the killed sign had committed")
+        XCTAssertEqual(try sandbox.keymgr(["audit", "verify"]).status, 0)
+
+        try restoreHome(from: copy)
+        try assertJSONError(try sandbox.keymgr(["sign", "--user", "alice", "--json"]), status: 1, code: "rolledBack")
+    }
+
+    /// `master rotate` SIGKILLed as it sends the counter's increment (after its commit and the key file's rename):
+    /// the store opens under the new key, is one step ahead, and the next sign accepts it and leaves it level.
+    func testMasterRotateKilledBetweenCommitAndIncrementLeavesAWorkingStore() throws {
+        let gate = try TPMCommandGate(in: tpm)
+        try sandbox.initialise(["--key-backend", "tpm", "--tpm-tcti", gate.tcti])
+        try sandbox.bind("alice")
+        try gate.killSender(ofNext: .nvIncrement)
+        XCTAssertEqual(try sandbox.keymgr(["master", "rotate", "--yes"]).status, SIGKILL)
+        XCTAssertFalse(gate.armed)
+        var state = try rollbackState()
+        XCTAssertEqual(state.store, state.tpm + 1)
+        try sandbox.succeed(["sign", "--user", "alice"])
+        state = try rollbackState()
+        XCTAssertEqual(state.store, state.tpm)
+        try sandbox.succeed(["master", "rotate", "--yes"])
+        try sandbox.succeed(["sign", "--user", "alice"])
+        XCTAssertEqual(try sandbox.succeed(["audit", "--event", "master.rotated", "--json"]).array().count, 2)
+        XCTAssertEqual(try sandbox.keymgr(["audit", "verify"]).status, 0)
+        state = try rollbackState()
+        XCTAssertEqual(state.store, state.tpm)
+    }
+
+    /// Two streams of `keymgr sign` at once on one TPM store, 20 each: the rollback lock keeps one process's commit
+    /// and increment together, so every sign succeeds, the counter ends level with the store, 40 steps on, and the
+    /// audit log verifies.
+    func testTwoProcessesSigningAtOnceAllSucceedAndLeaveTheCounterLevel() throws {
+        try initialiseOnTPM()
+        try sandbox.bind("alice")
+        try sandbox.bind("bob")
+        let before = try rollbackState()
+        let script = "for i in $(seq 20); do \"$0\" --home \"$1\" sign --user \"$2\" >/dev/null 2>>\"$3\" "
+            + "|| echo \"exit $?\" >>\"$3\"; done"
+        var streams: [(Process, URL)] = []
+        for user in ["alice", "bob"] {
+            let errors = sandbox.root.appendingPathComponent("\(user).errors")
+            let process = Process()
+            process.executableURL = URL(fileURLWithPath: "/bin/sh")
+            process.arguments = ["-c", script, Sandbox.binary.path, sandbox.home.path, user, errors.path]
+            process.environment = sandbox.environment
+            process.standardInput = FileHandle.nullDevice
+            try process.run()
+            streams.append((process, errors))
+        }
+        for (process, errors) in streams {
+            process.waitUntilExit()
+            XCTAssertEqual(process.terminationStatus, 0)
+            let failures = (try? String(contentsOf: errors, encoding: .utf8)) ?? ""
+            XCTAssertFalse(failures.contains("exit "), failures)
+        }
+        let after = try rollbackState()
+        XCTAssertEqual(after.store, after.tpm)
+        XCTAssertEqual(after.tpm, before.tpm + 40)
+        XCTAssertEqual(try sandbox.succeed(["audit", "--event", "key.signed", "--json"]).array().count, 40)
+        XCTAssertEqual(try sandbox.keymgr(["audit", "verify"]).status, 0)
     }
 
     func testARestoredOlderHomeIsRefused() throws {

@@ -100,7 +100,7 @@ final class TPMMasterKeyCommandTests: XCTestCase {
     }
 
     /// `master rotate` SIGKILLed at moments spread over a whole rotation (sealing the new key, writing
-    /// master.tpm.next, the re-sealing transaction, the rename, the rollback counter's second step): after every kill
+    /// master.tpm.next, the re-sealing transaction, the rename, the rollback counter's increment): after every kill
     /// the store opens and signs with the same key, and the audit log verifies at the end.
     func testRotateSurvivesASIGKILLAtEveryStep() throws {
         try initialiseSealed("tpm")
@@ -146,9 +146,9 @@ final class TPMMasterKeyCommandTests: XCTestCase {
     }
 
     /// Writes racing `master rotate` on a TPM store whose master key is sealed: a write that committed just before a
-    /// rotation must not run again when the rollback counter's second step meets the new key (a rebind did, and
-    /// failed on inserting its key twice), nor leave the counter steps the store never recorded (refused as rolled
-    /// back for good).
+    /// rotation must not run again when it meets the new key (a rebind did, and failed on inserting its key twice,
+    /// when the counter took a second step in a transaction of its own), nor leave counter steps the store never
+    /// recorded (refused as rolled back for good).
     func testWritesRacingMasterRotateOnATPMStoreNeitherRepeatNorRollBack() throws {
         try initialiseSealed("tpm")
         try sandbox.bind("signer")

@@ -84,9 +84,9 @@ package final class TPMConnection {
     /// (`flock` on the directory of its socket) for the length of an operation.
     ///
     /// The connection (the ESYS context) is kept for the next operation of this process at the same TCTI: a sign's
-    /// key load, its rollback check and the counter's second step then cost one TCTI set-up, not three. Nothing loaded in the TPM is kept
-    /// between operations (every object and session is flushed or closed), and the storage key is resolved afresh in
-    /// each. It is dropped after any failure, and never used across a fork.
+    /// key load, its rollback check and its counter step then cost one TCTI set-up, not three. Nothing loaded in the
+    /// TPM is kept between operations (every object and session is flushed or closed), and the storage key is resolved
+    /// afresh in each. It is dropped after any failure, and never used across a fork.
     package static func with<T>(tcti: String, _ body: (TPMConnection) throws -> T) throws -> T {
         try exclusive.withLock {
             let lock = lockDirectory(tcti).flatMap { try? FileLock(path: $0, directory: true) { _ in TPMLockUnavailable() } }
