@@ -13,10 +13,13 @@ Environment (set by benchmarks/run; a script run alone falls back to these defau
   BENCH_QUICK=1   fewer rounds (a smoke run)
 """
 
+import atexit
 import hashlib
 import json
 import os
+import pwd
 import re
+import signal
 import shutil
 import statistics
 import subprocess
@@ -274,3 +277,89 @@ def small_store(directory, argon2=None):
         capture([keymgr, "--home", home, "bind", "--user", "bob", "--auth-type", "app-pin", "--pin-stdin"],
                 stdin=b"482916\n")
     return home
+
+
+def start_agent(home, name, directory, options=()):
+    """`keymgr-core agent` serving `home` on a socket of its own in `directory`, in the foreground as this user, with
+    a policy that lets this user do everything (its cost is part of every request; its rules are not what is
+    measured) and the agent options given. Waits until it answers a `status`; stops it at exit. Returns (process,
+    socket path)."""
+    keymgr, core = tool("keymgr"), tool("keymgr-core")
+    socket_path = os.path.join(directory, f"{name}.sock")
+    policy = os.path.join(directory, f"{name}-policy.toml")
+    with open(policy, "w") as handle:
+        # This user may do everything, for every identity user (`for` defaults to "*").
+        handle.write(f'[[rule]]\nwho = ["user:{pwd.getpwuid(os.getuid()).pw_name}"]\nmay = ["*"]\n')
+    os.chmod(policy, 0o600)
+    log = open(os.path.join(directory, f"{name}-agent.log"), "w")
+    process = subprocess.Popen([core, "agent", "--home", home, "--socket", socket_path, "--policy", policy, *options],
+                               stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT)
+    atexit.register(_stop, process)
+    deadline = time.time() + 60
+    while time.time() < deadline:
+        if process.poll() is not None:
+            sys.exit(f"the agent exited {process.returncode}: {open(log.name).read()[-2000:]}")
+        if os.path.exists(socket_path) and run_once([keymgr, "--socket", socket_path, "status"], check=False).status == 0:
+            return process, socket_path
+        time.sleep(0.1)
+    sys.exit(f"the agent did not answer within 60 s: {open(log.name).read()[-2000:]}")
+
+
+def start_standin(script, socket_path, *arguments):
+    """A stand-in agent, floor/<script> SOCKET_PATH ARGUMENTS..., once its socket exists; stopped at exit."""
+    process = subprocess.Popen([sys.executable, os.path.join(os.path.dirname(os.path.abspath(__file__)), "floor", script),
+                                socket_path, *arguments])
+    atexit.register(_stop, process)
+    deadline = time.time() + 30
+    while not os.path.exists(socket_path) and time.time() < deadline:
+        if process.poll() is not None:
+            sys.exit(f"floor/{script} exited {process.returncode}")
+        time.sleep(0.05)
+    return process
+
+
+def _stop(process):
+    if process.poll() is None:
+        process.send_signal(signal.SIGTERM)
+        try:
+            process.wait(10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
+def concurrent_runs(argv_of_client, clients, per_client):
+    """Runs `clients` clients at once, each `per_client` times in a row (argv_of_client(number) gives a client's
+    command line); returns every Run."""
+    import threading
+    runs, failures, lock = [], [], threading.Lock()
+
+    def client(number):
+        argv = argv_of_client(number)
+        output = os.path.join(tempfile.gettempdir(), f"keymgr-bench-client-{os.getpid()}-{number}")
+        for _ in range(per_client):
+            run = run_once(argv, stdout_path=output, check=False)  # (sys.exit in a thread would only end that thread)
+            with lock:
+                if run.status == 0:
+                    runs.append(run)
+                else:
+                    failures.append(open(output + ".err").read().strip()[-300:] or f"exit {run.status}")
+        for path in (output, output + ".err"):
+            if os.path.exists(path):
+                os.unlink(path)
+
+    threads = [threading.Thread(target=client, args=(number,)) for number in range(clients)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    if failures:
+        sys.exit(f"{len(failures)} of {len(runs) + len(failures)} concurrent runs of {' '.join(argv_of_client(0))} "
+                 f"failed: {'; '.join(sorted(set(failures)))}")
+    return runs
+
+
+def percentile(values, fraction):
+    """The nearest-rank percentile of `values` (0 < fraction <= 1)."""
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(round(fraction * (len(ordered) - 1))))]

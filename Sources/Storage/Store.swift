@@ -21,7 +21,8 @@ package enum StoreAccess: Sendable {
 /// keymgr's SQLite store: one WAL `DatabasePool` per file for the life of the process, opened when the first write
 /// needs it if the store was opened `.readOnly`.
 ///
-/// Every write goes through `write(_:)`, one immediate transaction; the audit log is appended inside it.
+/// Every write goes through `write(_:)`, one immediate transaction; the audit log is appended inside it. Writers of
+/// one store queue for each other on `keymgr.db-lock` (see `queuedForWriting`) rather than on SQLite's lock.
 package final class Store: Sendable {
     /// Where the store lives.
     package let home: StoreHome
@@ -31,8 +32,15 @@ package final class Store: Sendable {
     private let writerPool: Mutex<DatabasePool?>
     let digest: AuditDigest
 
-    /// How long a statement waits for another process's lock before failing with `busy`.
+    /// How long a writer waits for the writers' queue, and a statement for another process's SQLite lock, before
+    /// failing with `busy`.
     package static let busyTimeout: TimeInterval = 5
+
+    /// SQLite's busy handler: try again every millisecond, for `busyTimeout` in all. SQLite's own (`busy_timeout`)
+    /// sleeps 1, 2, 5, 10, … 100 ms between tries and so often sleeps on long after the lock came free. Writers of
+    /// keymgr queue on `keymgr.db-lock` and seldom get here; what remains is a lock taken outside keymgr (a
+    /// `sqlite3` shell) and a checkpoint waiting for readers.
+    private static let busyTries = Int(busyTimeout * 1000)
 
     private init(home: StoreHome, reader: any DatabaseReader, writer: DatabasePool?, digest: @escaping AuditDigest) {
         self.home = home
@@ -93,7 +101,11 @@ package final class Store: Sendable {
 
     private static var connectionConfiguration: Configuration {
         var configuration = Configuration()
-        configuration.busyMode = .timeout(busyTimeout)
+        configuration.busyMode = .callback { tries in
+            guard tries < busyTries else { return false }
+            usleep(1000)
+            return true
+        }
         configuration.foreignKeysEnabled = true
         configuration.prepareDatabase { db in
             if let observe = Store.statementObserver.withLock({ $0 }) {
@@ -153,7 +165,7 @@ package final class Store: Sendable {
     }
 
     private static func checkDatabaseFiles(home: StoreHome) throws {
-        for suffix in ["", "-wal", "-shm"] {
+        for suffix in ["", "-wal", "-shm", "-lock"] {
             let path = home.databaseURL.path + suffix
             var info = stat()
             guard lstat(path, &info) == 0 else { continue }
@@ -194,7 +206,7 @@ package final class Store: Sendable {
         }
         for migration in EmbeddedMigration.all where migration.version > current {
             try guarded("apply migration \(migration.version) (\(migration.name))") {
-                try pool.writeWithoutTransaction { db in
+                try pool.writeWithoutTransaction { db in try queuedForWriting {
                     // SQLite's way to rebuild a table others reference (its "12 steps"): foreign keys off while the
                     // migration runs (the pragma does nothing inside a transaction), checked before it commits.
                     try db.execute(sql: "PRAGMA foreign_keys = OFF")
@@ -211,7 +223,7 @@ package final class Store: Sendable {
                         try db.execute(sql: "PRAGMA user_version = \(migration.version)")
                         return .commit
                     }
-                }
+                } }
             }
         }
     }
@@ -240,7 +252,7 @@ package final class Store: Sendable {
     @discardableResult
     package func write<T>(audit keys: AuditKeys?, rows: RowIntegrityKeys? = nil, _ body: (StoreWriter) throws -> T) throws -> T {
         try guarded("write the store") {
-            try pool.writeWithoutTransaction { db in
+            try pool.writeWithoutTransaction { db in try queuedForWriting {
                 var result: T?
                 try db.inTransaction(.immediate) {
                     let log = try rows.map { _ in try RowChangeLog(db) }
@@ -253,13 +265,36 @@ package final class Store: Sendable {
                 }
                 guard let result else { throw StorageError(.failure, "a write transaction produced no result") }
                 return result
-            }
+            } }
         }
+    }
+
+    /// Runs `body` (one write transaction, or a checkpoint) holding the writers' queue: an exclusive `flock` on
+    /// `keymgr.db-lock` in the home. keymgr processes writing this store wait for it in the kernel, which wakes the
+    /// next one as soon as the holder lets go, so a writer's BEGIN IMMEDIATE finds SQLite's lock free instead of
+    /// polling for it with SQLite's back-off. Readers never take it (WAL). A killed holder's lock goes with it.
+    ///
+    /// - Throws: `busy` when another process held the queue for `busyTimeout`.
+    private func queuedForWriting<T>(_ body: () throws -> T) throws -> T {
+        let path = home.writerLockURL.path
+        let descriptor = keymgr_writer_lock_acquire(path, Int32(Self.busyTimeout * 1000))
+        guard descriptor >= 0 else {
+            if -descriptor == ETIMEDOUT {
+                throw StorageError(.busy, "the store is busy (another keymgr process has been writing it for over "
+                    + "\(Int(Self.busyTimeout)) s, holding \(path)): try again in a moment")
+            }
+            throw StorageError(.failure, "cannot lock \(path) to write the store: \(String(cString: strerror(-descriptor))) "
+                + "— check the home's owner and permissions")
+        }
+        defer { keymgr_writer_lock_release(descriptor) }
+        return try body()
     }
 
     /// Runs a checkpoint that folds the WAL back into the database file (used before inspecting raw bytes).
     package func checkpoint() throws {
-        try guarded("checkpoint the WAL") { _ = try pool.writeWithoutTransaction { try $0.checkpoint(.truncate) } }
+        try guarded("checkpoint the WAL") {
+            _ = try pool.writeWithoutTransaction { db in try queuedForWriting { try db.checkpoint(.truncate) } }
+        }
     }
 
     /// Folds the WAL into the database and truncates it, if no reader holds it, so that rows a transaction
@@ -267,7 +302,7 @@ package final class Store: Sendable {
     /// Best effort: a reader elsewhere may keep the WAL until its own checkpoint.
     package func checkpointDestroyedData() {
         guard let pool = writerPool.withLock({ $0 }) else { return }  // nothing written, nothing destroyed
-        _ = try? pool.writeWithoutTransaction { try $0.checkpoint(.truncate) }
+        _ = try? pool.writeWithoutTransaction { db in try queuedForWriting { try db.checkpoint(.truncate) } }
     }
 
     private func guarded<T>(_ doing: String, _ body: () throws -> T) throws -> T {

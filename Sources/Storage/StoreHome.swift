@@ -30,6 +30,10 @@ package struct StoreHome: Sendable, Equatable {
     /// The SQLite database file.
     package var databaseURL: URL { url.appendingPathComponent("keymgr.db", isDirectory: false) }
 
+    /// The writers' queue: an exclusive `flock` on this file is held across every write transaction (see
+    /// `Store.write`). Made 0600 by the first write; holds no data, so it may be deleted while no keymgr runs.
+    package var writerLockURL: URL { url.appendingPathComponent("keymgr.db-lock") }
+
     /// Whether a database exists in this home.
     package var hasDatabase: Bool { FileManager.default.fileExists(atPath: databaseURL.path) }
 
