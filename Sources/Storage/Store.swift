@@ -143,7 +143,7 @@ package final class Store: Sendable {
         }
     }
 
-    private static func checkDatabaseFiles(home: StoreHome) throws {
+    static func checkDatabaseFiles(home: StoreHome) throws {
         for suffix in ["", "-wal", "-shm"] {
             let path = home.databaseURL.path + suffix
             var info = stat()
