@@ -164,7 +164,7 @@ package final class Store: Sendable {
         }
     }
 
-    private static func checkDatabaseFiles(home: StoreHome) throws {
+    static func checkDatabaseFiles(home: StoreHome) throws {
         for suffix in ["", "-wal", "-shm", "-lock"] {
             let path = home.databaseURL.path + suffix
             var info = stat()

@@ -79,6 +79,18 @@ final class AgentRobustnessTests: XCTestCase {
         try assertJSONError(refused, status: 75, code: "busy")
     }
 
+    func testRequestsOneAfterAnotherAreNeverBusyForTheOneBefore() throws {
+        for warm in ["0", "2"] {
+            let harness = try AgentHarness()
+            try harness.start(["--max-workers", "1", "--warm-workers", warm])
+            // Each request starts once the one before has its answer: its worker is done, if not yet reaped.
+            for index in 0..<20 {
+                let served = try harness.request(["status", "--json"])
+                XCTAssertEqual(served.status, 0, "request \(index) with \(warm) warm workers: \(served.summary)")
+            }
+        }
+    }
+
     func testTheAgentExitsWhenIdle() throws {
         let harness = try AgentHarness()
         let agent = try harness.start(["--idle-exit", "1"])

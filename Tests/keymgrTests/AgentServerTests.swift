@@ -73,7 +73,7 @@ final class AgentHarness {
                 return process
             }
             if Self.connects(socket.path) {
-                keepers = Set(children)
+                keepers = Set(children.filter { Self.processName($0) == "keymgr-keeper" })
                 return process
             }
             usleep(20_000)
@@ -165,8 +165,17 @@ final class AgentHarness {
         return text.split(separator: " ").compactMap { Int32($0.trimmingCharacters(in: .whitespacesAndNewlines)) }
     }
 
-    /// The children the agent had once it listened (the store's keeper), which are no workers.
+    /// The store's keeper the agent had once it listened, which is no worker.
     private(set) var keepers: Set<Int32> = []
+
+    /// The process's name (`/proc/PID/comm`): the agent names its children `keymgr-keeper`, `keymgr-warming` and
+    /// `keymgr-warm` (a warm worker preparing the store, then waiting for a connection) and `keymgr-worker`.
+    static func processName(_ pid: Int32) -> String {
+        ((try? String(contentsOfFile: "/proc/\(pid)/comm", encoding: .utf8)) ?? "").trimmingCharacters(in: .newlines)
+    }
+
+    /// The agent's warm workers waiting for a connection, their store prepared, now.
+    var warmWorkers: [Int32] { children.filter { Self.processName($0) == "keymgr-warm" } }
 
     /// Whether `pid` is a running process (not gone, not a zombie).
     static func isRunning(_ pid: Int32) -> Bool {
@@ -175,8 +184,13 @@ final class AgentHarness {
         return !stat[stat.index(after: close)...].trimmingCharacters(in: .whitespaces).hasPrefix("Z")
     }
 
-    /// The agent's worker processes now.
-    var workers: [Int32] { children.filter { !keepers.contains($0) } }
+    /// The agent's worker processes serving a request now (cold, or warm ones handed a connection).
+    var workers: [Int32] {
+        children.filter { !keepers.contains($0) && !["keymgr-warm", "keymgr-warming"].contains(Self.processName($0)) }
+    }
+
+    /// The agent's child processes now.
+    var agentChildren: [Int32] { children }
 
     /// Waits up to `seconds` for `condition`.
     static func eventually(_ seconds: Double = 20, _ condition: () -> Bool) -> Bool {

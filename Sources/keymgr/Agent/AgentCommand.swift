@@ -41,7 +41,15 @@ struct AgentCommand: KeymgrCommand {
     @Option(help: ArgumentHelp("The most requests served at once for one uid.", valueName: "n"))
     var maxWorkersPerUser: Int = AgentServer.Limits.standard.workersPerUser
 
+    @Option(name: .customLong("warm-workers"),
+            help: ArgumentHelp("How many workers wait with the store already open for the next requests (0 to \(AgentWarmPool.maximum); 0: a worker is forked for each request).",
+                               valueName: "n"))
+    var warmWorkers: Int = AgentWarmPool.standard
+
     func validate() throws {
+        if warmWorkers < 0 || warmWorkers > AgentWarmPool.maximum {
+            throw ValidationError("--warm-workers needs a number from 0 to \(AgentWarmPool.maximum)")
+        }
         if let idleExit, idleExit < 1 { throw ValidationError("--idle-exit needs a number of seconds (1 or more)") }
         if maxWorkers < 1 { throw ValidationError("--max-workers needs 1 or more") }
         if maxWorkersPerUser < 1 { throw ValidationError("--max-workers-per-user needs 1 or more") }
@@ -60,7 +68,8 @@ struct AgentCommand: KeymgrCommand {
             listener: listener,
             limits: .init(workers: maxWorkers, workersPerUser: maxWorkersPerUser),
             idleExit: idleExit,
-            home: globals.home)
+            home: globals.home,
+            warmWorkers: warmWorkers)
         try server.serve()
     }
 
@@ -102,6 +111,7 @@ struct AgentCommand: KeymgrCommand {
         }
         let child = fork()
         if child == 0 {
+            AgentProcessName.set("keymgr-keeper")
             Glibc.close(ready[0])
             Glibc.close(alive[1])
             let manager: KeyManager

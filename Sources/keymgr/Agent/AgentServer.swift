@@ -43,21 +43,31 @@ final class AgentServer {
     /// The `--home` the agent was given, which every worker serves.
     private let home: String?
     private var workers: [Worker] = []
+    /// The warm workers waiting for a connection (`AgentWarmWorker`).
+    private let warm: AgentWarmPool
 
-    init(listener: AgentListener, limits: Limits, idleExit: Int?, home: String?) {
+    init(listener: AgentListener, limits: Limits, idleExit: Int?, home: String?, warmWorkers: Int = 0) {
         self.listener = listener
         self.home = home
         self.limits = limits
         self.idleExit = idleExit
+        self.warm = AgentWarmPool(size: warmWorkers, home: home)
     }
 
-    /// Serves until SIGTERM/SIGINT (after the running workers finish) or until idle for `idleExit` seconds.
+    /// Serves until SIGTERM/SIGINT (after the running workers finish) or until idle for `idleExit` seconds. The
+    /// waiting warm workers are ended either way.
     func serve() throws {
         try AgentSignals.install()
+        defer { warm.endAll() }
         var idleSince = Self.monotonicSeconds()
         while true {
             reap()
-            if AgentSignals.stopping { listener.close() }
+            if AgentSignals.stopping {
+                listener.close()
+                warm.endAll()
+            } else {
+                warm.refill()
+            }
             if AgentSignals.stopping && workers.isEmpty { return }
             if !workers.isEmpty { idleSince = Self.monotonicSeconds() }
 
@@ -129,8 +139,13 @@ final class AgentServer {
         let groups = list.map { Array(UnsafeBufferPointer(start: $0, count: count)) } ?? []
         free(list)
 
-        let running = workers.count
-        let mine = workers.filter { $0.uid == uid }.count
+        // A worker that has answered may not have been reaped yet, and one whose client hung up is ending: neither
+        // holds a place, or a request right after another's answer would be refused busy for it.
+        reap()
+        endAbandoned()
+        let counted = workers.filter { !$0.killed }
+        let running = counted.count
+        let mine = counted.filter { $0.uid == uid }.count
         if running >= limits.workers || mine >= limits.workersPerUser {
             let who = running >= limits.workers ? "the agent" : "uid \(uid)"
             let answer = AgentWorker.frame(status: KeyManagerError.Code.busy.exitStatus, error: (
@@ -146,6 +161,10 @@ final class AgentServer {
             return
         }
 
+        if let handed = warm.handOver(connection: connection, uid: uid, gid: gid, pid: pid, groups: groups) {
+            workers.append(Worker(pid: handed, connection: connection, uid: uid))
+            return
+        }
         let child = fork()
         if child == 0 {
             AgentWorker.serve(connection: connection, uid: uid, gid: gid, pid: pid, groups: groups, home: home)
@@ -187,7 +206,22 @@ final class AgentServer {
             if let index = workers.firstIndex(where: { $0.pid == pid }) {
                 close(workers[index].connection)
                 workers.remove(at: index)
+            } else {
+                warm.exited(pid)  // killed while waiting: `refill` forks another
             }
+        }
+    }
+
+    /// Kills every worker whose client has hung up (as the poll loop does when it sees it).
+    private func endAbandoned() {
+        let watched = workers.indices.filter { !workers[$0].killed }
+        guard !watched.isEmpty else { return }
+        var polled = watched.map { pollfd(fd: workers[$0].connection, events: 0, revents: 0) }
+        guard poll(&polled, nfds_t(polled.count), 0) > 0 else { return }
+        for (position, index) in watched.enumerated() where polled[position].revents & Int16(POLLHUP | POLLERR) != 0 {
+            kill(-workers[index].pid, SIGKILL)
+            kill(workers[index].pid, SIGKILL)
+            workers[index].killed = true
         }
     }
 

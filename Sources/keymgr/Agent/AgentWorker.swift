@@ -11,12 +11,22 @@ enum AgentWorker {
     /// How long a client has to send its whole request.
     static let requestDeadline = Double(AgentWire.requestDeadlineSeconds)
 
-    /// Serves `connection` for the caller the kernel reported, and exits.
+    /// Serves `connection` for the caller the kernel reported, and exits: the cold worker, forked for this
+    /// connection.
     static func serve(connection: Int32, uid: UInt32, gid: UInt32, pid: Int32, groups: [UInt32], home: String?) -> Never {
         _ = setpgid(0, 0)
         AgentSignals.resetInWorker()
+        AgentProcessName.set("keymgr-worker")
+        serveRequest(connection: connection, caller: AgentCaller(uid: uid, gid: gid, pid: pid, groups: groups),
+                     home: home, keeping: [])
+    }
+
+    /// One request on `connection` for `caller`, the same for a cold worker and a warm one, and exits. `keeping`:
+    /// descriptors of the worker's own (a warm worker's prepared store) that stay open, all above
+    /// `AgentWire.maximumDescriptorNumber`.
+    static func serveRequest(connection: Int32, caller: AgentCaller, home: String?, keeping: [Int32]) -> Never {
         // Nothing of the agent's other connections, and not its listening socket: only this one and stdio.
-        closeAll(except: [0, 1, 2, connection])
+        closeAll(except: [0, 1, 2, connection] + keeping)
 
         let request: AgentRequest
         let passed: [Int32]
@@ -43,11 +53,11 @@ enum AgentWorker {
             answer(connection, status: 64, error: ("usage", "the request could not be read"))
         }
 
-        guard let placed = place(passed, at: request.fds, terminal: request.terminal, connection: connection) else {
+        guard let placed = place(passed, at: request.fds, terminal: request.terminal, connection: connection,
+                                 keeping: keeping) else {
             answer(connection, status: 75, error: ("busy", "the agent could not take the request's descriptors: try again in a moment"))
         }
         let (socket, terminal) = placed
-        let caller = AgentCaller(uid: uid, gid: gid, pid: pid, groups: groups)
         AgentCaller.serve(caller)
         ControllingTerminal.serve(passed: terminal)
         CallerFiles.serve(passed: Set(request.fds))
@@ -174,8 +184,8 @@ enum AgentWorker {
     /// Puts passed descriptor i at number `targets[i]` (the connection moved out of the way first); stdin, stdout or
     /// stderr not passed become /dev/null; every other descriptor is closed. Returns the connection's and the
     /// terminal's new numbers, or nil (the connection where it was) when the descriptors could not be moved.
-    static func place(_ passed: [Int32], at targets: [Int32], terminal: Bool,
-                      connection: Int32) -> (socket: Int32, terminal: Int32?)? {
+    static func place(_ passed: [Int32], at targets: [Int32], terminal: Bool, connection: Int32,
+                      keeping: [Int32] = []) -> (socket: Int32, terminal: Int32?)? {
         let above = max(targets.max() ?? 2, 2) + 1
         // Every received descriptor and the connection first go above every target, so no dup2 below clobbers one.
         let socket = fcntl(connection, F_DUPFD_CLOEXEC, above)
@@ -197,7 +207,7 @@ enum AgentWorker {
         let tty = terminal ? moved[targets.count] : nil
         let null = open("/dev/null", O_RDWR | O_CLOEXEC)
         for standard: Int32 in 0...2 where !targets.contains(standard) { _ = dup2(null, standard) }
-        let keep = targets + [socket] + (tty.map { [$0] } ?? [])
+        let keep = targets + [socket] + (tty.map { [$0] } ?? []) + keeping
         closeAll(except: keep)
         return (socket, tty)
     }

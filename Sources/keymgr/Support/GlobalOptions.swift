@@ -44,6 +44,7 @@ struct GlobalOptions: ParsableArguments {
     func openManager(readOnly: Bool = false) throws -> KeyManager {
         let home = storeHome
         console.detail("store \(home.url.path)")
+        if let prepared = AgentWarmWorker.openPrepared(home: home, logger: logger) { return prepared }
         return try KeyManager.open(home: home, readOnly: readOnly, environment: ProcessEnvironment.variables, logger: logger)
     }
 

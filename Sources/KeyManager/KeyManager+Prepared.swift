@@ -1,0 +1,111 @@
+import Foundation
+import Logging
+import Storage
+
+/// A store opened and checked ahead of a request, by the agent's warm worker before anyone's request reaches it:
+/// the database (read-only connection, and the writer pool), the master key, and the device row whose MAC held
+/// under that key. It names no person: the manager made from it (`KeyManager.open(prepared:…)`) takes the caller
+/// then, as a cold open does.
+package struct PreparedStore: Sendable {
+    let home: StoreHome
+    let store: Store
+    let masterKey: MasterKey
+    let device: DeviceRecord
+    /// The database file's identity, taken before it was opened.
+    let database: Store.FileIdentity?
+    /// The master key file as it was before it was read.
+    let keyFile: KeyFileState
+
+    /// What of the master key file decides which key it holds and whether it may be used (`MasterKey.load`'s
+    /// checks): any change, and the prepared store is not used.
+    struct KeyFileState: Sendable, Equatable {
+        let device: UInt64
+        let inode: UInt64
+        let size: Int64
+        let modified: Int
+        let modifiedNanoseconds: Int
+        let changed: Int
+        let changedNanoseconds: Int
+        let mode: UInt32
+        let owner: UInt32
+        let group: UInt32
+
+        static func of(_ path: String) -> KeyFileState? {
+            var info = stat()
+            guard stat(path, &info) == 0 else { return nil }
+            return KeyFileState(
+                device: UInt64(info.st_dev), inode: UInt64(info.st_ino), size: Int64(info.st_size),
+                modified: info.st_mtim.tv_sec, modifiedNanoseconds: info.st_mtim.tv_nsec,
+                changed: info.st_ctim.tv_sec, changedNanoseconds: info.st_ctim.tv_nsec,
+                mode: info.st_mode, owner: info.st_uid, group: info.st_gid)
+        }
+    }
+}
+
+extension KeyManager {
+    /// Opens the store in `location` and checks it as `open(home:)` does on its fast path (the master key's device
+    /// MAC holds, the rows are stamped, the schema is current), without naming a caller.
+    ///
+    /// - Throws: whatever `open(home:)` would, or `config` when the store needs what only a full open does (an
+    ///   upgrade, a rotation to finish): the request then opens the store itself.
+    package static func prepare(home location: StoreLocation,
+                                environment: [String: String] = ProcessInfo.processInfo.environment) throws -> PreparedStore {
+        let home = location.home
+        // Identities first: a file replaced between them and the open is a changed identity at the next check.
+        let database = Store.FileIdentity.of(home.databaseURL.path)
+        let store = try mapped { try Store.open(home: home, create: false, access: .readOnly, digest: SHA256.hash) }
+        guard let device = try mapped({ try store.read { try $0.device() } }) else {
+            throw KeyManagerError(.config, "the store at \(home.url.path) was never initialised: run `keymgr init`")
+        }
+        let source = MasterKey.source(home: home, environment: environment)
+        guard let keyFile = PreparedStore.KeyFileState.of(source.path) else {
+            throw KeyManagerError(.config, "the master key is missing: \(source.label) does not exist")
+        }
+        let masterKey = try MasterKey.load(from: source)
+        let manager = try KeyManager(store: store, masterKey: masterKey, deviceId: device.deviceId,
+                                     environment: environment, logger: silentLogger, now: { Date() })
+        let rows = try mapped { try store.read { try $0.rowStampState() } }
+        guard rows == .current, let mac = device.integrityMac,
+              manager.integrity.holds(mac, try manager.integrity.mac(device)) else {
+            throw KeyManagerError(.config, "the store needs a full open (an upgrade or a rotation to finish)")
+        }
+        // The first write of the request then finds its connection open.
+        try mapped { try store.openWriterAhead() }
+        return PreparedStore(home: home, store: store, masterKey: masterKey, device: device, database: database,
+                             keyFile: keyFile)
+    }
+
+    /// A manager on `prepared` for the store in `location`, when nothing it was prepared from changed since: the
+    /// home, the master key's source and its file (identity, size, times, owner, mode), the database file (identity,
+    /// and the owner and mode checks a fresh open makes), the schema version, and the device row (the same row, and
+    /// its MAC holds under the prepared key). Nil when anything did: the caller then opens the store afresh
+    /// (`open(home:)`), which reports or repairs what changed.
+    ///
+    /// It serves a command that only reads as well as one that writes: its reads go through the read-only
+    /// connection, and its writer pool is already open.
+    package static func open(prepared: PreparedStore, home location: StoreLocation,
+                             environment: [String: String] = ProcessInfo.processInfo.environment,
+                             logger: Logger = KeyManager.silentLogger,
+                             now: @escaping @Sendable () -> Date = { Date() }) -> KeyManager? {
+        guard location.home == prepared.home else { return nil }
+        let source = MasterKey.source(home: prepared.home, environment: environment)
+        guard source == prepared.masterKey.source,
+              PreparedStore.KeyFileState.of(source.path) == prepared.keyFile,
+              // A rotation under way: the full open knows which of the two keys opens the store.
+              access(source.pending.path, F_OK) != 0 else { return nil }
+        let store = prepared.store
+        guard (try? store.checkFiles(identity: prepared.database)) != nil,
+              (try? store.hasLatestSchema()) == true,
+              let device = try? store.read({ try $0.device() }), device == prepared.device,
+              let mac = device.integrityMac,
+              let manager = try? KeyManager(store: store, masterKey: prepared.masterKey, deviceId: device.deviceId,
+                                            environment: environment, logger: logger, now: now),
+              let expected = try? manager.integrity.mac(device), manager.integrity.holds(mac, expected) else {
+            return nil
+        }
+        logger.debug("opened the store prepared ahead", metadata: [
+            "home": .string(prepared.home.url.path), "masterKey": .string(source.label),
+        ])
+        return manager
+    }
+}
