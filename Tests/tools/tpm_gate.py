@@ -33,6 +33,17 @@ def receive(sock, count):
     return data
 
 
+def close(*socks):
+    """Shuts down and closes both ends, so swtpm (which serves one connection at a time) is never left waiting on
+    a connection whose client is gone."""
+    for sock in socks:
+        try:
+            sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+        sock.close()
+
+
 def pump(source, sink):
     try:
         while True:
@@ -40,13 +51,10 @@ def pump(source, sink):
             if not chunk:
                 break
             sink.sendall(chunk)
-    except OSError:
+    except OSError:  # a killed client resets its connection
         pass
-    for sock in (source, sink):
-        try:
-            sock.shutdown(socket.SHUT_RDWR)
-        except OSError:
-            pass
+    finally:
+        close(source, sink)
 
 
 def armed_code():
@@ -60,27 +68,44 @@ def armed_code():
 def relay_commands(client, upstream):
     """keymgr to the TPM, one command (header: tag, size, code) at a time; the answers go back as they come."""
     threading.Thread(target=pump, args=(upstream, client), daemon=True).start()
-    pid = struct.unpack("3i", client.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i")))[0]
-    while True:
-        header = receive(client, 10)
-        if header is None:
-            break
-        _, size, code = struct.unpack(">HII", header)
-        body = receive(client, size - 10) if size > 10 else b""
-        if body is None:
-            break
-        if armed_code() == code:
-            os.kill(pid, signal.SIGKILL)
-            os.unlink(ARM)
-            note(f"killed 0x{code:x} {pid}")
-            break
-        note(f"0x{code:x} {pid}")
-        upstream.sendall(header + body)
-    for sock in (client, upstream):
-        try:
-            sock.shutdown(socket.SHUT_RDWR)
-        except OSError:
-            pass
+    try:
+        pid = struct.unpack("3i", client.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i")))[0]
+        while True:
+            header = receive(client, 10)
+            if header is None:
+                break
+            _, size, code = struct.unpack(">HII", header)
+            body = receive(client, size - 10) if size > 10 else b""
+            if body is None:
+                break
+            if armed_code() == code:
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+                os.unlink(ARM)
+                note(f"killed 0x{code:x} {pid}")
+                break
+            note(f"0x{code:x} {pid}")
+            upstream.sendall(header + body)
+    except OSError:  # a killed client resets its connection
+        pass
+    finally:
+        close(client, upstream)
+
+
+def handle(client, target, commands):
+    upstream = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        upstream.connect(target)
+    except OSError:
+        close(client, upstream)
+        return
+    if commands:
+        relay_commands(client, upstream)
+    else:
+        threading.Thread(target=pump, args=(upstream, client), daemon=True).start()
+        pump(client, upstream)
 
 
 def serve(listen, target, commands):
@@ -91,17 +116,7 @@ def serve(listen, target, commands):
     server.listen(64)
     while True:
         client, _ = server.accept()
-        upstream = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        try:
-            upstream.connect(target)
-        except OSError:
-            client.close()
-            continue
-        if commands:
-            threading.Thread(target=relay_commands, args=(client, upstream), daemon=True).start()
-        else:
-            threading.Thread(target=pump, args=(client, upstream), daemon=True).start()
-            threading.Thread(target=pump, args=(upstream, client), daemon=True).start()
+        threading.Thread(target=handle, args=(client, target, commands), daemon=True).start()
 
 
 threading.Thread(target=serve, args=(LISTEN + ".ctrl", TARGET + ".ctrl", False), daemon=True).start()
