@@ -96,7 +96,7 @@ enum AgentWarmWorker {
 
     /// Waits for the agent's hand-over: the connection and the caller the agent read from the kernel. Nil when the
     /// agent closed the channel (or sent something else).
-    private static func receive(_ channel: Int32) -> (Int32, AgentCaller)? {
+    private static func receive(_ channel: Int32) -> (Int32, AgentWorker.KernelCaller)? {
         var buffer = [UInt8](repeating: 0, count: 4 * (4 + maximumGroups))
         var fds: [Int32] = [-1]
         var received = 0
@@ -116,8 +116,8 @@ enum AgentWarmWorker {
             close(fds[0])
             return nil
         }
-        let caller = AgentCaller(uid: words[0], gid: words[1], pid: Int32(bitPattern: words[2]),
-                                 groups: Array(words[4...]))
+        let caller = AgentWorker.KernelCaller(uid: words[0], gid: words[1], pid: Int32(bitPattern: words[2]),
+                                              groups: Array(words[4...]))
         return (fds[0], caller)
     }
 

@@ -17,14 +17,22 @@ enum AgentWorker {
         _ = setpgid(0, 0)
         AgentSignals.resetInWorker()
         AgentProcessName.set("keymgr-worker")
-        serveRequest(connection: connection, caller: AgentCaller(uid: uid, gid: gid, pid: pid, groups: groups),
+        serveRequest(connection: connection, caller: KernelCaller(uid: uid, gid: gid, pid: pid, groups: groups),
                      home: home, keeping: [])
+    }
+
+    /// The caller as the kernel reported it on the connection, read by the agent.
+    struct KernelCaller {
+        let uid: UInt32
+        let gid: UInt32
+        let pid: Int32
+        let groups: [UInt32]
     }
 
     /// One request on `connection` for `caller`, the same for a cold worker and a warm one, and exits. `keeping`:
     /// descriptors of the worker's own (a warm worker's prepared store) that stay open, all above
     /// `AgentWire.maximumDescriptorNumber`.
-    static func serveRequest(connection: Int32, caller: AgentCaller, home: String?, keeping: [Int32]) -> Never {
+    static func serveRequest(connection: Int32, caller reported: KernelCaller, home: String?, keeping: [Int32]) -> Never {
         // Nothing of the agent's other connections, and not its listening socket: only this one and stdio.
         closeAll(except: [0, 1, 2, connection] + keeping)
 
@@ -58,6 +66,9 @@ enum AgentWorker {
             answer(connection, status: 75, error: ("busy", "the agent could not take the request's descriptors: try again in a moment"))
         }
         let (socket, terminal) = placed
+        // Only now, with every descriptor in place: the user database look-up for the login name may keep a file
+        // or socket open (nss modules do), which must not be closed under it.
+        let caller = AgentCaller(uid: reported.uid, gid: reported.gid, pid: reported.pid, groups: reported.groups)
         AgentCaller.serve(caller)
         ControllingTerminal.serve(passed: terminal)
         CallerFiles.serve(passed: Set(request.fds))
