@@ -46,7 +46,7 @@ enum AgentWarmWorker {
         let location = StoreLocation.resolve(explicit: home, environment: ProcessEnvironment.variables)
         prepared = try? KeyManager.prepare(home: location, environment: ProcessEnvironment.variables)
         // The store's own descriptors: all above the reserved numbers, kept open through the request.
-        let store = prepared == nil ? [] : openDescriptors().filter {
+        let store = prepared == nil ? [] : AgentWorker.openDescriptors().filter {
             $0 > AgentWire.maximumDescriptorNumber && $0 != channel
         }
 
@@ -79,19 +79,6 @@ enum AgentWarmWorker {
         }
         if !held.contains(null) { close(null) }
         return held
-    }
-
-    /// The descriptors open in this process.
-    static func openDescriptors() -> [Int32] {
-        guard let directory = opendir("/proc/self/fd") else { return [] }
-        let own = dirfd(directory)
-        var open: [Int32] = []
-        while let entry = readdir(directory) {
-            let name = withUnsafeBytes(of: entry.pointee.d_name) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
-            if let descriptor = Int32(name), descriptor != own { open.append(descriptor) }
-        }
-        closedir(directory)
-        return open
     }
 
     /// Waits for the agent's hand-over: the connection and the caller the agent read from the kernel. Nil when the

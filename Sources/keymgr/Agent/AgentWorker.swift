@@ -225,7 +225,12 @@ enum AgentWorker {
 
     /// Closes every open descriptor of the worker but `keep` (listed from /proc/self/fd).
     static func closeAll(except keep: [Int32]) {
-        guard let directory = opendir("/proc/self/fd") else { return }
+        for descriptor in openDescriptors() where !keep.contains(descriptor) { close(descriptor) }
+    }
+
+    /// The descriptors open in this process.
+    static func openDescriptors() -> [Int32] {
+        guard let directory = opendir("/proc/self/fd") else { return [] }
         let own = dirfd(directory)
         var open: [Int32] = []
         while let entry = readdir(directory) {
@@ -233,6 +238,6 @@ enum AgentWorker {
             if let descriptor = Int32(name), descriptor != own { open.append(descriptor) }
         }
         closedir(directory)
-        for descriptor in open where !keep.contains(descriptor) { close(descriptor) }
+        return open
     }
 }
