@@ -1,7 +1,7 @@
 /// An error keymgr reports to a person: a code of the taxonomy and a message that says what to do next.
 ///
-/// Every library error type conforms (`KeyManagerError`, the wire clients' `TransportError`), so the CLI maps any of
-/// them to an exit status in one place. Messages never contain a secret.
+/// Every error type conforms (`KeyManagerError`, the wire clients' `TransportError`, Sync's `SyncError`, the CLI's
+/// `CommandFailure`), so the CLI maps any of them to an exit status in one place. Messages never contain a secret.
 public protocol KeymgrFailure: Error, Sendable {
     /// What kind of error this is.
     var code: KeyManagerError.Code { get }
@@ -12,7 +12,7 @@ public protocol KeymgrFailure: Error, Sendable {
 /// A code of keymgr's error taxonomy, as every `KeymgrFailure` carries it (the CLI's exit-code table maps it).
 public typealias FailureCode = KeyManagerError.Code
 
-/// The one error type of keymgr's library: a code of keymgr's error taxonomy (docs/wire-formats.md) and a message a person can act on.
+/// The KeyManager module's error type: a code of keymgr's error taxonomy (docs/wire-formats.md) and a message a person can act on.
 ///
 /// Messages never contain a secret (PIN, private key, token, client secret). The CLI maps `code` to an exit code.
 public struct KeyManagerError: KeymgrFailure, Equatable, CustomStringConvertible {

@@ -46,11 +46,11 @@ public struct FleetListing: Sendable, Equatable {
 
     /// The listing judged, for every front end alike: nil when every user's listing succeeded; `whole` when none did
     /// (nothing worth showing: the first failure is the command's); else the failure that follows the partial listing.
-    public var failure: (error: KeyManagerError, whole: Bool)? {
+    public var failure: (error: SyncError, whole: Bool)? {
         guard let first = errors.first else { return nil }
         let code = first.code
-        if errors.count == users { return (KeyManagerError(code, first.message), true) }
-        return (KeyManagerError(code, "the bindings of \(errors.count) of \(users) users could not be listed: "
+        if errors.count == users { return (SyncError(code, first.message), true) }
+        return (SyncError(code, "the bindings of \(errors.count) of \(users) users could not be listed: "
                                     + "the listing above is incomplete"), false)
     }
 }
@@ -136,7 +136,7 @@ public struct AdminService: Sendable {
     /// The device REST, or `unsupported` for a dialect without a device registry.
     func deviceClient() throws -> PingAMDeviceClient {
         guard let client = try connection.deviceClient() else {
-            throw KeyManagerError(.unsupported, "the configured server is \(connection.settings.dialect.rawValue), which keeps "
+            throw SyncError(.unsupported, "the configured server is \(connection.settings.dialect.rawValue), which keeps "
                 + "no device registry: there are no bindings to list or revoke. Revoke the user's client at the server "
                 + "(or `keymgr dcr delete --user ID` for a client this device registered), or configure a PingAM server "
                 + "with `keymgr server set --dialect pingam …`")
@@ -241,7 +241,7 @@ public struct AdminService: Sendable {
             // A whole device id or a unique prefix of one the server lists for the user (or of this device's).
             let matches = Self.matching(text, in: listed.compactMap(\.deviceId) + [identity.deviceId])
             guard matches.count <= 1 else {
-                throw KeyManagerError(.usage, "more than one device of \(userId) has an id starting with \(text): give more "
+                throw SyncError(.usage, "more than one device of \(userId) has an id starting with \(text): give more "
                     + "of it, e.g. one of \(matches.joined(separator: ", "))")
             }
             let id = matches.first ?? text
@@ -254,7 +254,7 @@ public struct AdminService: Sendable {
         case .binding(let text):
             let matches = Self.matching(text, in: listed.map(\.uuid))
             guard matches.count <= 1 else {
-                throw KeyManagerError(.usage, "more than one binding of \(userId) starts with \(text): give more of the uuid, "
+                throw SyncError(.usage, "more than one binding of \(userId) starts with \(text): give more of the uuid, "
                     + "e.g. one of \(matches.joined(separator: ", "))")
             }
             if let uuid = matches.first, let binding = listed.first(where: { $0.uuid == uuid }) {
@@ -282,7 +282,7 @@ public struct AdminService: Sendable {
             case .binding(let uuid): (uuid, false)
             }
             guard try manager.revokedBefore(userId: userId, text: text, byDeviceId: byDeviceId) else {
-                throw KeyManagerError(.clientNotRegistered, Self.notListed(selector, userId: userId, listed: listed))
+                throw SyncError(.clientNotRegistered, Self.notListed(selector, userId: userId, listed: listed))
             }
         }
         if plan.thisDevice {

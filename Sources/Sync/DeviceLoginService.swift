@@ -47,7 +47,7 @@ public struct DeviceLoginService: Sendable {
         while true {
             try await Task.sleep(nanoseconds: UInt64(interval) * 1_000_000_000)
             guard Date() < deadline.addingTimeInterval(TimeInterval(interval)) else {
-                throw KeyManagerError(.timeout, "the login code expired before it was approved: run `keymgr login` again")
+                throw SyncError(.timeout, "the login code expired before it was approved: run `keymgr login` again")
             }
             let lock = try await TokenRefreshLock.acquire(home: tokens.home, userId: userId, serverName: tokens.serverName)
             defer { lock.release() }

@@ -54,10 +54,10 @@ public struct JourneyService: Sendable {
                 try Self.refuseAnotherUser(binding: callback, asked: [userId, asked], login: credentials.username)
             }) { callback in
                 guard let authName = callback.outputValue("authenticationType")?.stringValue, let authType = AuthType(flag: authName) else {
-                    throw KeyManagerError(.unsupported, "the server asked for an auth type keymgr does not know")
+                    throw SyncError(.unsupported, "the server asked for an auth type keymgr does not know")
                 }
                 if let requestedAuthType, requestedAuthType != authType {
-                    throw KeyManagerError(.usage, "the journey \(journey) binds with \(authType.rawValue), but --auth-type says \(requestedAuthType.rawValue): drop --auth-type")
+                    throw SyncError(.usage, "the journey \(journey) binds with \(authType.rawValue), but --auth-type says \(requestedAuthType.rawValue): drop --auth-type")
                 }
                 var request = BindRequest(userId: try callback.output("userId"))
                 let named = callback.outputValue("username")?.stringValue ?? ""
@@ -140,8 +140,8 @@ extension JourneyService {
     }
 
     /// What a device callback for another user gets: `badInput` (exit 65), told to the server as the SDKs' `Abort`.
-    static func anotherUser(_ named: String, expected: String, signing: Bool) -> KeyManagerError {
-        KeyManagerError(.badInput, "the server asked to \(signing ? "sign" : "bind a key") for \(named), but keymgr was asked "
+    static func anotherUser(_ named: String, expected: String, signing: Bool) -> SyncError {
+        SyncError(.badInput, "the server asked to \(signing ? "sign" : "bind a key") for \(named), but keymgr was asked "
             + "for \(expected): it \(signing ? "signs" : "binds") only for the user asked for, so nothing was "
             + "\(signing ? "signed" : "bound") (the server was told Abort). Check the journey with the server's administrator")
     }

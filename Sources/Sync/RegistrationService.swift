@@ -59,7 +59,7 @@ public struct RegistrationService: Sendable {
     private func registerHoldingLock(userId: String, softwareId: String?, metadata: [String: JSONValue]?, scope: String?,
                                      initialAccessToken: String?) async throws -> Registration {
         if try manager.registration(userId: userId, serverName: connection.serverName) != nil {
-            throw KeyManagerError(.usage, "\(userId) already has a client registration at this server: "
+            throw SyncError(.usage, "\(userId) already has a client registration at this server: "
                 + "run `keymgr dcr delete --user \(userId)` first to replace it")
         }
         let endpoint = try connection.endpoint(connection.settings.registrationEndpoint, "registration endpoint",
@@ -77,7 +77,7 @@ public struct RegistrationService: Sendable {
     private func checkManagementURI(in answer: [String: JSONValue]) throws {
         guard let value = answer["registration_client_uri"] else { return }
         guard let text = value.stringValue, let uri = URL(string: text) else {
-            throw KeyManagerError(.badInput, "the server's registration_client_uri is not a URL: nothing was stored")
+            throw SyncError(.badInput, "the server's registration_client_uri is not a URL: nothing was stored")
         }
         try connection.settings.checkServerGivenURL(uri, what: "registration_client_uri")
     }
@@ -104,7 +104,7 @@ public struct RegistrationService: Sendable {
     private func checkHoldingLock(userId: String) async throws -> RegistrationCheck {
         let server = connection.serverName
         guard let registration = try manager.registration(userId: userId, serverName: server) else {
-            throw KeyManagerError(.clientNotRegistered, "\(userId) has no client registration: run `keymgr dcr register --user \(userId) …`")
+            throw SyncError(.clientNotRegistered, "\(userId) has no client registration: run `keymgr dcr register --user \(userId) …`")
         }
         guard let uri = try managementURI(registration),
               let token = try manager.registrationSecrets(userId: userId, serverName: server).registrationAccessToken else {
@@ -128,7 +128,7 @@ public struct RegistrationService: Sendable {
     public func delete(userId: String, confirm: @Sendable (Registration) throws -> Void = { _ in }) async throws {
         try manager.authorize(userId: userId)
         guard let registration = try manager.registration(userId: userId, serverName: connection.serverName) else {
-            throw KeyManagerError(.clientNotRegistered,
+            throw SyncError(.clientNotRegistered,
                                   "\(userId) has no client registration at the server profile \(connection.serverName)")
         }
         try confirm(registration)
@@ -140,7 +140,7 @@ public struct RegistrationService: Sendable {
     private func deleteHoldingLock(userId: String) async throws {
         let server = connection.serverName
         guard let registration = try manager.registration(userId: userId, serverName: server) else {
-            throw KeyManagerError(.clientNotRegistered, "\(userId) has no client registration at this server")
+            throw SyncError(.clientNotRegistered, "\(userId) has no client registration at this server")
         }
         if let uri = try managementURI(registration),
            let token = try manager.registrationSecrets(userId: userId, serverName: server).registrationAccessToken {

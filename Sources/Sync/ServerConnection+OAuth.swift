@@ -14,7 +14,7 @@ extension ServerConnection {
         get throws {
             switch dialect.registrations {
             case nil:
-                throw KeyManagerError(.unsupported, "the configured server is \(settings.dialect.rawValue), which has no "
+                throw SyncError(.unsupported, "the configured server is \(settings.dialect.rawValue), which has no "
                     + "dynamic client registration: register the client at the server and import its tokens")
             case .rfc7591:
                 return OAuthRegistrationClient(http: http)
@@ -28,7 +28,7 @@ extension ServerConnection {
     /// One of the profile's OAuth endpoints, or `config` saying how to set it.
     func endpoint(_ url: URL?, _ what: String, flag: String) throws -> URL {
         guard let url else {
-            throw KeyManagerError(.config, "the server profile has no \(what): run `keymgr server set … --issuer URL` "
+            throw SyncError(.config, "the server profile has no \(what): run `keymgr server set … --issuer URL` "
                 + "to discover it, or give \(flag) URL")
         }
         return url

@@ -21,10 +21,10 @@ public struct ServerConnection: Sendable {
                                   environment: [String: String] = ProcessInfo.processInfo.environment) throws -> ServerConnection {
         guard let settings = try manager.serverSettings(name: profile) else {
             guard profile == "default" else {
-                throw KeyManagerError(.config, "there is no server profile \(profile): see `keymgr server list`, or make it "
+                throw SyncError(.config, "there is no server profile \(profile): see `keymgr server list`, or make it "
                     + "with `keymgr server set --profile \(profile) --dialect pingam|oauth --base-url URL`")
             }
-            throw KeyManagerError(.config, "no server is configured: run `keymgr server set --dialect pingam --base-url URL --credential-file F`")
+            throw SyncError(.config, "no server is configured: run `keymgr server set --dialect pingam --base-url URL --credential-file F`")
         }
         return ServerConnection(settings: settings, http: CurlHTTPClient(timeout: timeout), environment: environment)
     }
@@ -44,7 +44,7 @@ public struct ServerConnection: Sendable {
     public func journeyClient() throws -> PingAMJourneyClient {
         switch dialect.journeys {
         case nil:
-            throw KeyManagerError(.config, "the configured server is \(settings.dialect.rawValue), which has no journeys; "
+            throw SyncError(.config, "the configured server is \(settings.dialect.rawValue), which has no journeys; "
                 + "run `keymgr server set --dialect pingam …` to use them")
         case .pingAMAuthenticate:
             return PingAMJourneyClient(server: pingAMServer, http: http)
@@ -56,15 +56,15 @@ public struct ServerConnection: Sendable {
     /// The admin credential as a request header: `Authorization: Bearer <token>`, or `<NAME>: <token>`.
     func adminHeader() throws -> (String, String) {
         guard let path = settings.credentialPath(environment: environment) else {
-            throw KeyManagerError(.config, "no admin credential: give `keymgr server set --credential-file F`, "
+            throw SyncError(.config, "no admin credential: give `keymgr server set --credential-file F`, "
                 + "or run under systemd with LoadCredentialEncrypted=keymgr.admin")
         }
         guard let data = FileManager.default.contents(atPath: path) else {
-            throw KeyManagerError(.config, "cannot read the admin credential file \(path): check it exists and is readable")
+            throw SyncError(.config, "cannot read the admin credential file \(path): check it exists and is readable")
         }
         let token = String(decoding: data, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
         guard !token.isEmpty, !token.contains("\n") else {
-            throw KeyManagerError(.config, "the admin credential file \(path) must hold one token on one line")
+            throw SyncError(.config, "the admin credential file \(path) must hold one token on one line")
         }
         if settings.credentialHeader.caseInsensitiveCompare("Authorization") == .orderedSame {
             return ("Authorization", "Bearer \(token)")

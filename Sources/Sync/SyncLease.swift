@@ -12,10 +12,10 @@ public final class SyncLease {
     public init(home: StoreLocation) throws {
         try home.checkUsable()
         let path = home.url.appendingPathComponent("sync.lock", isDirectory: false).path
-        lock = try FileLock(path: path) { KeyManagerError(.config, "cannot open the sync lock \(path): \($0)") }
-        guard try lock.tryLock(cannotLock: { KeyManagerError(.failure, "cannot lock \(path): \($0)") }) else {
+        lock = try FileLock(path: path) { SyncError(.config, "cannot open the sync lock \(path): \($0)") }
+        guard try lock.tryLock(cannotLock: { SyncError(.failure, "cannot lock \(path): \($0)") }) else {
             lock.release()
-            throw KeyManagerError(.busy, "another `keymgr sync` is running on this store: try again when it has finished")
+            throw SyncError(.busy, "another `keymgr sync` is running on this store: try again when it has finished")
         }
     }
 

@@ -21,14 +21,14 @@ final class TokenRefreshLock {
         let lock = try TokenRefreshLock(home: home, userId: userId, serverName: serverName)
         let deadline = Date().addingTimeInterval(timeout)
         var waited = false
-        while try !lock.lock.tryLock(cannotLock: { KeyManagerError(.failure, "cannot lock the refresh lock: \($0)") }) {
+        while try !lock.lock.tryLock(cannotLock: { SyncError(.failure, "cannot lock the refresh lock: \($0)") }) {
             if !waited {
                 waited = true
                 do { try beforeWaiting() } catch { lock.release(); throw error }
             }
             guard Date() < deadline else {
                 lock.release()
-                throw KeyManagerError(.busy, "another keymgr process has been refreshing these tokens for too long: try again")
+                throw SyncError(.busy, "another keymgr process has been refreshing these tokens for too long: try again")
             }
             try await Task.sleep(nanoseconds: 20_000_000)
         }
@@ -50,7 +50,7 @@ final class TokenRefreshLock {
         try home.checkUsable()
         let path = home.url.appendingPathComponent(Self.fileName, isDirectory: false).path
         lock = try FileLock(path: path, region: .byte(Self.offset(serverName + "\u{0}" + userId))) {
-            KeyManagerError(.config, "cannot open the refresh lock \(path): \($0)")
+            SyncError(.config, "cannot open the refresh lock \(path): \($0)")
         }
     }
 

@@ -25,7 +25,7 @@ public struct TokenService: Sendable {
     /// The client credentials of the user's registration.
     func credentials(userId: String) throws -> OAuthClientCredentials {
         guard let client = try manager.clientState(userId: userId, serverName: serverName) else {
-            throw KeyManagerError(.clientNotRegistered, "\(userId) has no client registration at this server: "
+            throw SyncError(.clientNotRegistered, "\(userId) has no client registration at this server: "
                 + "run `keymgr dcr register --user \(userId) --software-id TEMPLATE` first")
         }
         return OAuthClientCredentials(clientId: client.registration.clientId, clientSecret: client.secrets.clientSecret,
@@ -48,7 +48,7 @@ public struct TokenService: Sendable {
     /// compared as the parser normalised it, so `dpop` in lower case is DPoP.
     func checkBinding(_ issued: OAuthTokenResponse) throws {
         guard bound, issued.tokenType != "DPoP" else { return }
-        throw KeyManagerError(.serverRejected, "the server issued \(issued.tokenType) tokens, not DPoP-bound ones, "
+        throw SyncError(.serverRejected, "the server issued \(issued.tokenType) tokens, not DPoP-bound ones, "
             + "although this profile is --bound; nothing was stored. If this server does not support DPoP, choose "
             + "unbound tokens with `keymgr server set … --unbound` and log in again")
     }
@@ -61,7 +61,7 @@ public struct TokenService: Sendable {
         do {
             response = try OAuthTokenResponse.parse(json)
         } catch let failure as TransportError {
-            throw KeyManagerError(.badInput, "stdin is not a token response: \(failure.message)")
+            throw SyncError(.badInput, "stdin is not a token response: \(failure.message)")
         }
         try checkBinding(response)
         let clientId = try credentials(userId: userId).clientId
@@ -94,20 +94,20 @@ public struct TokenService: Sendable {
         let lock = try await TokenRefreshLock.acquire(home: home, userId: userId, serverName: serverName) {
             guard readSeenBeforeWaiting, seen == nil else { return }
             guard let set = try manager.tokenSet(userId: userId, serverName: serverName) else {
-                throw KeyManagerError(.clientNotRegistered, "\(userId) has no tokens: run `keymgr login --user \(userId)`")
+                throw SyncError(.clientNotRegistered, "\(userId) has no tokens: run `keymgr login --user \(userId)`")
             }
             seen = set.revision
         }
         defer { lock.release() }
         guard let current = try manager.tokenState(userId: userId, serverName: serverName, withDPoPKey: bound) else {
-            throw KeyManagerError(.clientNotRegistered, "\(userId) has no tokens: run `keymgr login --user \(userId)`")
+            throw SyncError(.clientNotRegistered, "\(userId) has no tokens: run `keymgr login --user \(userId)`")
         }
         if let seen, current.set.revision != seen {
             logger.debug("another process refreshed these tokens", metadata: ["user": .string(userId)])
             return (current.set, current.secrets.accessToken)
         }
         guard let refreshToken = current.secrets.refreshToken else {
-            throw KeyManagerError(.unAuthorize, "\(userId) has no refresh token: run `keymgr login --user \(userId)` again")
+            throw SyncError(.unAuthorize, "\(userId) has no refresh token: run `keymgr login --user \(userId)` again")
         }
         // The profile's choice, not the stored tokens', decides whether a proof goes along (see `requestKey`).
         let key = bound ? current.dpopKey : nil
@@ -132,14 +132,14 @@ public struct TokenService: Sendable {
     public func accessToken(userId: String, minTTL: TimeInterval) async throws -> (token: String, set: TokenSet) {
         try manager.authorize(userId: userId)
         guard let state = try manager.tokenState(userId: userId, serverName: serverName, withDPoPKey: false) else {
-            throw KeyManagerError(.clientNotRegistered, "\(userId) has no tokens: run `keymgr login --user \(userId)`")
+            throw SyncError(.clientNotRegistered, "\(userId) has no tokens: run `keymgr login --user \(userId)`")
         }
         var (set, token) = (state.set, state.secrets.accessToken)
         if let expiresAt = set.expiresAt, expiresAt.timeIntervalSinceNow <= minTTL {
             (set, token) = try await refreshed(userId: userId, seen: set.revision)
         }
         guard let token else {
-            throw KeyManagerError(.unAuthorize, "\(userId) has no access token: run `keymgr login --user \(userId)` again")
+            throw SyncError(.unAuthorize, "\(userId) has no access token: run `keymgr login --user \(userId)` again")
         }
         return (token, set)
     }
@@ -151,7 +151,7 @@ public struct TokenService: Sendable {
     public func revoke(userId: String, confirm: @Sendable (TokenSet) throws -> Void = { _ in }) async throws {
         try manager.authorize(userId: userId)
         guard let set = try manager.tokenSet(userId: userId, serverName: serverName) else {
-            throw KeyManagerError(.clientNotRegistered, "\(userId) has no tokens to revoke at the server profile \(serverName)")
+            throw SyncError(.clientNotRegistered, "\(userId) has no tokens to revoke at the server profile \(serverName)")
         }
         try confirm(set)
         try await TokenRefreshLock.holding(home: home, userId: userId, serverName: serverName) {
@@ -161,7 +161,7 @@ public struct TokenService: Sendable {
 
     private func revokeHoldingLock(userId: String) async throws {
         guard let secrets = try manager.tokenState(userId: userId, serverName: serverName, withDPoPKey: false)?.secrets else {
-            throw KeyManagerError(.clientNotRegistered, "\(userId) has no tokens to revoke")
+            throw SyncError(.clientNotRegistered, "\(userId) has no tokens to revoke")
         }
         let client = try credentials(userId: userId)
         let endpoint = try connection.endpoint(connection.settings.revocationEndpoint, "revocation endpoint", flag: "--revocation-endpoint")
@@ -183,7 +183,7 @@ public struct TokenService: Sendable {
     public func proof(userId: String, htm: String, htu: URL, nonce: String?, accessToken: String?) throws -> String {
         try manager.authorize(userId: userId)
         guard let key = try manager.dpopKey(userId: userId, serverName: serverName) else {
-            throw KeyManagerError(.clientNotRegistered, "\(userId) has no DPoP key: the tokens are unbound or missing "
+            throw SyncError(.clientNotRegistered, "\(userId) has no DPoP key: the tokens are unbound or missing "
                 + "(run `keymgr login --user \(userId)` with a --bound profile)")
         }
         return try key.proof(htm: htm, htu: htu, nonce: nonce, accessToken: accessToken)
@@ -203,13 +203,13 @@ public struct TokenService: Sendable {
         switch failure.oauthError {
         case .invalidGrant where refreshing:
             try manager.discardTokens(userId: userId, serverName: serverName, reason: "invalid_grant")
-            return KeyManagerError(.unAuthorize, "the server no longer accepts \(userId)'s refresh token; the tokens and DPoP key "
+            return SyncError(.unAuthorize, "the server no longer accepts \(userId)'s refresh token; the tokens and DPoP key "
                 + "were discarded: run `keymgr login --user \(userId)` again")
         case .invalidClient:
-            return KeyManagerError(.unAuthorize, "the server no longer knows \(userId)'s client (invalid_client): "
+            return SyncError(.unAuthorize, "the server no longer knows \(userId)'s client (invalid_client): "
                 + "run `keymgr dcr delete --user \(userId)` and `keymgr dcr register --user \(userId) …` again")
         case .invalidDPoPProof where !bound:
-            return KeyManagerError(.config, "this server requires DPoP-bound tokens: set the profile to --bound "
+            return SyncError(.config, "this server requires DPoP-bound tokens: set the profile to --bound "
                 + "(`keymgr server set … --bound`)")
         default:
             return failure

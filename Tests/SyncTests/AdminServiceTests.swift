@@ -64,7 +64,7 @@ final class AdminServiceTests: SyncTestCase {
         do {
             _ = try await admin().planRevocation(userId: key.userId, selector: .binding(String(key.kid.prefix(8))), reason: .lost)
             XCTFail("an ambiguous prefix must not choose")
-        } catch let error as KeyManagerError {
+        } catch let error as any KeymgrFailure {
             XCTAssertEqual(error.code, .usage)
             XCTAssertTrue(error.message.contains(twin), error.message)
         }

@@ -66,7 +66,7 @@ final class ManagementURITests: XCTestCase {
             do {
                 _ = try await service(http).register(userId: "alice", softwareId: "t", metadata: nil, scope: nil, initialAccessToken: nil)
                 XCTFail("\(uri) was accepted")
-            } catch let error as KeyManagerError {
+            } catch let error as any KeymgrFailure {
                 XCTAssertEqual(error.code, .badInput, "\(uri): \(error.message)")
             }
             XCTAssertNil(try manager.registration(userId: "alice", serverName: "default"), "\(uri) was stored")
@@ -85,7 +85,7 @@ final class ManagementURITests: XCTestCase {
         do {
             _ = try await service.check(userId: "alice")
             XCTFail("a read naming another origin was stored")
-        } catch let error as KeyManagerError {
+        } catch let error as any KeymgrFailure {
             XCTAssertEqual(error.code, .badInput, error.message)
         }
         XCTAssertEqual(try manager.registration(userId: "alice", serverName: "default")?.registrationClientURI?.host, "as.example.com")

@@ -52,7 +52,7 @@ final class OAuthInteropTests: SyncTestCase {
         do {
             try await body()
             XCTFail("Bearer tokens to a --bound profile must be refused", file: file, line: line)
-        } catch let error as KeyManagerError {
+        } catch let error as any KeymgrFailure {
             XCTAssertEqual(error.code, .serverRejected, error.message, file: file, line: line)
             XCTAssertTrue(error.message.contains("Bearer"), error.message, file: file, line: line)
             XCTAssertTrue(error.message.contains("keymgr server set … --unbound"), error.message, file: file, line: line)
@@ -143,7 +143,7 @@ final class OAuthInteropTests: SyncTestCase {
         do {
             _ = try await DeviceLoginService(tokens: try tokenService()).start(userId: "alice", scope: nil)
             XCTFail("no device authorization endpoint: a configuration error")
-        } catch let error as KeyManagerError {
+        } catch let error as any KeymgrFailure {
             XCTAssertEqual(error.code, .config)
             XCTAssertTrue(error.message.contains("--device-authorization-endpoint"), error.message)
         }

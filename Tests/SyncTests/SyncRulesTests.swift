@@ -217,7 +217,7 @@ final class SyncRulesTests: SyncTestCase {
     func testOneSyncAtATime() throws {
         let lease = try SyncLease(home: home)
         XCTAssertThrowsError(try SyncLease(home: home)) { error in
-            XCTAssertEqual((error as? KeyManagerError)?.code, .busy)
+            XCTAssertEqual((error as? any KeymgrFailure)?.code, .busy)
         }
         lease.release()
         XCTAssertNoThrow(try SyncLease(home: home))
@@ -226,14 +226,14 @@ final class SyncRulesTests: SyncTestCase {
     func testTheLeaseRefusesAMissingOrUnsafeHomeWithoutTouchingIt() throws {
         let missing = StoreLocation(url: scratch.appendingPathComponent("nowhere"))
         XCTAssertThrowsError(try SyncLease(home: missing)) { error in
-            XCTAssertEqual((error as? KeyManagerError)?.code, .config)
+            XCTAssertEqual((error as? any KeymgrFailure)?.code, .config)
             XCTAssertTrue("\(error)".contains("keymgr init"), "\(error)")
         }
         XCTAssertFalse(FileManager.default.fileExists(atPath: missing.url.path))
         chmod(home.url.path, 0o777)
         defer { chmod(home.url.path, 0o700) }
         XCTAssertThrowsError(try SyncLease(home: home)) { error in
-            XCTAssertEqual((error as? KeyManagerError)?.code, .config)
+            XCTAssertEqual((error as? any KeymgrFailure)?.code, .config)
         }
         XCTAssertFalse(FileManager.default.fileExists(atPath: home.url.appendingPathComponent("sync.lock").path))
     }

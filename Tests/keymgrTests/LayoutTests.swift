@@ -30,21 +30,25 @@ final class LayoutTests: XCTestCase {
         }
     }
 
-    /// The CLI builds no library error: a failed lookup (no tokens, no registration, no such profile, no TPM) is the
-    /// library's to report, from a facade method that throws; the CLI's own refusals (an option combination, an
-    /// unreadable input file, a terminal it cannot ask on) are `CommandFailure`s. The agent (Agent/) is not the CLI.
-    func testTheCLIBuildsNoLibraryError() throws {
-        let enumerator = FileManager.default.enumerator(at: Self.cliSources, includingPropertiesForKeys: nil)
-        var checked = 0
-        while let url = enumerator?.nextObject() as? URL {
-            guard url.pathExtension == "swift", !url.path.contains("/Sources/keymgr/Agent/") else { continue }
-            checked += 1
-            let text = try String(contentsOf: url, encoding: .utf8)
-            XCTAssertFalse(text.contains("KeyManagerError("),
-                           "\(url.lastPathComponent) builds a KeyManagerError: throw a CommandFailure for the CLI's own "
-                               + "reason, or let a facade method throw the library's")
+    /// Each module builds its own errors: the KeyManager facade `KeyManagerError`, the Sync services `SyncError`, the
+    /// CLI and its agent `CommandFailure` (an option combination, an unreadable input file, a terminal it cannot ask
+    /// on, the agent's socket). A failed lookup (no tokens, no registration, no such profile, no TPM) is the library's
+    /// to report, from a facade method that throws; none of them is dressed up as another module's error.
+    func testEachModuleBuildsItsOwnErrors() throws {
+        let sources = Self.cliSources.deletingLastPathComponent()
+        for (module, own) in [("keymgr", "CommandFailure"), ("Sync", "SyncError")] {
+            let enumerator = FileManager.default.enumerator(at: sources.appendingPathComponent(module), includingPropertiesForKeys: nil)
+            var checked = 0
+            while let url = enumerator?.nextObject() as? URL {
+                guard url.pathExtension == "swift" else { continue }
+                checked += 1
+                let text = try String(contentsOf: url, encoding: .utf8)
+                XCTAssertFalse(text.contains("KeyManagerError("),
+                               "\(module)/\(url.lastPathComponent) builds a KeyManagerError: throw a \(own) for the module's "
+                                   + "own reason, or let a facade method throw the library's")
+            }
+            XCTAssertGreaterThan(checked, 10, "found \(module)'s sources in \(sources.path)")
         }
-        XCTAssertGreaterThan(checked, 30, "found the CLI's sources at \(Self.cliSources.path)")
     }
 
     /// A command parses, calls one service or facade method, and renders: the rules (what a run's report means for the

@@ -87,7 +87,7 @@ final class PolicyTemplateTests: XCTestCase {
         XCTAssertEqual(AccessScope.current?.operation, "sign")
         XCTAssertEqual(AccessScope.current?.users, .named(["alice"]))
         XCTAssertThrowsError(try AgentGate.authorize(try Keymgr.parseAsRoot(["revoke", "--user", "bob"]), caller: alice)) { error in
-            XCTAssertEqual((error as? KeyManagerError)?.code, .denied)
+            XCTAssertEqual((error as? any KeymgrFailure)?.code, .denied)
             XCTAssertEqual(KeyManagerError.Code.denied.exitStatus, 77)
             XCTAssertTrue("\(error)".contains("lets alice (uid 1001) run `keymgr revoke`"), "\(error)")
         }

@@ -107,7 +107,7 @@ struct AgentCommand: KeymgrCommand {
         var ready: [Int32] = [-1, -1]  // keeper → agent: one byte once the store is open and checked
         var alive: [Int32] = [-1, -1]  // agent → keeper: end of file once the agent (and every worker) is gone
         guard pipe(&ready) == 0, pipe(&alive) == 0 else {
-            throw KeyManagerError(.failure, "cannot make a pipe to check the store: \(String(cString: strerror(errno)))")
+            throw CommandFailure(.failure, "cannot make a pipe to check the store: \(String(cString: strerror(errno)))")
         }
         let child = fork()
         if child == 0 {
@@ -122,7 +122,7 @@ struct AgentCommand: KeymgrCommand {
                 let message = (error as? any KeymgrFailure)?.message ?? String(describing: error)
                 StandardStream.error.write("keymgr: the agent cannot serve the store in \(home.url.path): "
                     + "\(PrintableText.stripped(message))\n")
-                _exit(KeyManagerError.Code.config.exitStatus)
+                _exit(FailureCode.config.exitStatus)
             }
             var byte: UInt8 = 1
             _ = write(ready[1], &byte, 1)
@@ -138,7 +138,7 @@ struct AgentCommand: KeymgrCommand {
         Glibc.close(ready[1])
         Glibc.close(alive[0])
         guard child > 0 else {
-            throw KeyManagerError(.failure, "cannot start a process to check the store: \(String(cString: strerror(errno)))")
+            throw CommandFailure(.failure, "cannot start a process to check the store: \(String(cString: strerror(errno)))")
         }
         _ = fcntl(alive[1], F_SETFD, FD_CLOEXEC)  // held for the agent's life; workers close it
         var byte: UInt8 = 0
@@ -148,7 +148,7 @@ struct AgentCommand: KeymgrCommand {
         guard got == 1 else {
             var status: Int32 = 0
             while waitpid(child, &status, 0) < 0, errno == EINTR {}
-            throw ExitCode(KeyManagerError.Code.config.exitStatus)
+            throw ExitCode(FailureCode.config.exitStatus)
         }
     }
 }
@@ -179,18 +179,18 @@ final class AgentListener {
         var info = stat()
         if lstat(path, &info) == 0 {
             guard info.st_mode & S_IFMT == S_IFSOCK else {
-                throw KeyManagerError(.config, "\(path) exists and is not a socket: keymgr will not replace it; choose another --socket")
+                throw CommandFailure(.config, "\(path) exists and is not a socket: keymgr will not replace it; choose another --socket")
             }
             let probe = agent_socket_connect(path)
             if probe >= 0 {
                 Glibc.close(probe)
-                throw KeyManagerError(.config, "an agent already serves \(path): stop it first, or choose another --socket")
+                throw CommandFailure(.config, "an agent already serves \(path): stop it first, or choose another --socket")
             }
             unlink(path)  // a socket left by an agent that is gone
         }
         let descriptor = agent_socket_listen(path, 128)
         guard descriptor >= 0 else {
-            throw KeyManagerError(.config, "cannot listen on \(path): \(String(cString: strerror(errno))): "
+            throw CommandFailure(.config, "cannot listen on \(path): \(String(cString: strerror(errno))): "
                 + "check its directory exists and is writable by this user")
         }
         // Anyone on the device may connect: the policy, not the socket's mode, decides what they may do.
@@ -202,7 +202,7 @@ final class AgentListener {
     private static func nonBlocking(_ descriptor: Int32) throws {
         let flags = fcntl(descriptor, F_GETFL)
         guard flags >= 0, fcntl(descriptor, F_SETFL, flags | O_NONBLOCK) == 0 else {
-            throw KeyManagerError(.config, "the listening socket is not usable: \(String(cString: strerror(errno)))")
+            throw CommandFailure(.config, "the listening socket is not usable: \(String(cString: strerror(errno)))")
         }
     }
 

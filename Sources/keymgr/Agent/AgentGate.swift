@@ -22,7 +22,7 @@ enum AgentGate {
         let operation = operationPath(of: type(of: command))
         let target = (command as? AgentTargeted)?.agentTarget ?? AgentTarget()
         guard let policy = AgentPolicy.active else {
-            throw KeyManagerError(.denied, "the agent serves without a policy, so it allows nothing: "
+            throw CommandFailure(.denied, "the agent serves without a policy, so it allows nothing: "
                 + "ask the device's administrator to check /etc/keymgr/policy.toml")
         }
         switch policy.decide(caller: caller, operation: operation, authType: target.authType) {
@@ -30,7 +30,7 @@ enum AgentGate {
             AccessScope.current = scope
         case .denied(let reason):
             recordDenial(operation: operation, reason: reason, target: target.description)
-            throw KeyManagerError(.denied, reason)
+            throw CommandFailure(.denied, reason)
         }
     }
 

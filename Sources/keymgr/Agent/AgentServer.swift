@@ -90,7 +90,7 @@ final class AgentServer {
             let ready = poll(&polled, nfds_t(polled.count), timeout)
             if ready < 0 {
                 guard errno == EINTR else {
-                    throw KeyManagerError(.failure, "the agent's poll failed: \(String(cString: strerror(errno)))")
+                    throw CommandFailure(.failure, "the agent's poll failed: \(String(cString: strerror(errno)))")
                 }
                 continue
             }
@@ -148,8 +148,8 @@ final class AgentServer {
         let mine = counted.filter { $0.uid == uid }.count
         if running >= limits.workers || mine >= limits.workersPerUser {
             let who = running >= limits.workers ? "the agent" : "uid \(uid)"
-            let answer = AgentWorker.frame(status: KeyManagerError.Code.busy.exitStatus, error: (
-                code: KeyManagerError.Code.busy.rawValue,
+            let answer = AgentWorker.frame(status: FailureCode.busy.exitStatus, error: (
+                code: FailureCode.busy.rawValue,
                 message: "\(who) already has \(running >= limits.workers ? running : mine) requests running: try again in a moment"))
             _ = answer.withUnsafeBytes { send(connection, $0.baseAddress, $0.count, Int32(MSG_DONTWAIT | MSG_NOSIGNAL)) }
             _ = shutdown(connection, Int32(SHUT_WR))
@@ -170,8 +170,8 @@ final class AgentServer {
             AgentWorker.serve(connection: connection, uid: uid, gid: gid, pid: pid, groups: groups, home: home)
         }
         if child < 0 {
-            let answer = AgentWorker.frame(status: KeyManagerError.Code.busy.exitStatus, error: (
-                code: KeyManagerError.Code.busy.rawValue, message: "the agent cannot start a worker now: try again in a moment"))
+            let answer = AgentWorker.frame(status: FailureCode.busy.exitStatus, error: (
+                code: FailureCode.busy.rawValue, message: "the agent cannot start a worker now: try again in a moment"))
             _ = answer.withUnsafeBytes { send(connection, $0.baseAddress, $0.count, Int32(MSG_DONTWAIT | MSG_NOSIGNAL)) }
             close(connection)
             return
@@ -244,7 +244,7 @@ enum AgentSignals {
         var ends: [Int32] = [-1, -1]
         guard pipe(&ends) == 0,
               ends.allSatisfy({ fcntl($0, F_SETFD, FD_CLOEXEC) == 0 && fcntl($0, F_SETFL, O_NONBLOCK) == 0 }) else {
-            throw KeyManagerError(.failure, "cannot make the agent's signal pipe: \(String(cString: strerror(errno)))")
+            throw CommandFailure(.failure, "cannot make the agent's signal pipe: \(String(cString: strerror(errno)))")
         }
         wakeRead = ends[0]
         wakeWrite = ends[1]
