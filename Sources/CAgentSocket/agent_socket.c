@@ -5,6 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
 #include <sys/un.h>
 #include <unistd.h>
 
@@ -231,4 +233,19 @@ int agent_socket_listen(const char *path, int backlog) {
         return -1;
     }
     return fd;
+}
+
+int agent_close_range(uint32_t first, uint32_t last) {
+    if (first > last) return 0;
+#ifdef SYS_close_range
+    if (syscall(SYS_close_range, (unsigned int)first, (unsigned int)last, 0u) == 0) return 0;
+    if (errno != ENOSYS) return -1;
+#endif
+    struct rlimit limit;
+    uint64_t end = last;
+    if (getrlimit(RLIMIT_NOFILE, &limit) == 0 && limit.rlim_cur != RLIM_INFINITY && limit.rlim_cur - 1 < end) {
+        end = limit.rlim_cur - 1;
+    }
+    for (uint64_t fd = first; fd <= end; fd++) close((int)fd);
+    return 0;
 }

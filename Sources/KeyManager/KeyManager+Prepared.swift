@@ -1,6 +1,7 @@
 import Foundation
 import Logging
 import Storage
+import Synchronization
 
 /// A store opened and checked ahead of a request, by the agent's warm worker before anyone's request reaches it:
 /// the database (read-only connection, and the writer pool), the master key, and the device row whose MAC held
@@ -69,7 +70,7 @@ extension KeyManager {
               manager.integrity.holds(mac, try manager.integrity.mac(device)) else {
             throw KeyManagerError(.config, "the store needs a full open (an upgrade or a rotation to finish)")
         }
-        // The first write of the request then finds its connection open.
+        // The first write of the request then finds its connection open and the schema read.
         try mapped { try store.openWriterAhead() }
         return PreparedStore(home: home, store: store, masterKey: masterKey, device: device, database: database,
                              keyFile: keyFile)
@@ -108,4 +109,60 @@ extension KeyManager {
         ])
         return manager
     }
+}
+
+extension KeyManager {
+    /// For a process that exits as soon as its one command is done (the agent's worker): from now on a released
+    /// manager leaves its store's connections open until the exit rather than closing them first
+    /// (`Store.keepsConnectionsUntilExit`). Never for a process that goes on after its command.
+    package static func keepStoresOpenUntilExit() {
+        Store.keepsConnectionsUntilExit.store(true, ordering: .relaxed)
+    }
+}
+
+extension KeyManager {
+    /// Run once by the agent's parent before it forks any worker: a whole request's first-use work, done on a
+    /// scratch store so that every worker inherits it instead of paying for it on its request. The Swift runtime's
+    /// type and conformance look-ups, SQLite's, GRDB's, Foundation's and OpenSSL's first-use set-up, the code pages
+    /// all of it runs: a worker's warm open, `status` and a `sign` (with its audited write) cost less than half as
+    /// much once the parent has run them (docs/agent.md, "Warm workers").
+    ///
+    /// The scratch store is a private temporary directory with a master key of its own and one user with one NONE
+    /// key, removed before this returns: no person's data, no secret of the device's. Its connections stay open
+    /// (on the removed files, never used again) for the life of the process, as releasing a GRDB connection makes
+    /// libdispatch start a thread, and the process that forks must stay one thread. Whether it ran; when it could
+    /// not (no writable temporary directory), the workers simply pay their own first use.
+    @discardableResult
+    package static func rehearseForWorkers() -> Bool {
+        keepStoresOpenUntilExit()
+        let template = (FileManager.default.temporaryDirectory.path + "/keymgr-rehearsal-XXXXXX").utf8CString
+        var path = Array(template)
+        guard let directory = path.withUnsafeMutableBufferPointer({ buffer -> String? in
+            guard let start = buffer.baseAddress, let made = mkdtemp(start) else { return nil }
+            return String(cString: made)
+        }) else { return false }
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let location = StoreLocation(url: URL(fileURLWithPath: directory))
+        let noSecret: SecretProvider = { SecretBytes([]) }
+        do {
+            var options = InitOptions()
+            options.deviceName = "rehearsal"
+            options.keyBackend = .software
+            let created = try initialize(home: location, options: options, environment: [:])
+            _ = try created.bind(BindRequest(userId: "rehearsal"), newPIN: noSecret)
+            let prepared = try prepare(home: location, environment: [:])
+            guard let manager = open(prepared: prepared, home: location, environment: [:]) else { return false }
+            _ = try manager.status()
+            var request = SignRequest(userId: "rehearsal", kid: nil)
+            request.challenge = "rehearsal"
+            _ = try manager.sign(request, pin: noSecret)
+            rehearsal.withLock { $0 = [created, manager] }
+            return true
+        } catch {
+            return false
+        }
+    }
+
+    /// The scratch store's managers, kept (see `rehearseForWorkers`).
+    private static let rehearsal = Mutex<[KeyManager]>([])
 }

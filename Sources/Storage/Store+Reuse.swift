@@ -42,14 +42,15 @@ extension Store {
         }
     }
 
+    /// Opens the writer pool now, ahead of the first write, for a store opened read-only that may well write, and
+    /// has its connection read the schema (SQLite parses it at a connection's first statement).
+    package func openWriterAhead() throws {
+        _ = try pool.read { db in try Int.fetchOne(db, sql: "SELECT count(*) FROM sqlite_master") }
+    }
+
     /// Whether the schema is the one this keymgr writes (the version `open` left it at): a store another process
     /// migrated, or one replaced by a store of another version, is not.
     package func hasLatestSchema() throws -> Bool {
         try schemaVersion() == EmbeddedMigration.latestVersion
-    }
-
-    /// Opens the writer pool now, ahead of the first write, for a store opened read-only that may well write.
-    package func openWriterAhead() throws {
-        _ = try pool
     }
 }

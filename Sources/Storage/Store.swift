@@ -49,6 +49,19 @@ package final class Store: Sendable {
         self.digest = digest
     }
 
+    /// Set by a process that exits as soon as its one command is done (the agent's worker): a store released then
+    /// hands its connections to `kept` instead of closing them, and the process's answer does not wait for SQLite's
+    /// and GRDB's teardown. Nothing durable depends on the close: every write was committed (and synced) before it,
+    /// and the WAL outlives every close anyway (`keymgr_sqlite_keep_wal_on_close`); the exit closes the files.
+    package static let keepsConnectionsUntilExit = Atomic<Bool>(false)
+    private static let kept = Mutex<[any DatabaseReader]>([])
+
+    deinit {
+        guard Store.keepsConnectionsUntilExit.load(ordering: .relaxed) else { return }
+        let connections: [any DatabaseReader] = [reader] + (writerPool.withLock { $0 }.map { [$0] } ?? [])
+        Store.kept.withLock { $0.append(contentsOf: connections) }
+    }
+
     /// Opens the store in `home`, creating it when `create` is true, and brings its schema up to date.
     ///
     /// With `access: .readOnly` (never with `create`), reads write nothing; the first write, if any, opens the

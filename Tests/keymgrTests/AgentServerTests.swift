@@ -54,11 +54,12 @@ final class AgentHarness {
 
     /// Starts `keymgr agent --home H --socket S --policy P` and waits until it accepts connections.
     @discardableResult
-    func start(_ extra: [String] = [], file: StaticString = #filePath, line: UInt = #line) throws -> Process {
+    func start(_ extra: [String] = [], environment: [String: String] = [:], file: StaticString = #filePath,
+               line: UInt = #line) throws -> Process {
         let process = Process()
         process.executableURL = Self.coreBinary
         process.arguments = ["agent", "--home", sandbox.home.path, "--socket", socket.path, "--policy", policy.path] + extra
-        process.environment = agentEnvironment
+        process.environment = agentEnvironment.merging(environment) { _, new in new }
         _ = FileManager.default.createFile(atPath: agentLog.path, contents: nil)
         let output = try FileHandle(forWritingTo: agentLog)
         process.standardError = output

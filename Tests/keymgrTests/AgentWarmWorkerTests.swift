@@ -177,6 +177,43 @@ final class AgentWarmWorkerTests: XCTestCase {
         XCTAssertEqual(try sandbox.keymgr(["audit", "verify"]).status, 0)
     }
 
+    /// Before its first fork the agent rehearses a request on a scratch store in the temporary directory, so that
+    /// every worker inherits the first-use work. It leaves nothing there, and the agent stays one thread (a process
+    /// that forks must: releasing the scratch store's connections would have libdispatch start one), through
+    /// requests too. Without a usable temporary directory there is no rehearsal, and requests are served the same.
+    func testTheRehearsalLeavesNothingBehindAndTheAgentOneThread() throws {
+        let harness = try AgentHarness()
+        try harness.sandbox.bind("alice")
+        let scratch = harness.sandbox.root.appendingPathComponent("tmp", isDirectory: true)
+        try FileManager.default.createDirectory(at: scratch, withIntermediateDirectories: true)
+        let agent = try harness.start(["--warm-workers", "2", "--verbose"], environment: ["TMPDIR": scratch.path])
+        waitForWarm(harness)
+        XCTAssertTrue(harness.agentOutput.contains("rehearsed a request on a scratch store"), harness.agentOutput)
+        XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: scratch.path), [])
+        let threads = { (try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(agent.processIdentifier)/task").count) ?? 0 }
+        XCTAssertEqual(threads(), 1, "the agent's threads after its rehearsal")
+        for command in [["status"], ["sign", "--user", "alice", "--challenge", "c-1"], ["list", "--json"]] {
+            let served = try harness.request(command)
+            XCTAssertEqual(served.status, 0, "\(command): \(served.summary)")
+        }
+        waitForWarm(harness)
+        XCTAssertEqual(threads(), 1, "the agent's threads after requests")
+        // The rehearsal's store was its own: the device's store holds alice alone, and its audit chain holds.
+        XCTAssertEqual(try harness.sandbox.keymgr(["users", "--json"]).array().count, 1)
+        XCTAssertEqual(try harness.sandbox.keymgr(["audit", "verify"]).status, 0)
+        harness.stop()
+
+        let bare = try AgentHarness()
+        try bare.sandbox.bind("alice")
+        let missing = bare.sandbox.root.appendingPathComponent("no-such-directory").path
+        try bare.start(["--warm-workers", "2", "--verbose"], environment: ["TMPDIR": missing])
+        waitForWarm(bare)
+        XCTAssertTrue(bare.agentOutput.contains("no rehearsal"), bare.agentOutput)
+        XCTAssertFalse(FileManager.default.fileExists(atPath: missing))
+        let served = try bare.request(["sign", "--user", "alice", "--challenge", "c-2"])
+        XCTAssertEqual(served.status, 0, served.summary)
+    }
+
     func testAKilledWarmWorkerIsReplaced() throws {
         let harness = try AgentHarness()
         try harness.start(["--warm-workers", "2"])

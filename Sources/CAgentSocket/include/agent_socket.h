@@ -42,4 +42,8 @@ int agent_socket_connect(const char *path);
 /// socket file and sets the mode it wants. Returns the descriptor; ENAMETOOLONG as for agent_socket_connect.
 int agent_socket_listen(const char *path, int backlog);
 
+/// Closes every descriptor numbered `first` to `last` (both included; `last` may be UINT32_MAX) with one
+/// close_range(2) (Linux 5.9), or one by one up to the highest open number where the kernel lacks it. Returns 0.
+int agent_close_range(uint32_t first, uint32_t last);
+
 #endif

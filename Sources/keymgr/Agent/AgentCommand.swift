@@ -61,6 +61,11 @@ struct AgentCommand: KeymgrCommand {
         try AgentGate.load(policyFile: policy ?? Self.defaultPolicy)
         Self.warmArgumentParser()
         OpenSSLLibrary.prepareForWorkers()
+        if KeyManager.rehearseForWorkers() {
+            globals.console.detail("rehearsed a request on a scratch store: every worker starts past its first use")
+        } else {
+            globals.console.detail("no rehearsal (no scratch store in the temporary directory): each worker pays its own first use")
+        }
         let listener = try AgentListener.open(path: socket ?? Self.defaultSocket)
         defer { listener.close() }
         globals.console.detail("serving \(globals.storeHome.url.path) on \(listener.name)")

@@ -65,7 +65,9 @@ final class AgentServer {
             if AgentSignals.stopping {
                 listener.close()
                 warm.endAll()
-            } else {
+            } else if workers.isEmpty || warm.isEmpty {
+                // Not while a request is being served, unless no warm worker waits: preparing a store is a few
+                // milliseconds of CPU, which would otherwise compete with the request on a small device.
                 warm.refill()
             }
             if AgentSignals.stopping && workers.isEmpty { return }

@@ -45,7 +45,15 @@ enum AgentWarmWorker {
         let placeholders = reserve()
         let location = StoreLocation.resolve(explicit: home, environment: ProcessEnvironment.variables)
         prepared = try? KeyManager.prepare(home: location, environment: ProcessEnvironment.variables)
-        // The store's own descriptors: all above the reserved numbers, kept open through the request.
+        // The store is open, all of it above the reserved numbers: the placeholders have done their work (what
+        // the request opens later takes free numbers once the client's descriptors are in place, as in a cold
+        // worker). Released before the store's descriptors are listed, so the listing is short.
+        if placeholders.count == reserved.count {  // all of them: one call
+            _ = agent_close_range(UInt32(reserved.lowerBound), UInt32(reserved.upperBound))
+        } else {
+            for descriptor in placeholders { close(descriptor) }
+        }
+        // The store's own descriptors, kept open through the request.
         let store = prepared == nil ? [] : AgentWorker.openDescriptors().filter {
             $0 > AgentWire.maximumDescriptorNumber && $0 != channel
         }
@@ -54,7 +62,6 @@ enum AgentWarmWorker {
         guard let (connection, caller) = receive(channel) else { _exit(0) }
         AgentProcessName.set("keymgr-worker")  // waiting no more: serving, as a cold worker does
         close(channel)
-        for descriptor in placeholders { close(descriptor) }
         AgentWorker.serveRequest(connection: connection, caller: caller, home: home, keeping: store)
     }
 

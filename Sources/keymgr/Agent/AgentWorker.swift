@@ -74,6 +74,8 @@ enum AgentWorker {
         CallerFiles.serve(passed: Set(request.fds))
         ProcessEnvironment.serve(home: home, columns: request.columns)
 
+        // The answer goes out once the command is done, not after the store's teardown: the worker exits next.
+        KeyManager.keepStoresOpenUntilExit()
         let status = KeymgrMain.run(arguments: arguments) { command in
             try AgentGate.authorize(command, caller: caller)
         }
@@ -223,9 +225,15 @@ enum AgentWorker {
         return (socket, tty)
     }
 
-    /// Closes every open descriptor of the worker but `keep` (listed from /proc/self/fd).
+    /// Closes every open descriptor of the worker but `keep`: one close_range(2) per gap between the kept numbers,
+    /// so the cost does not grow with how many are open (a warm worker holds some 260).
     static func closeAll(except keep: [Int32]) {
-        for descriptor in openDescriptors() where !keep.contains(descriptor) { close(descriptor) }
+        var first: UInt32 = 0
+        for kept in Set(keep.filter { $0 >= 0 }).sorted() {
+            if UInt32(kept) > first { _ = agent_close_range(first, UInt32(kept) - 1) }
+            first = UInt32(kept) + 1
+        }
+        _ = agent_close_range(first, UInt32.max)
     }
 
     /// The descriptors open in this process.
