@@ -69,4 +69,15 @@ package struct AgentCaller: Sendable, Equatable {
 
     /// Sets `current` (the agent's worker, once, before anything else reads it).
     package static func serve(_ caller: AgentCaller) { Self.caller = caller }
+
+    /// Runs `body` with `caller` as `current`, then with none again: the agent's rehearsal on a scratch store
+    /// (`KeyManager.rehearseForWorkers`), whose managers must not look their actor up in the user database. A
+    /// lookup there can leave an nss module's descriptor open in the process that forks the workers, and a worker
+    /// closes every descriptor it did not open.
+    static func standingIn<T>(as caller: AgentCaller, _ body: () throws -> T) rethrows -> T {
+        let before = Self.caller
+        Self.caller = caller
+        defer { Self.caller = before }
+        return try body()
+    }
 }
