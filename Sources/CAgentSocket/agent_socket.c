@@ -243,7 +243,8 @@ int agent_close_range(uint32_t first, uint32_t last) {
 #endif
     struct rlimit limit;
     uint64_t end = last;
-    if (getrlimit(RLIMIT_NOFILE, &limit) == 0 && limit.rlim_cur != RLIM_INFINITY && limit.rlim_cur - 1 < end) {
+    if (getrlimit(RLIMIT_NOFILE, &limit) == 0 && limit.rlim_cur != RLIM_INFINITY && limit.rlim_cur > 0 &&
+        limit.rlim_cur - 1 < end) {
         end = limit.rlim_cur - 1;
     }
     for (uint64_t fd = first; fd <= end; fd++) close((int)fd);

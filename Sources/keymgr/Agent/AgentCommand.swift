@@ -100,8 +100,8 @@ struct AgentCommand: KeymgrCommand {
         _ = KeyStatus.usable.isEmpty
     }
 
-    /// Opens the store and its master key in a child process, the store's keeper, so that no SQLite connection,
-    /// thread or key schedule of it stays in the agent that forks the workers. Fails with 78 saying what is wrong.
+    /// Opens the store and its master key in a child process, the store's keeper, so that no connection to the
+    /// store, thread or key schedule of it stays in the agent that forks the workers. Fails with 78 saying what is wrong.
     ///
     /// The keeper then holds its connection open, idle (no transaction: checkpoints are not held back), until the
     /// agent is gone. While one connection is open SQLite keeps the WAL index valid, so a worker's open does not
