@@ -52,6 +52,19 @@ final class AgentHarness {
         return environment
     }
 
+    /// Initialises the store with a biometric verifier that writes the `{osUser}` it is given to the returned file
+    /// (after what is there, or in its place), and binds carol with a biometric-only key.
+    func initialiseWithAVerifierThatRecordsItsOSUser(appending: Bool) throws -> URL {
+        let seen = sandbox.root.appendingPathComponent("verifier-saw")
+        let verifier = sandbox.root.appendingPathComponent("verify-finger")
+        try "#!/bin/sh\necho \"$1\" \(appending ? ">>" : ">") \(seen.path)\nexit 0\n"
+            .write(to: verifier, atomically: true, encoding: .utf8)
+        try FileManager.default.setAttributes([.posixPermissions: 0o755], ofItemAtPath: verifier.path)
+        try sandbox.initialise(["--biometric-verifier", "\(verifier.path) {osUser}"])
+        try sandbox.bind("carol", ["--auth-type", "biometric-only"])
+        return seen
+    }
+
     /// Starts `keymgr agent --home H --socket S --policy P` and waits until it accepts connections.
     @discardableResult
     func start(_ extra: [String] = [], environment: [String: String] = [:], file: StaticString = #filePath,
@@ -330,12 +343,7 @@ final class AgentServerTests: XCTestCase {
     func testTheCallerIsTheAuditActorAndTheVerifiersOSUser() throws {
         let harness = try AgentHarness(policy: AgentHarness.policy(allowing: ["root", "alice"]), initialise: false)
         let sandbox = harness.sandbox
-        let seen = sandbox.root.appendingPathComponent("verifier-saw")
-        let verifier = sandbox.root.appendingPathComponent("verify-finger")
-        try "#!/bin/sh\necho \"$1\" > \(seen.path)\nexit 0\n".write(to: verifier, atomically: true, encoding: .utf8)
-        try FileManager.default.setAttributes([.posixPermissions: 0o755], ofItemAtPath: verifier.path)
-        try sandbox.initialise(["--biometric-verifier", "\(verifier.path) {osUser}"])
-        try sandbox.bind("carol", ["--auth-type", "biometric-only"])
+        let seen = try harness.initialiseWithAVerifierThatRecordsItsOSUser(appending: false)
         try harness.start()
 
         let served = try harness.request(["sign", "--user", "carol", "--challenge", "c-2"], as: 4242)

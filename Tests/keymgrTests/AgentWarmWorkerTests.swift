@@ -73,12 +73,7 @@ final class AgentWarmWorkerTests: XCTestCase {
     func testEachRequestRunsAsTheCallerTheKernelReported() throws {
         let harness = try AgentHarness(policy: AgentHarness.policy(allowing: ["root", "alice"]), initialise: false)
         let sandbox = harness.sandbox
-        let seen = sandbox.root.appendingPathComponent("verifier-saw")
-        let verifier = sandbox.root.appendingPathComponent("verify-finger")
-        try "#!/bin/sh\necho \"$1\" >> \(seen.path)\nexit 0\n".write(to: verifier, atomically: true, encoding: .utf8)
-        try FileManager.default.setAttributes([.posixPermissions: 0o755], ofItemAtPath: verifier.path)
-        try sandbox.initialise(["--biometric-verifier", "\(verifier.path) {osUser}"])
-        try sandbox.bind("carol", ["--auth-type", "biometric-only"])
+        let seen = try harness.initialiseWithAVerifierThatRecordsItsOSUser(appending: true)
         try harness.start(["--warm-workers", "2"])
         waitForWarm(harness)
 
