@@ -1,4 +1,4 @@
-# keymgr: `make demo` walks through keymgr on a fresh machine; `make test` runs the whole suite;
+# keymgr: `make demo` walks through keymgr on a fresh machine; `make test` runs the whole suite; `make check` its fast tier;
 # `make install [PREFIX=/usr/local] [DESTDIR=]` installs a release build with its man page, the agent's systemd units,
 # sysusers.d and tmpfiles.d files and (when absent) the policy /etc/keymgr/policy.toml; `make uninstall` removes them;
 # `make deb` builds the Debian package of the same build (docs/output-and-packaging.md);
@@ -57,7 +57,7 @@ INSTALLED := $(BINDIR)/keymgr $(LIBEXECDIR)/keymgr-core \
 # The units name the installed programs through these placeholders.
 UNIT_PATHS := sed -e 's|@BINDIR@|$(BINDIR)|g' -e 's|@LIBEXECDIR@|$(LIBEXECDIR)|g'
 
-.PHONY: all deps build test demo bench clean release install uninstall stress fuzz man deb
+.PHONY: all deps build test check demo bench clean release install uninstall stress fuzz man deb
 
 all: build
 
@@ -75,9 +75,20 @@ deps:
 build: deps
 	swift build
 
-test: deps
+# The whole suite: the release build (and its man page) once, for the tests that install, package or boot it (they
+# find it up to date and never rebuild it), then every test, in parallel, one process per test (scripts/run-tests.sh);
+# the run ends with the 20 slowest tests and the time per target (docs/testing.md).
+test: deps release $(MANPAGE)
 	swift build --build-tests
-	swift test --skip-build --disable-swift-testing
+	@./scripts/run-tests.sh .build/test-results.xml
+
+# The fast tier, for every edit (docs/testing.md): the in-process targets (Storage, KeyManager without the TPM,
+# AgentWire, ServerClients, Sync, RefServer), keymgr's in-process tests and the smoke runs of the real binaries.
+CHECK_TESTS := ^(StorageTests|KeyManagerTests|AgentWireTests|ServerClientsTests|SyncTests|RefServerTests)\.|^keymgrTests\.(SmokeTests|LayoutTests|HotPathParserTests|PolicyTemplateTests|SharedDeviceTests)/
+CHECK_SKIP := ^KeyManagerTests\.TPM
+check: deps
+	swift build --build-tests
+	@./scripts/run-tests.sh .build/check-results.xml --filter '$(CHECK_TESTS)' --skip '$(CHECK_SKIP)'
 
 # The crash and soak harness (proof/stress.py): at least 220 SIGKILLs during bind, rebind, revoke, pin change,
 # sync, master rotate, dcr register, login, token refresh and import, each followed by checks of the store, then a

@@ -5,7 +5,7 @@
 # interrupted build never passes for a complete one. About two minutes and 260 MB on a first run.
 # The packages: systemd as PID 1 and its D-Bus, and the shared libraries keymgr-core links or loads (SQLite,
 # OpenSSL, Argon2, libcurl on first network use, libtss2 for a TPM master key: esys, mu, rc, the TCTI loader and
-# the device TCTI it loads for /dev/tpmrm0). The mirror is the one the host's apt uses, unless KEYMGR_MIRROR says.
+# the device TCTI it loads for /dev/tpmrm0). The mirror is the one the host's apt uses (never a host named here), unless KEYMGR_MIRROR says.
 set -eu
 [ $# -eq 1 ] || { echo "usage: container-rootfs.sh DIR" >&2; exit 64; }
 dir=$1
@@ -19,8 +19,22 @@ if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$packages" ]; then
   echo "$dir"
   exit 0
 fi
-mirror=${KEYMGR_MIRROR:-$(sed -n 's/^URIs: *\([^ ]*debian\/*\)$/\1/p' /etc/apt/sources.list.d/debian.sources 2>/dev/null | head -n 1)}
-mirror=${mirror:-http://deb.debian.org/debian}
+# The first Debian archive apt's own sources name (deb822 *.sources, then the one-line format), and no other:
+# the repository names no mirror of its own.
+apt_mirror() {
+  for file in /etc/apt/sources.list.d/*.sources; do
+    [ -f "$file" ] && sed -n 's/^URIs: *\([^ ]*\/debian\)\/*$/\1/p' "$file"
+  done
+  for file in /etc/apt/sources.list /etc/apt/sources.list.d/*.list; do
+    [ -f "$file" ] && sed -n 's/^deb  *\(\[[^]]*\]  *\)\{0,1\}\([^ ]*\/debian\)\/*  *bookworm .*/\2/p' "$file"
+  done
+}
+mirror=${KEYMGR_MIRROR:-$(apt_mirror | head -n 1)}
+if [ -z "$mirror" ]; then
+  echo "container-rootfs.sh: apt's sources (/etc/apt/sources.list.d/*.sources, /etc/apt/sources.list) name no Debian" >&2
+  echo "  archive (a URI ending in /debian) to debootstrap bookworm from: add one there, or set KEYMGR_MIRROR=URL" >&2
+  exit 78
+fi
 partial="$dir.partial"
 rm -rf "$partial"
 mkdir -p "$(dirname "$dir")"

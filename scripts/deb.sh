@@ -7,8 +7,10 @@
 # (libcurl.so.4, through dlopen), each found with dpkg -S: not guessed, so a build on another release names its own.
 set -eu
 binary=$1; core=$2; manpage=$3; version=$4; output=$5
-root=$(dirname "$output")/deb-root
-rm -rf "$root"
+# A tree of its own and the package written aside, then moved into place: two builds at once (two tests) never mix.
+root=$(mktemp -d "$(dirname "$output")/deb-root.XXXXXX")
+trap 'rm -rf "$root" "$output.partial"' EXIT
+chmod 0755 "$root"
 mkdir -p "$root/DEBIAN"
 make --no-print-directory install PREFIX=/usr DESTDIR="$(realpath "$root")" \
   SYSTEMD_UNIT_DIR=/usr/lib/systemd/system SYSUSERS_DIR=/usr/lib/sysusers.d TMPFILES_DIR=/usr/lib/tmpfiles.d \
@@ -106,5 +108,6 @@ Description: device-bound signing keys for shared devices
  directories and policy, and the periodic sync's timer.
 CONTROL
 chmod 0644 "$root/DEBIAN/control" "$root/DEBIAN/md5sums" "$root/DEBIAN/conffiles"
-dpkg-deb --root-owner-group -Zgzip --build "$root" "$output" >/dev/null
+dpkg-deb --root-owner-group -Zgzip --build "$root" "$output.partial" >/dev/null
+mv "$output.partial" "$output"
 echo "$output"
