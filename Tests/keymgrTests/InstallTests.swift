@@ -263,6 +263,12 @@ final class InstallTests: XCTestCase {
         XCTAssertTrue(timer.contains("\nPersistent=true\n"))
         XCTAssertFalse(timer.contains("OnUnitActiveSec"), "a monotonic timer would make Persistent=true meaningless")
         XCTAssertTrue(service.contains("ExecStart=@BINDIR@/keymgr "))
+        // A restart with a policy that does not load fails (the agent's READY=1 never comes), and the journal has
+        // the policy's file:line from the check before the agent (issue 32, finding 7).
+        let agent = try String(contentsOf: contrib.appendingPathComponent("keymgr.service"), encoding: .utf8)
+        XCTAssertTrue(agent.contains("\nType=notify\n"), agent)
+        XCTAssertTrue(agent.contains("\nExecStartPre=-@LIBEXECDIR@/keymgr-core agent --check-policy /etc/keymgr/policy.toml\n"), agent)
+        XCTAssertTrue(agent.contains("\nRestartPreventExitStatus=78\n"), agent)
         // @BINDIR@/keymgr and @LIBEXECDIR@/keymgr-core, as links to the built programs.
         let layout = sandbox.root.appendingPathComponent("layout")
         for (program, built) in [("bin/keymgr", Sandbox.binary), ("libexec/keymgr/keymgr-core", Sandbox.coreBinary)] {
