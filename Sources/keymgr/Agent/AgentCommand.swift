@@ -87,6 +87,7 @@ struct AgentCommand: KeymgrCommand {
         }
         let listener = try AgentListener.open(path: socket ?? Self.defaultSocket)
         defer { listener.close() }
+        AgentGate.socket = listener.path
         globals.console.detail("serving \(globals.storeHome.url.path) on \(listener.name)")
         let server = AgentServer(
             listener: listener,
@@ -224,6 +225,21 @@ final class AgentListener {
     /// The path bound here (removed when the agent stops listening), or nil for systemd's socket.
     let bound: String?
     var name: String { bound ?? "the socket systemd passed" }
+
+    /// The socket's path: the one bound here, or the address of systemd's socket (nil when it has none).
+    var path: String? {
+        if let bound { return bound }
+        var address = sockaddr_un()
+        var length = socklen_t(MemoryLayout<sockaddr_un>.size)
+        let got = withUnsafeMutablePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(descriptor, $0, &length) }
+        }
+        guard got == 0, address.sun_family == sa_family_t(AF_UNIX) else { return nil }
+        let path = withUnsafeBytes(of: address.sun_path) { raw in
+            String(decoding: raw.prefix { $0 != 0 }, as: UTF8.self)
+        }
+        return path.isEmpty ? nil : path
+    }
 
     init(descriptor: Int32, bound: String?) {
         self.descriptor = descriptor
