@@ -118,6 +118,37 @@ final class PolicyCheckTests: XCTestCase {
     }
 }
 
+/// `status` through the agent shows the agent: its socket, its policy file and whether that file loads as it is now
+/// (an edit that would fail the next restart shows here first), and the keys by state (issue 32, finding 10).
+final class StatusThroughTheAgentTests: XCTestCase {
+    func testStatusShowsTheAgentItsPolicyAndTheKeysByState() throws {
+        let harness = try AgentHarness()
+        try harness.sandbox.bind("alice")
+        try harness.sandbox.bind("bob")
+        try harness.sandbox.succeed(["revoke", "--user", "bob", "--yes"])
+        try harness.start()
+        let served = try harness.request(["status", "--json"])
+        XCTAssertEqual(served.status, 0, served.summary)
+        let status = try served.object()
+        let agent = try XCTUnwrap(status["agent"] as? [String: Any], "\(status)")
+        XCTAssertEqual(agent["socket"] as? String, harness.socket.path)
+        XCTAssertEqual(agent["policy"] as? String, harness.policy.path)
+        XCTAssertEqual(agent["policyChecks"] as? Bool, true, "\(agent)")
+        XCTAssertEqual(status["keysByState"] as? [String: Int], ["active": 1, "locked": 0, "revoked": 1, "superseded": 0])
+
+        // An edit that would not load: the running agent still serves, and status says what the restart would meet.
+        try PolicyCheckTests.unclosed.write(to: harness.policy, atomically: true, encoding: .utf8)
+        let edited = try harness.request(["status", "--json"])
+        XCTAssertEqual(edited.status, 0, edited.summary)
+        let after = try XCTUnwrap(try edited.object()["agent"] as? [String: Any])
+        XCTAssertEqual(after["policyChecks"] as? Bool, false, "\(after)")
+        XCTAssertTrue((after["policyProblem"] as? String)?.contains("\(harness.policy.path):2: the array of who is not closed") == true,
+                      "\(after)")
+        let human = try harness.request(["status"])
+        XCTAssertTrue(human.stdout.contains("policy \(harness.policy.path) (does not load: "), human.stdout)
+    }
+}
+
 /// A datagram socket standing in for systemd's $NOTIFY_SOCKET.
 final class NotifySocket {
     let path: String

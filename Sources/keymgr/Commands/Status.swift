@@ -1,4 +1,5 @@
 import ArgumentParser
+import Foundation
 import KeyManager
 
 /// `keymgr status`: the device and how much the store holds.
