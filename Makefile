@@ -38,6 +38,10 @@ BASH_COMPLETION_DIR := $(PREFIX)/share/bash-completion/completions
 ZSH_COMPLETION_DIR := $(PREFIX)/share/zsh/site-functions
 FISH_COMPLETION_DIR := $(PREFIX)/share/fish/vendor_completions.d
 MAN_DIR := $(PREFIX)/share/man/man1
+MAN5_DIR := $(PREFIX)/share/man/man5
+# The README and docs/, where keymgr(1), keymgr-policy(5) and the policy's comments send readers.
+DOC_DIR := $(PREFIX)/share/doc/keymgr
+DOCS := README.md $(wildcard docs/*.md)
 # The release build has its own scratch path, so it never disturbs the debug build of `make test`.
 RELEASE_SCRATCH ?= .build-release
 # Two products: `keymgr`, the lean client (Sources/keymgr-client), and `keymgr-core`, the full program (Sources/keymgr).
@@ -51,6 +55,7 @@ DEB = $(RELEASE_SCRATCH)/keymgr_$(VERSION)_amd64.deb
 # Exactly what `make install` writes and `make uninstall` removes.
 INSTALLED := $(BINDIR)/keymgr $(LIBEXECDIR)/keymgr-core \
 	$(BASH_COMPLETION_DIR)/keymgr $(ZSH_COMPLETION_DIR)/_keymgr $(FISH_COMPLETION_DIR)/keymgr.fish $(MAN_DIR)/keymgr.1 \
+	$(MAN5_DIR)/keymgr-policy.5 $(addprefix $(DOC_DIR)/,$(notdir $(DOCS))) \
 	$(SYSTEMD_UNIT_DIR)/keymgr-sync.service $(SYSTEMD_UNIT_DIR)/keymgr-sync.timer \
 	$(SYSTEMD_UNIT_DIR)/keymgr.socket $(SYSTEMD_UNIT_DIR)/keymgr.service \
 	$(SYSUSERS_DIR)/keymgr.conf $(TMPFILES_DIR)/keymgr.conf
@@ -124,7 +129,7 @@ man: $(MANPAGE)
 
 # From keymgr-core directly: the client would ask an agent when the machine building this runs one.
 $(MANPAGE): $(RELEASE_BIN) scripts/manpage.py
-	python3 scripts/manpage.py $(RELEASE_CORE) > $@.tmp
+	python3 scripts/manpage.py --prefix $(PREFIX) $(RELEASE_CORE) > $@.tmp
 	mv $@.tmp $@
 
 install: release $(MANPAGE)
@@ -133,6 +138,9 @@ install: release $(MANPAGE)
 	install -m 0755 $(RELEASE_BIN) $(DESTDIR)$(BINDIR)/keymgr
 	install -m 0755 $(RELEASE_CORE) $(DESTDIR)$(LIBEXECDIR)/keymgr-core
 	install -m 0644 $(MANPAGE) $(DESTDIR)$(MAN_DIR)/keymgr.1
+	install -D -m 0644 contrib/man/keymgr-policy.5 $(DESTDIR)$(MAN5_DIR)/keymgr-policy.5
+	install -d $(DESTDIR)$(DOC_DIR)
+	install -m 0644 $(DOCS) $(DESTDIR)$(DOC_DIR)/
 	$(RELEASE_CORE) --generate-completion-script bash > $(DESTDIR)$(BASH_COMPLETION_DIR)/keymgr
 	$(RELEASE_CORE) --generate-completion-script zsh > $(DESTDIR)$(ZSH_COMPLETION_DIR)/_keymgr
 	$(RELEASE_CORE) --generate-completion-script fish > $(DESTDIR)$(FISH_COMPLETION_DIR)/keymgr.fish
@@ -155,7 +163,7 @@ uninstall:
 	  if cmp -s contrib/policy.toml $(DESTDIR)$(POLICY); then rm -f $(DESTDIR)$(POLICY); \
 	  else echo "keeping $(DESTDIR)$(POLICY): it differs from the template"; fi; fi
 	-@rmdir $(DESTDIR)$(SYSCONFDIR)/keymgr 2>/dev/null
-	-rmdir $(DESTDIR)$(LIBEXECDIR) 2>/dev/null
+	-rmdir $(DESTDIR)$(LIBEXECDIR) $(DESTDIR)$(DOC_DIR) 2>/dev/null
 
 # The Debian package of the release binary, its man page, completions and systemd units (scripts/deb.sh), in
 # $(DEB). Dependencies are the packages that own the libraries the binary links and loads, found with ldd and dpkg -S.

@@ -1,9 +1,9 @@
 #!/bin/sh
 # Builds keymgr's Debian package with dpkg-deb (`make deb`): deb.sh CLIENT CORE MANPAGE VERSION OUTPUT.deb
 # (CLIENT = the release `keymgr`, CORE = the release `keymgr-core`).
-# The tree is what `make install PREFIX=/usr` writes (both programs, completions, man page, the agent's systemd
-# units, sysusers.d and tmpfiles.d files, the policy /etc/keymgr/policy.toml as a conffile) and the documentation
-# Debian asks for. Depends: the packages that own the libraries the binaries link (ldd) and load on first network use
+# The tree is what `make install PREFIX=/usr` writes (both programs, completions, keymgr(1) and keymgr-policy(5),
+# the README and docs/ in /usr/share/doc/keymgr, the agent's systemd units, sysusers.d and tmpfiles.d files, the
+# policy /etc/keymgr/policy.toml as a conffile) and the documentation Debian asks for. Depends: the packages that own the libraries the binaries link (ldd) and load on first network use
 # (libcurl.so.4, through dlopen), each found with dpkg -S: not guessed, so a build on another release names its own.
 set -eu
 binary=$1; core=$2; manpage=$3; version=$4; output=$5
@@ -12,32 +12,95 @@ root=$(mktemp -d "$(dirname "$output")/deb-root.XXXXXX")
 trap 'rm -rf "$root" "$output.partial"' EXIT
 chmod 0755 "$root"
 mkdir -p "$root/DEBIAN"
+# keymgr(1) with this package's paths in FILES (the MANPAGE given was written for `make install`'s PREFIX).
+packaged_manpage=$(dirname "$output")/keymgr.1.usr
+python3 scripts/manpage.py --prefix /usr "$core" > "$packaged_manpage"
 make --no-print-directory install PREFIX=/usr DESTDIR="$(realpath "$root")" \
   SYSTEMD_UNIT_DIR=/usr/lib/systemd/system SYSUSERS_DIR=/usr/lib/sysusers.d TMPFILES_DIR=/usr/lib/tmpfiles.d \
   SYSCONFDIR=/etc ZSH_COMPLETION_DIR=/usr/share/zsh/vendor-completions \
-  RELEASE_BIN="$binary" RELEASE_CORE="$core" MANPAGE="$manpage" >/dev/null
+  RELEASE_BIN="$binary" RELEASE_CORE="$core" MANPAGE="$packaged_manpage" >/dev/null
 strip --strip-unneeded --remove-section=.comment --remove-section=.note "$root/usr/bin/keymgr" \
   "$root/usr/libexec/keymgr/keymgr-core"
-gzip -9n "$root/usr/share/man/man1/keymgr.1"
+gzip -9n "$root/usr/share/man/man1/keymgr.1" "$root/usr/share/man/man5/keymgr-policy.5"
+# As dh_compress: documentation over 4 KiB is compressed (the copyright file never is).
+find "$root/usr/share/doc/keymgr" -type f -size +4k -name '*.md' -exec gzip -9n {} +
 # bash-completion sources the script: no interpreter line.
 sed -i '1{/^#!/d}' "$root/usr/share/bash-completion/completions/keymgr"
 
 # The policy is a conffile: dpkg keeps the administrator's edits on upgrade and asks before replacing them.
 printf '/etc/keymgr/policy.toml\n' > "$root/DEBIAN/conffiles"
-# As debhelper's dh_installsysusers and dh_installtmpfiles would write them: the keymgr user and groups, and the
-# store's and policy's directories, on configure. Nothing is enabled: the socket waits for the master key's
-# credential and `keymgr init` (README, "Deploying on a shared device"). Removal keeps the store and the user.
-cat > "$root/DEBIAN/postinst" <<'POSTINST'
-#!/bin/sh
-set -e
-if [ "$1" = "configure" ] || [ "$1" = "abort-upgrade" ] || [ "$1" = "abort-deconfigure" ] || [ "$1" = "abort-remove" ] ; then
-	systemd-sysusers ${DPKG_ROOT:+--root="$DPKG_ROOT"} keymgr.conf
-	if [ -x "$(command -v systemd-tmpfiles)" ]; then
-		systemd-tmpfiles ${DPKG_ROOT:+--root="$DPKG_ROOT"} --create keymgr.conf || true
+# The maintainer scripts, as debhelper writes them (dh_installsysusers, dh_installtmpfiles and dh_installsystemd
+# --no-enable --no-start with restart after upgrade: autoscripts postinst-systemd-dont-enable,
+# postinst-systemd-restartnostart, prerm-systemd, postrm-systemd and postrm-systemd-reload-only).
+# On configure: the keymgr user and groups, the store's and policy's directories; the units' enablement recorded
+# with deb-systemd-helper (an administrator's `systemctl enable` is kept on upgrade and its links are removed on
+# purge); daemon-reload, so a new or upgraded unit is what systemd runs; on upgrade, a running agent or timer is
+# restarted on the new program. Nothing is enabled or started on a first install: the socket waits for the master
+# key's credential and `keymgr init` (README, "Deploying on a shared device").
+units="keymgr.socket keymgr.service keymgr-sync.timer keymgr-sync.service"
+{
+  printf '#!/bin/sh\nset -e\n'
+  printf 'if [ "$1" = "configure" ] || [ "$1" = "abort-upgrade" ] || [ "$1" = "abort-deconfigure" ] || [ "$1" = "abort-remove" ] ; then\n'
+  printf '\tsystemd-sysusers ${DPKG_ROOT:+--root="$DPKG_ROOT"} keymgr.conf\n'
+  printf '\tif [ -x "$(command -v systemd-tmpfiles)" ]; then\n'
+  printf '\t\tsystemd-tmpfiles ${DPKG_ROOT:+--root="$DPKG_ROOT"} --create keymgr.conf || true\n'
+  printf '\tfi\n'
+  for unit in $units; do
+    printf '\tif deb-systemd-helper debian-installed '\''%s'\''; then\n' "$unit"
+    printf '\t\tdeb-systemd-helper unmask '\''%s'\'' >/dev/null || true\n' "$unit"
+    printf '\t\tif deb-systemd-helper --quiet was-enabled '\''%s'\''; then\n' "$unit"
+    printf '\t\t\tdeb-systemd-helper enable '\''%s'\'' >/dev/null || true\n' "$unit"
+    printf '\t\tfi\n\tfi\n'
+    printf '\tdeb-systemd-helper update-state '\''%s'\'' >/dev/null || true\n' "$unit"
+  done
+  printf '\tif [ -z "${DPKG_ROOT:-}" ] && [ -d /run/systemd/system ]; then\n'
+  printf '\t\tsystemctl --system daemon-reload >/dev/null || true\n'
+  printf '\t\tif [ -n "$2" ]; then\n'
+  printf '\t\t\tdeb-systemd-invoke try-restart keymgr.service keymgr-sync.timer >/dev/null || true\n'
+  printf '\t\tfi\n\tfi\nfi\n'
+} > "$root/DEBIAN/postinst"
+
+# On remove: the socket, the agent and the timer are stopped (before their files go), so nothing runs a deleted
+# program and no timer fires a unit that is gone.
+{
+  printf '#!/bin/sh\nset -e\n'
+  printf 'if [ -z "${DPKG_ROOT:-}" ] && [ "$1" = remove ] && [ -d /run/systemd/system ] ; then\n'
+  printf '\tdeb-systemd-invoke stop %s >/dev/null || true\n' "$units"
+  printf 'fi\n'
+} > "$root/DEBIAN/prerm"
+
+# After remove: daemon-reload, so systemd forgets the units; masked (debhelper's way of keeping a removed
+# package's units off) until a reinstall or purge. On purge: the enablement links and the masks go; the data an
+# administrator made stays, and the script says what it is and how to remove it.
+{
+  printf '#!/bin/sh\nset -e\n'
+  printf 'if [ -z "${DPKG_ROOT:-}" ] && [ -d /run/systemd/system ] && [ "$1" = remove ]; then\n'
+  printf '\tsystemctl --system daemon-reload >/dev/null || true\n'
+  printf 'fi\n'
+  printf 'if [ "$1" = "remove" ]; then\n\tif [ -x "/usr/bin/deb-systemd-helper" ]; then\n'
+  printf '\t\tdeb-systemd-helper mask %s >/dev/null || true\n' "$units"
+  printf '\tfi\nfi\n'
+  printf 'if [ "$1" = "purge" ]; then\n\tif [ -x "/usr/bin/deb-systemd-helper" ]; then\n'
+  printf '\t\tdeb-systemd-helper purge %s >/dev/null || true\n' "$units"
+  printf '\t\tdeb-systemd-helper unmask %s >/dev/null || true\n' "$units"
+  printf '\tfi\n'
+  printf '\trmdir --ignore-fail-on-non-empty /etc/keymgr 2>/dev/null || true\n'
+  cat <<'PURGE'
+	left=""
+	for kept in /var/lib/keymgr /etc/credstore.encrypted/keymgr.master /etc/credstore.encrypted/keymgr.admin; do
+		if [ -e "$kept" ]; then left="$left $kept"; fi
+	done
+	if [ -n "$left" ]; then
+		echo "keymgr: purged; the data it made is kept:$left" >&2
+		echo "keymgr: the store (keys, audit log) and the master key and admin token credentials. Revoke the" >&2
+		echo "keymgr: device's bindings on the identity server first (keymgr admin revoke), then remove them:" >&2
+		echo "keymgr:   rm -rf$left" >&2
+		echo "keymgr: the keymgr user and groups stay too (userdel keymgr)." >&2
 	fi
 fi
-POSTINST
-chmod 0755 "$root/DEBIAN/postinst"
+PURGE
+} > "$root/DEBIAN/postrm"
+chmod 0755 "$root/DEBIAN/postinst" "$root/DEBIAN/prerm" "$root/DEBIAN/postrm"
 
 # The client is static on purpose: it starts in a fraction of the dynamic loader's time on every command
 # (docs/output-and-packaging.md, "Start-up"). The price is a glibc security update reaching it only with a rebuild;
@@ -83,6 +146,8 @@ depends=$(echo $depends | tr ' ' '\n' | sort | paste -sd, - | sed 's/,/, /g')
 depends=$(echo "$depends" | sed 's/\blibc6\b/libc6 (>= 2.36)/')
 # The postinst runs systemd-sysusers (what debhelper adds for a sysusers.d file).
 depends="$depends, systemd | systemd-standalone-sysusers | systemd-sysusers"
+# deb-systemd-helper and deb-systemd-invoke, which the maintainer scripts call (debhelper adds the same).
+depends="$depends, init-system-helpers (>= 1.54~)"
 
 find "$root" -type d -exec chmod 0755 {} +
 find "$root/usr" -type f -exec md5sum {} + | sed "s| $root/| |" > "$root/DEBIAN/md5sums"

@@ -1,6 +1,8 @@
 #!/usr/bin/env python3
 """Writes keymgr(1) in man(7) format from the CLI's own help: `keymgr --experimental-dump-help` (swift-argument-parser's
-ToolInfo JSON), so the manual says exactly what `--help` says. Usage: manpage.py KEYMGR_CORE > keymgr.1
+ToolInfo JSON), so the manual says exactly what `--help` says. Usage: manpage.py [--prefix PREFIX] KEYMGR_CORE > keymgr.1
+PREFIX is where `make install` puts the programs (default /usr/local; the Debian package's is /usr): FILES names the
+real paths.
 KEYMGR_CORE is the full program, keymgr-core (the `keymgr` client would hand the question to an agent when the
 machine runs one); `keymgr` built beside it works too."""
 import json
@@ -117,7 +119,17 @@ def section_for(command, path, out):
 
 
 def main():
-    binary = sys.argv[1]
+    arguments = sys.argv[1:]
+    prefix = "/usr/local"
+    if len(arguments) >= 2 and arguments[0] == "--prefix":
+        prefix = arguments[1].rstrip("/") or "/"
+        arguments = arguments[2:]
+    if len(arguments) != 1:
+        sys.exit("usage: manpage.py [--prefix PREFIX] KEYMGR_CORE > keymgr.1")
+    binary = arguments[0]
+    libexec = roff(prefix + "/libexec/keymgr/keymgr-core").replace("-", "\\-")
+    units = roff(prefix + "/lib/systemd/system").replace("-", "\\-")
+    docs = roff(prefix + "/share/doc/keymgr/").replace("-", "\\-")
     info = json.loads(subprocess.run([binary, "--experimental-dump-help"], check=True, capture_output=True,
                                      text=True).stdout)
     version = subprocess.run([binary, "--version"], check=True, capture_output=True, text=True).stdout.strip()
@@ -156,8 +168,23 @@ def main():
         ".TP", "\\fI/run/keymgr/keymgr.sock\\fR",
         "The agent's socket: when it exists and neither \\fB\\-\\-home\\fR nor \\fBKEYMGR_HOME\\fR is given, "
         "commands go to the agent.",
-        ".TP", "\\fIPREFIX/libexec/keymgr/keymgr\\-core\\fR",
+        ".TP", "\\fI" + libexec + "\\fR",
         "The full program: \\fBkeymgr\\fR runs it for commands on a store it opens itself, and it runs the agent.",
+        ".TP", "\\fI/etc/keymgr/policy.toml\\fR",
+        "The agent's policy: who may do what through it (\\fBkeymgr\\-policy\\fR(5)). Check an edit with "
+        "\\fBkeymgr agent \\-\\-check\\-policy\\fR before restarting the agent.",
+        ".TP", "\\fI/var/lib/keymgr/\\fR",
+        "The agent's store (\\fIkeymgr.db\\fR, its audit log and, unless systemd supplies it, its master key), "
+        "owned by the \\fBkeymgr\\fR user.",
+        ".TP", "\\fI/etc/credstore.encrypted/keymgr.master\\fR, \\fI/etc/credstore.encrypted/keymgr.admin\\fR",
+        "The agent's master key and the identity server's admin token, as systemd encrypted credentials "
+        "(\\fBsystemd\\-creds\\fR(1)); \\fBkeymgr.service\\fR decrypts them for the agent alone.",
+        ".TP", "\\fI" + units + "/keymgr.socket\\fR, \\fIkeymgr.service\\fR, \\fIkeymgr\\-sync.service\\fR, "
+        "\\fIkeymgr\\-sync.timer\\fR",
+        "The agent's socket and service, and the periodic sync.",
+        ".SH SEE ALSO",
+        "\\fBkeymgr\\-policy\\fR(5), \\fBsystemctl\\fR(1), \\fBsystemd\\-creds\\fR(1), \\fBsystemd.socket\\fR(5), "
+        "\\fBjournalctl\\fR(1); the guides in \\fI" + docs + "\\fR (README and docs).",
     ]
     sys.stdout.write("\n".join(out) + "\n")
 

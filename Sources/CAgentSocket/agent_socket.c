@@ -2,6 +2,8 @@
 #include "agent_socket.h"
 
 #include <errno.h>
+#include <poll.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -249,4 +251,49 @@ int agent_close_range(uint32_t first, uint32_t last) {
     }
     for (uint64_t fd = first; fd <= end; fd++) close((int)fd);
     return 0;
+}
+
+int agent_notify(const char *path, const char *message) {
+    if (path == NULL || message == NULL || (path[0] != '/' && path[0] != '@')) {
+        errno = EINVAL;
+        return -1;
+    }
+    struct sockaddr_un address;
+    memset(&address, 0, sizeof address);
+    address.sun_family = AF_UNIX;
+    size_t length = strlen(path);
+    if (length >= sizeof address.sun_path) {
+        errno = ENAMETOOLONG;
+        return -1;
+    }
+    memcpy(address.sun_path, path, length);
+    socklen_t size = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + length);
+    if (path[0] == '@') {
+        address.sun_path[0] = '\0'; // an abstract socket: the name is the bytes after the @, with no terminator
+    } else {
+        size += 1;
+    }
+    int fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) return -1;
+    ssize_t sent;
+    do {
+        sent = sendto(fd, message, strlen(message), MSG_NOSIGNAL, (struct sockaddr *)&address, size);
+    } while (sent < 0 && errno == EINTR);
+    int error = errno;
+    close(fd);
+    if (sent < 0) {
+        errno = error;
+        return -1;
+    }
+    return 0;
+}
+
+int agent_socket_has_pending_connection(int listener) {
+    struct pollfd entry = {.fd = listener, .events = POLLIN, .revents = 0};
+    int ready;
+    do {
+        ready = poll(&entry, 1, 0);
+    } while (ready < 0 && errno == EINTR);
+    if (ready < 0) return -1;
+    return ready > 0 && (entry.revents & POLLIN) ? 1 : 0;
 }

@@ -190,13 +190,22 @@ struct PolicyTOML {
         index += 1
         var elements: [String] = []
         var expectingElement = true
+        var atLineStart = false
         while true {
             skipBlanks()
+            // A later line that starts with anything but an element, a comma, `]` or a comment (a key, a header)
+            // means the array was never closed: the mistake is on the line of its `[`, not on the line that shows it.
+            if atLineStart, let scalar = current, !["\"", ",", "]", "#", "\n", "\r"].contains(scalar) {
+                throw error("the array of \(key) is not closed: end it with ] (line \(line) starts with "
+                    + "\(Self.describe(scalar)), which is not an element)", line: start)
+            }
+            atLineStart = false
             switch current {
             case nil:
                 throw error("the array of \(key) is not closed: end it with ]", line: start)
             case "\n", "\r":
                 try newline()
+                atLineStart = true
             case "#":
                 try comment()
             case "]":

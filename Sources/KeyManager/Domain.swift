@@ -58,6 +58,9 @@ public struct UserKey: Sendable, Equatable {
     public var issuer: String
     public var revokedAt: Date?
     public var revokeReason: String?
+    /// An APPLICATION_PIN key that is active or locked, as `list` reads it: the wrong PINs it still takes before it
+    /// locks (0 when locked). Nil for other keys, and where the PIN record was not read.
+    public var pinAttemptsLeft: Int?
 
     public init(kid: String, userId: String, username: String?, authType: AuthType, status: KeyStatus, serverState: KeyServerState,
                 createdAt: Date, lastUsedAt: Date?, deviceName: String?, serverLastAccessAt: Date?, issuer: String,
@@ -105,6 +108,58 @@ public struct StoreStatus: Sendable, Equatable {
     package var masterKeySource: String = "home"
     package var masterKeyLocation: String?
     package var masterKeyTCTI: String?
+    /// Keys by status (of the users the caller may see, through the agent).
+    public var keysByState: [KeyStatus: Int] = [:]
+    /// Active and locked APPLICATION_PIN keys (of the users the caller may see): wrong PINs each still takes.
+    public var pinKeys: [PINKeyState] = []
+    /// The identity server profiles this store syncs with.
+    public var servers: [ServerSummary] = []
+    /// The last sync run, with its counts; nil when none ran.
+    public var lastSyncRun: SyncRun?
+    /// Callers held back by the wrong-PIN throttle (through the agent: the caller only).
+    public var pinThrottles: [PINThrottleState] = []
+}
+
+/// An active or locked APPLICATION_PIN key as `status` shows it.
+public struct PINKeyState: Sendable, Equatable {
+    public var kid: String
+    public var userId: String
+    public var status: KeyStatus
+    /// Wrong PINs the key still takes before it locks (0: locked).
+    public var attemptsLeft: Int
+}
+
+/// An identity server profile as `status` shows it.
+public struct ServerSummary: Sendable, Equatable {
+    public var name: String
+    public var dialect: String
+    public var baseURL: String
+}
+
+/// The last sync run: when, and what it found.
+public struct SyncRun: Sendable, Equatable {
+    public var server: String
+    public var startedAt: Date
+    /// Nil while the run is going on (or was killed).
+    public var finishedAt: Date?
+    public var users: Int
+    public var inSync: Int
+    public var registered: Int
+    public var revoked: Int
+    public var serverDeleted: Int
+    public var orphans: Int
+    /// Users it could not reconcile.
+    public var errors: Int
+}
+
+/// One calling OS account's wrong PINs for other people's keys (the agent's throttle).
+public struct PINThrottleState: Sendable, Equatable {
+    public var uid: Int64
+    public var login: String
+    /// Wrong PINs in the current 10-minute window.
+    public var failures: Int
+    /// Until when its PIN attempts on other people's keys wait; nil when they do not.
+    public var blockedUntil: Date?
 }
 
 /// Where `init` keeps the master key.
@@ -234,6 +289,7 @@ extension UserKey {
                   status: KeyStatus(row.status), serverState: KeyServerState(row.serverState), createdAt: row.createdAt,
                   lastUsedAt: row.lastUsedAt, deviceName: row.deviceName, serverLastAccessAt: row.serverLastAccessAt,
                   issuer: row.issuer, revokedAt: row.revokedAt, revokeReason: row.revokeReason)
+        pinAttemptsLeft = row.pinAttemptsLeft
     }
 }
 

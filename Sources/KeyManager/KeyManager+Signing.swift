@@ -138,7 +138,10 @@ extension KeyManager {
             /// The device row as the transaction read it: its Argon2 cost (a record made cheaper is upgraded) and,
             /// for a TPM key, its TPM.
             let device: DeviceRecord
+            /// The guess as the caller's throttle counted it (another person's key through the agent).
+            let throttle: PINThrottle.Mark?
         }
+        let throttled = throttledCaller(forKeyOf: key.userId)
         let outcome = try write { writer -> Guess? in
             guard let row = try verifiedKey(writer, kid: key.kid) else {
                 throw KeyManagerError(.clientNotRegistered, "key \(key.kid) was removed: bind the user again")
@@ -158,11 +161,13 @@ extension KeyManager {
                 try lock(writer, kid: key.kid, attempts: record.failedAttempts)
                 return nil
             }
+            // A blocked caller is refused here, and the whole transaction with it: no attempt of the key is spent.
+            let throttle = try throttled.map { try countThrottledGuess(writer, caller: $0, at: now()) }
             record.failedAttempts += 1
             try writer.setPINFailures(kid: key.kid, salt: record.salt, count: record.failedAttempts,
                                       integrityMac: try integrity.mac(record), at: now())
             return Guess(record: record, expected: expected, inner: inner, attempts: record.failedAttempts,
-                         backend: row.keyBackend, device: try verifiedDevice(writer))
+                         backend: row.keyBackend, device: try verifiedDevice(writer), throttle: throttle)
         }
         guard let outcome else { throw lockedError(key) }
         let record = outcome.record
@@ -174,10 +179,18 @@ extension KeyManager {
                 try writer.appendAudit(self.auditEvent("pin.failed", userId: key.userId, kid: key.kid,
                                                        details: ["attempt": .int(Int64(outcome.attempts))]))
                 if locked { try self.lock(writer, kid: key.kid, attempts: outcome.attempts) }
+                if let until = outcome.throttle?.startedBlock, let caller = throttled {
+                    try writer.appendAudit(self.auditEvent("pin.throttled", details: [
+                        "uid": .int(Int64(caller.uid)), "until": .string(Timestamp.string(from: until)),
+                    ]))
+                }
             }
             if locked { return self.lockedError(key) }
             let left = record.pinRetry - outcome.attempts
-            return KeyManagerError(.unAuthorize, "wrong PIN for user \(key.userId): \(left) attempt\(left == 1 ? "" : "s") left before the key locks")
+            let blocked = outcome.throttle?.startedBlock.map {
+                "; this account's next PIN attempt on another person's key waits until \(Timestamp.string(from: $0))"
+            } ?? ""
+            return KeyManagerError(.unAuthorize, "wrong PIN for user \(key.userId): \(left) attempt\(left == 1 ? "" : "s") left before the key locks" + blocked)
         }
         if outcome.backend != KeyBackendKind.software.rawValue {
             // A TPM key keeps no verifier: the TPM checks the PIN's authValue (and counts a wrong one toward its
@@ -185,6 +198,7 @@ extension KeyManager {
             let backend = try self.backend(for: key, device: outcome.device)
             do {
                 let signer = try backend.signer(for: outcome.inner, pinAuth: derivation.tpmAuth)
+                if let mark = outcome.throttle { try settleThrottledGuess(mark, at: now()) }
                 return UnlockedKey(privateKey: signer, pin: UnlockedPIN(salt: record.salt, upgrade: nil,
                                                                         material: outcome.inner, tpmAuth: derivation.tpmAuth))
             } catch is TPMWrongAuth {
@@ -202,6 +216,7 @@ extension KeyManager {
             throw Self.tampered("the sealed private key of key \(key.kid)")
         }
         let privateKey = try P256PrivateKey(rawRepresentation: raw)
+        if let mark = outcome.throttle { try settleThrottledGuess(mark, at: now()) }
         return UnlockedKey(privateKey: privateKey,
                            pin: UnlockedPIN(salt: record.salt, upgrade: try upgrade(record, key: key, pin: guess, privateKey: privateKey,
                                                                                     device: outcome.device),

@@ -210,18 +210,21 @@ public final class KeyManager: Sendable {
 
     /// The device, schema version and counts `keymgr status` shows.
     public func status() throws -> StoreStatus {
+        let visible = try usersInScope()
         // One snapshot: the schema version, the device row, the counts and the last sync agree.
-        try read { reader in
+        return try read { reader in
             let device = try verifiedDevice(reader)
             let counts = try reader.counts()
+            let lastSync = try reader.lastSync()
             var status = StoreStatus(deviceId: device.deviceId, deviceName: device.deviceName, schemaVersion: try reader.schemaVersion(),
-                                     users: counts.users, keys: counts.usableKeys, lastSync: try reader.lastSync()?.finishedAt)
+                                     users: counts.users, keys: counts.usableKeys, lastSync: lastSync?.finishedAt)
             status.keyBackend = KeyBackendKind(rawValue: device.keyBackend) ?? .software
             status.keyBackendReason = device.keyBackendReason
             status.tpmTcti = device.tpmTcti
             status.masterKeySource = Self.sourceKind(masterKeySource)
             status.masterKeyLocation = masterKeySource.path
             status.masterKeyTCTI = masterKeyTCTI
+            try overview(reader, into: &status, lastSync: lastSync, visible: visible)
             return status
         }
     }

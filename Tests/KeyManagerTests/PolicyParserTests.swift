@@ -67,7 +67,11 @@ final class PolicyParserTests: XCTestCase {
     func testSyntaxErrorsNameTheLine() {
         assertRefused("[[rule]]\nwho = ['*']\n", line: 2, "literal strings")
         assertRefused("[[rule]]\nwho = \"\"\"*\"\"\"\n", line: 2, "multi-line strings")
-        assertRefused("[[rule]]\nwho = [\"*\"\nmay = [\"sign\"]\n", line: 3, "the array of who holds strings in double quotes only")
+        // An unclosed `[` is the mistake of its own line, not of the line after it (issue 32, finding 7).
+        assertRefused("[[rule]]\nwho = [\"*\"\nmay = [\"sign\"]\n", line: 2, "the array of who is not closed: end it with ]")
+        assertRefused("[[rule]]\nwho = [\n  \"*\", # anyone\n  \"user:a\"\nmay = [\"sign\"]\n", line: 2, "the array of who is not closed")
+        assertRefused("[[rule]]\nwho = [\"*\", \n[[rule]]\n", line: 2, "the array of who is not closed")
+        assertRefused("[[rule]]\nwho = [\"*\" ~\n", line: 2, "holds strings in double quotes only: unexpected `~`")
         assertRefused("[[rule]]\nwho = [\"*\" \"user:a\"]\n", line: 2, "a comma is missing")
         assertRefused("[[rule]]\nwho = [\"*\",\n", line: 2, "is not closed")
         assertRefused("[[rule]]\nwho = [\"*]\n", line: 2, "not closed on its line")

@@ -11,7 +11,10 @@ final class CommandTests: XCTestCase {
         XCTAssertEqual(initialised.stderr, "", "--json says nothing on stderr on success")
         let created = try initialised.object()
         XCTAssertEqual(Set(created.keys), ["deviceId", "deviceName", "schemaVersion", "users", "keys", "lastSync",
-                                           "keyBackend", "keyBackendReason", "tpmTcti", "masterKey"])
+                                           "keyBackend", "keyBackendReason", "tpmTcti", "masterKey", "agent", "keysByState",
+                                           "pinKeys", "servers", "lastSyncRun", "pinThrottle"])
+        assertNull(created["agent"], "agent: the command opened the store itself")
+        XCTAssertEqual(created["keysByState"] as? [String: Int], ["active": 0, "locked": 0, "revoked": 0, "superseded": 0])
         let deviceId = try XCTUnwrap(created["deviceId"] as? String)
         XCTAssertFalse(deviceId.isEmpty)
         XCTAssertEqual(created["deviceName"] as? String, "kiosk 7")
@@ -29,11 +32,16 @@ final class CommandTests: XCTestCase {
         XCTAssertEqual(status["users"] as? Int, 1)
         XCTAssertEqual(status["keys"] as? Int, 1)
         assertNull(status["lastSync"], "lastSync")
+        assertNull(status["lastSyncRun"], "lastSyncRun")
+        XCTAssertEqual(status["keysByState"] as? [String: Int], ["active": 1, "locked": 0, "revoked": 0, "superseded": 0])
+        XCTAssertEqual((status["servers"] as? [Any])?.count, 0)
 
         let human = try sandbox.succeed(["status"])
         XCTAssertTrue(human.stdout.contains("kiosk 7"), human.stdout)
         XCTAssertTrue(human.stdout.contains(deviceId), human.stdout)
         XCTAssertTrue(human.stdout.contains("never"), "no sync yet: \(human.stdout)")
+        XCTAssertTrue(human.stdout.contains("1 usable (1 active, 0 locked, 0 revoked, 0 superseded)"), human.stdout)
+        XCTAssertTrue(human.stdout.contains("none: this command opened the store itself"), human.stdout)
         let valueColumns = Set(human.stdout.split(separator: "\n").map { line -> Int in
             let characters = Array(line)
             var index = 0

@@ -201,11 +201,32 @@ final class InstallTests: XCTestCase {
                      "/usr/lib/systemd/system/keymgr-sync.service", "/usr/lib/systemd/system/keymgr-sync.timer",
                      "/usr/lib/systemd/system/keymgr.socket", "/usr/lib/systemd/system/keymgr.service",
                      "/usr/lib/sysusers.d/keymgr.conf", "/usr/lib/tmpfiles.d/keymgr.conf", "/etc/keymgr/policy.toml",
-                     "/usr/share/doc/keymgr/copyright"] {
+                     "/usr/share/doc/keymgr/copyright", "/usr/share/man/man5/keymgr-policy.5.gz",
+                     "/usr/share/doc/keymgr/README.md.gz", "/usr/share/doc/keymgr/agent-policy.md.gz",
+                     "/usr/share/doc/keymgr/security.md.gz"] {
             XCTAssertTrue(files.contains(path), "\(path) is not in the package: \(files)")
         }
         let conffiles = try tool("sh", ["-c", "dpkg-deb --ctrl-tarfile \"$1\" | tar -xO ./conffiles", "sh", deb.path])
         XCTAssertEqual(conffiles.stdout, "/etc/keymgr/policy.toml\n", "the policy is a conffile: \(conffiles.summary)")
+        // The maintainer scripts in debhelper's manner (issue 32, finding 9): daemon-reload on configure and remove,
+        // the units stopped on remove, their enablement links purged.
+        let script = { (name: String) in
+            try tool("sh", ["-c", "dpkg-deb --ctrl-tarfile \"$1\" | tar -xO ./\(name)", "sh", deb.path]).stdout
+        }
+        let (postinst, prerm, postrm) = (try script("postinst"), try script("prerm"), try script("postrm"))
+        XCTAssertTrue(postinst.contains("systemctl --system daemon-reload"), postinst)
+        XCTAssertTrue(postinst.contains("deb-systemd-helper update-state 'keymgr.socket'"), postinst)
+        XCTAssertTrue(postinst.contains("deb-systemd-helper update-state 'keymgr-sync.timer'"), postinst)
+        XCTAssertTrue(prerm.contains("deb-systemd-invoke stop keymgr.socket keymgr.service keymgr-sync.timer keymgr-sync.service"), prerm)
+        XCTAssertTrue(postrm.contains("systemctl --system daemon-reload"), postrm)
+        XCTAssertTrue(postrm.contains("deb-systemd-helper purge keymgr.socket keymgr.service keymgr-sync.timer"), postrm)
+        XCTAssertTrue(fields.stdout.contains("init-system-helpers"), fields.stdout)
+        // keymgr(1) names the package's paths, not a placeholder.
+        let page = try tool("sh", ["-c", "dpkg-deb --fsys-tarfile \"$1\" | tar -xO ./usr/share/man/man1/keymgr.1.gz | gunzip",
+                                   "sh", deb.path]).stdout
+        XCTAssertFalse(page.contains("PREFIX"), "a literal PREFIX in keymgr(1)")
+        XCTAssertTrue(page.contains("/usr/libexec/keymgr/keymgr\\-core") && page.contains("keymgr\\-policy\\fR(5)"),
+                      String(page.suffix(2000)))
 
         let lintian = try tool("lintian", ["--tag-display-limit", "0", deb.path])
         let errors = lintian.stdout.split(separator: "\n").filter { $0.hasPrefix("E: ") }
@@ -239,10 +260,26 @@ final class InstallTests: XCTestCase {
         let manual = try sandbox.run(URL(fileURLWithPath: "/usr/bin/man"), ["-w", "keymgr"])
         XCTAssertEqual(manual.stdout, "/usr/share/man/man1/keymgr.1.gz\n", manual.summary)
 
+        // As `systemctl enable keymgr.socket keymgr-sync.timer` leaves them (no systemd runs here to make them).
+        let wants = [("sockets.target.wants", "keymgr.socket"), ("timers.target.wants", "keymgr-sync.timer")].map {
+            URL(fileURLWithPath: "/etc/systemd/system/\($0.0)/\($0.1)")
+        }
+        for link in wants {
+            try FileManager.default.createDirectory(at: link.deletingLastPathComponent(), withIntermediateDirectories: true)
+            try? FileManager.default.removeItem(at: link)
+            try FileManager.default.createSymbolicLink(atPath: link.path,
+                                                       withDestinationPath: "/usr/lib/systemd/system/\(link.lastPathComponent)")
+        }
+        defer { for link in wants { try? FileManager.default.removeItem(at: link) } }
         let removed = try tool("dpkg", ["-r", "keymgr"])
         XCTAssertEqual(removed.status, 0, removed.summary)
         let purged = try tool("dpkg", ["--purge", "keymgr"])
         XCTAssertEqual(purged.status, 0, purged.summary)
+        for link in wants {
+            XCTAssertNil(try? FileManager.default.destinationOfSymbolicLink(atPath: link.path), "\(link.path) dangles after purge")
+        }
+        // What purge leaves (the store an administrator made) is named, with how to remove it.
+        XCTAssertTrue(purged.stderr.contains("/var/lib/keymgr") && purged.stderr.contains("rm -rf"), purged.summary)
         for path in files {
             XCTAssertFalse(FileManager.default.fileExists(atPath: path), "\(path) is left after dpkg --purge")
         }
@@ -263,6 +300,12 @@ final class InstallTests: XCTestCase {
         XCTAssertTrue(timer.contains("\nPersistent=true\n"))
         XCTAssertFalse(timer.contains("OnUnitActiveSec"), "a monotonic timer would make Persistent=true meaningless")
         XCTAssertTrue(service.contains("ExecStart=@BINDIR@/keymgr "))
+        // A restart with a policy that does not load fails (the agent's READY=1 never comes), and the journal has
+        // the policy's file:line from the check before the agent (issue 32, finding 7).
+        let agent = try String(contentsOf: contrib.appendingPathComponent("keymgr.service"), encoding: .utf8)
+        XCTAssertTrue(agent.contains("\nType=notify\n"), agent)
+        XCTAssertTrue(agent.contains("\nExecStartPre=-@LIBEXECDIR@/keymgr-core agent --check-policy /etc/keymgr/policy.toml\n"), agent)
+        XCTAssertTrue(agent.contains("\nRestartPreventExitStatus=78\n"), agent)
         // @BINDIR@/keymgr and @LIBEXECDIR@/keymgr-core, as links to the built programs.
         let layout = sandbox.root.appendingPathComponent("layout")
         for (program, built) in [("bin/keymgr", Sandbox.binary), ("libexec/keymgr/keymgr-core", Sandbox.coreBinary)] {

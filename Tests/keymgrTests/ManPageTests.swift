@@ -45,4 +45,43 @@ final class ManPageTests: XCTestCase {
             XCTAssertTrue(text.contains(option), "the page does not document \(option)")
         }
     }
+
+    /// FILES names the installed paths for the PREFIX given (the Debian package's: /usr), never a literal PREFIX,
+    /// with the policy, the store and the credentials, and SEE ALSO points at keymgr-policy(5) (issue 32).
+    func testFilesNameTheRealPathsAndSeeAlsoThePolicyPage() throws {
+        let sandbox = try Sandbox()
+        let written = try sandbox.run(URL(fileURLWithPath: "/usr/bin/env"),
+                                      ["python3", packageRoot.appendingPathComponent("scripts/manpage.py").path,
+                                       "--prefix", "/usr", Sandbox.binary.path])
+        XCTAssertEqual(written.status, 0, written.summary)
+        let page = sandbox.root.appendingPathComponent("keymgr.1")
+        try written.stdout.write(to: page, atomically: true, encoding: .utf8)
+        let rendered = try sandbox.run(URL(fileURLWithPath: "/usr/bin/man"), ["-l", page.path],
+                                       extraEnvironment: ["MANWIDTH": "200", "MAN_KEEP_FORMATTING": "0", "PAGER": "cat"])
+        XCTAssertEqual(rendered.stderr, "", "groff warned: \(rendered.stderr)")
+        let text = rendered.stdout.replacingOccurrences(of: "\u{8}.", with: "", options: .regularExpression)
+        let files = try XCTUnwrap(text.range(of: "\nFILES\n")).upperBound
+        let tail = String(text[files...])
+        XCTAssertFalse(text.contains("PREFIX"), tail)
+        for path in ["/usr/libexec/keymgr/keymgr-core", "/etc/keymgr/policy.toml", "/var/lib/keymgr/",
+                     "/etc/credstore.encrypted/keymgr.master", "/run/keymgr/keymgr.sock", "/usr/lib/systemd/system/keymgr.socket"] {
+            XCTAssertTrue(tail.contains(path), "FILES does not name \(path): \(tail)")
+        }
+        XCTAssertTrue(tail.contains("SEE ALSO") && tail.contains("keymgr-policy(5)") && tail.contains("/usr/share/doc/keymgr/"), tail)
+    }
+
+    /// keymgr-policy(5) renders without a groff warning and documents the check and every rule key.
+    func testThePolicyPageRenders() throws {
+        let sandbox = try Sandbox()
+        let rendered = try sandbox.run(URL(fileURLWithPath: "/usr/bin/man"),
+                                       ["-l", packageRoot.appendingPathComponent("contrib/man/keymgr-policy.5").path],
+                                       extraEnvironment: ["MANWIDTH": "80", "MAN_KEEP_FORMATTING": "0", "PAGER": "cat"])
+        XCTAssertEqual(rendered.status, 0, rendered.summary)
+        XCTAssertEqual(rendered.stderr, "", "groff warned: \(rendered.stderr)")
+        let text = rendered.stdout.replacingOccurrences(of: "\u{8}.", with: "", options: .regularExpression)
+        for word in ["keymgr-policy", "/etc/keymgr/policy.toml", "--check-policy", "who", "may", "for", "authTypes", "[self]",
+                     "SEE ALSO"] {
+            XCTAssertTrue(text.contains(word), "keymgr-policy(5) does not mention \(word)")
+        }
+    }
 }

@@ -127,6 +127,85 @@ final class PolicyProcessTests: XCTestCase {
         assertDenied(try run("alice", ["list"]), "no rule of")
     }
 
+    // MARK: Wrong PINs from a shared account (issue 32, finding 6)
+
+    /// The kiosk's wrong PINs are counted across everyone's keys: after 3 within 10 minutes its next PIN attempt is
+    /// 75 with the time to retry, and spends nothing (not even with the right PIN). bob's own attempts on his own key
+    /// are not held back. `list --json` and `status` show the attempts left and the throttle.
+    func testASharedAccountCannotBurnOtherPeoplesPINs() throws {
+        try sandbox.bind("carol", ["--auth-type", "app-pin", "--pin-stdin"], stdin: "735184\n")
+        try startAgent(policy: """
+            [[rule]]
+            who = ["user:root"]
+            may = ["*"]
+
+            [[rule]]
+            who = ["user:kiosk"]
+            may = ["list", "sign", "status"]
+            for = "*"
+            authTypes = ["APPLICATION_PIN"]
+
+            [[rule]]
+            who = ["*"]
+            may = ["sign", "list", "status"]
+            for = "self"
+            """)
+        func sign(_ login: String, _ user: String, _ pin: String) throws -> Outcome {
+            try run(login, ["sign", "--user", user, "--challenge", "c", "--pin-stdin"], stdin: pin + "\n")
+        }
+        func attemptsLeft(_ user: String) throws -> Int? {
+            let keys = try run("root", ["list", "--json", "--user", user])
+            XCTAssertEqual(keys.status, 0, keys.summary)
+            return try keys.array().first?["pinAttemptsLeft"] as? Int
+        }
+        XCTAssertEqual(try attemptsLeft("bob"), 5)
+        XCTAssertNil(try run("root", ["list", "--json", "--user", "alice"]).array().first?["pinAttemptsLeft"], "a NONE key has none")
+
+        for (user, pin) in [("bob", "111111"), ("carol", "222222"), ("bob", "333333")] {
+            let wrong = try sign("kiosk", user, pin)
+            XCTAssertEqual(wrong.status, 77, wrong.summary)
+            XCTAssertTrue(wrong.stderr.contains("wrong PIN"), wrong.summary)
+        }
+        XCTAssertEqual(try attemptsLeft("bob"), 3)
+        XCTAssertEqual(try attemptsLeft("carol"), 4)
+        // The fourth attempt waits, whoever's key and even with the right PIN: nothing is tried or spent.
+        for (user, pin) in [("carol", "735184"), ("bob", "444444")] {
+            let held = try sign("kiosk", user, pin)
+            XCTAssertEqual(held.status, 75, held.summary)
+            XCTAssertTrue(held.stderr.contains("kiosk (uid 2004) gave 3 wrong PINs") && held.stderr.contains("try again after"),
+                          held.summary)
+            XCTAssertTrue(held.stderr.contains("nothing was tried"), held.summary)
+        }
+        XCTAssertEqual(try attemptsLeft("bob"), 3)
+        XCTAssertEqual(try attemptsLeft("carol"), 4)
+
+        // bob, as himself, on his own key: the key's own rule only.
+        let own = try sign("bob", "bob", "482916")
+        XCTAssertEqual(own.status, 0, own.summary)
+        XCTAssertEqual(try attemptsLeft("bob"), 5, "a right PIN resets the key's counter")
+        let ownWrong = try sign("bob", "bob", "999999")
+        XCTAssertEqual(ownWrong.status, 77, ownWrong.summary)
+        XCTAssertEqual(try sign("bob", "bob", "482916").status, 0)
+
+        // status: the kiosk sees its own throttle; root sees every PIN key's attempts left.
+        let kioskStatus = try run("kiosk", ["status", "--json"])
+        XCTAssertEqual(kioskStatus.status, 0, kioskStatus.summary)
+        let throttle = try XCTUnwrap(try kioskStatus.object()["pinThrottle"] as? [[String: Any]])
+        XCTAssertEqual(throttle.count, 1, "\(throttle)")
+        XCTAssertEqual(throttle.first?["login"] as? String, "kiosk")
+        XCTAssertNotNil(throttle.first?["blockedUntil"] as? String, "\(throttle)")
+        let bobStatus = try XCTUnwrap(try run("bob", ["status", "--json"]).object())
+        XCTAssertEqual((bobStatus["pinThrottle"] as? [Any])?.count, 0, "bob is not held back: \(bobStatus)")
+        let rootStatus = try run("root", ["status", "--json"])
+        let pinKeys = try XCTUnwrap(try rootStatus.object()["pinKeys"] as? [[String: Any]])
+        XCTAssertEqual(Dictionary(uniqueKeysWithValues: pinKeys.compactMap { key in
+            (key["userId"] as? String).map { ($0, key["attemptsLeft"] as? Int ?? -1) } }), ["bob": 5, "carol": 4])
+        let human = try run("root", ["status"])
+        XCTAssertTrue(human.stdout.contains("4 wrong PINs left"), human.stdout)
+        let audit = try run("root", ["audit", "--event", "pin.throttled", "--json"])
+        XCTAssertEqual(try audit.array().count, 1, audit.summary)
+    }
+
     // MARK: uid:, a list of users, [self]
 
     func testUidSubjectUserListAndSelfTable() throws {

@@ -87,8 +87,41 @@ final class SchemaWalkTamperingTests: ServerTestCase {
         let synced = try sandbox.keymgr(["sync", "--json"])
         XCTAssertTrue([0, 2].contains(synced.status), synced.summary)
         XCTAssertEqual(try attack("SELECT COUNT(*) FROM sync_state"), "1")
+        try wrongPINThroughTheAgent(kid: made.pinKid)
+        XCTAssertEqual(try attack("SELECT COUNT(*) FROM pin_throttle"), "1")
         try sandbox.succeed(["audit", "verify"])
         return made
+    }
+
+    /// A wrong PIN for pat's key from another OS account (uid 4404) through the agent: the throttle's row.
+    func wrongPINThroughTheAgent(kid: String) throws {
+        XCTAssertEqual(chmod(sandbox.root.path, 0o755), 0)
+        let socket = sandbox.root.appendingPathComponent("walk.sock").path
+        let policy = sandbox.root.appendingPathComponent("walk-policy.toml")
+        try "[[rule]]\nwho = [\"*\"]\nmay = [\"sign\"]\nfor = \"*\"\n".write(to: policy, atomically: true, encoding: .utf8)
+        XCTAssertEqual(chmod(policy.path, 0o644), 0)
+        let passwd = sandbox.root.appendingPathComponent("walk-passwd")
+        let group = sandbox.root.appendingPathComponent("walk-group")
+        try "root:x:0:0:root:/root:/bin/sh\nkiosk:x:4404:4404:kiosk:/nonexistent:/bin/sh\n".write(to: passwd, atomically: true, encoding: .utf8)
+        try "root:x:0:\nkiosk:x:4404:\n".write(to: group, atomically: true, encoding: .utf8)
+        let agent = Process()
+        agent.executableURL = Sandbox.coreBinary
+        agent.arguments = ["agent", "--home", sandbox.home.path, "--socket", socket, "--policy", policy.path]
+        var environment = sandbox.environment
+        environment["LD_PRELOAD"] = "libnss_wrapper.so"
+        environment["NSS_WRAPPER_PASSWD"] = passwd.path
+        environment["NSS_WRAPPER_GROUP"] = group.path
+        agent.environment = environment
+        agent.standardOutput = FileHandle.nullDevice
+        agent.standardError = FileHandle.nullDevice
+        try agent.run()
+        defer { agent.terminate(); agent.waitUntilExit() }
+        let deadline = Date().addingTimeInterval(60)
+        while !FileManager.default.fileExists(atPath: socket), agent.isRunning, Date() < deadline { usleep(10_000) }
+        let wrong = try sandbox.run(URL(fileURLWithPath: "/usr/bin/setpriv"),
+                                    ["--reuid=4404", "--regid=4404", "--clear-groups", Sandbox.binary.path, "--socket", socket,
+                                     "sign", "--kid", kid, "--pin-stdin", "--challenge", "c"], stdin: "000000\n")
+        XCTAssertEqual(wrong.status, 77, wrong.summary)
     }
 
     // MARK: the docs' list of harmless columns
@@ -151,7 +184,7 @@ final class SchemaWalkTamperingTests: ServerTestCase {
     /// The command that reads a row of `table` (its primary key values given), run after the edit.
     func reader(_ table: String, _ row: [String: String], _ made: Populated) -> (arguments: [String], stdin: String)? {
         switch table {
-        case "device", "sync_state": return (["status"], "")
+        case "device", "sync_state", "pin_throttle": return (["status"], "")
         case "users": return (["users"], "")
         case "user_keys": return (["sync"], "")
         case "app_pins": return (["sign", "--kid", made.pinKid, "--pin-stdin", "--challenge", "c"], Self.pin + "\n")

@@ -254,9 +254,18 @@ final class SyncCommandTests: ServerTestCase {
         XCTAssertEqual(human.status, 2, human.summary)
         XCTAssertTrue(human.stdout.contains("1 users with errors"), human.stdout)
         XCTAssertTrue(human.stderr.contains("(serverUnavailable)"), human.stderr)
+        // status says when the last sync ran and how it went (issue 32, finding 10).
+        let partial = try XCTUnwrap(try sandbox.succeed(["status", "--json"]).object()["lastSyncRun"] as? [String: Any])
+        XCTAssertEqual(partial["result"] as? String, "partial", "\(partial)")
+        XCTAssertEqual(partial["errors"] as? Int, 1, "\(partial)")
+        XCTAssertTrue(try sandbox.succeed(["status"]).stdout.contains(": partial (3 users"), "the human line says so")
 
         try server.request("DELETE", "/__refserver/faults/bob")
         XCTAssertEqual((try sync()["errors"] as? [Any])?.count, 0)
+        let ok = try XCTUnwrap(try sandbox.succeed(["status", "--json"]).object()["lastSyncRun"] as? [String: Any])
+        XCTAssertEqual(ok["result"] as? String, "ok", "\(ok)")
+        XCTAssertEqual((try sandbox.succeed(["status", "--json"]).object()["servers"] as? [[String: Any]])?.first?["name"] as? String,
+                       "default")
     }
 
     func testSafetyValveExits3AndAppliesNothingUntilForced() throws {

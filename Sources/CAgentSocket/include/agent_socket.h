@@ -46,4 +46,11 @@ int agent_socket_listen(const char *path, int backlog);
 /// close_range(2) (Linux 5.9), or one by one up to the highest open number where the kernel lacks it. Returns 0.
 int agent_close_range(uint32_t first, uint32_t last);
 
+/// Sends `message` (e.g. "READY=1") as one datagram to systemd's notification socket `path` ($NOTIFY_SOCKET: a
+/// path, or an abstract name written with a leading @), as sd_notify(3) does, without libsystemd. Returns 0.
+int agent_notify(const char *path, const char *message);
+
+/// Whether a connection waits to be accepted on the listening socket `listener` (a poll with no wait): 1 or 0.
+int agent_socket_has_pending_connection(int listener);
+
 #endif

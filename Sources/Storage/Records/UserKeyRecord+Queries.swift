@@ -74,8 +74,10 @@ extension StoreReader {
         var arguments: StatementArguments = StatementArguments(statuses.map(\.rawValue).sorted())
         var sql = """
             SELECT k.kid, k.user_id, u.username, k.auth_type, k.status, k.server_state, k.device_name,
-                   k.server_last_access_at, k.created_at, k.last_used_at, k.issuer, k.revoked_at, k.revoke_reason
-            FROM user_keys k JOIN users u ON u.user_id = k.user_id
+                   k.server_last_access_at, k.created_at, k.last_used_at, k.issuer, k.revoked_at, k.revoke_reason,
+                   CASE WHEN p.kid IS NOT NULL AND k.status IN ('active', 'locked')
+                        THEN MAX(p.pin_retry - p.failed_attempts, 0) END
+            FROM user_keys k JOIN users u ON u.user_id = k.user_id LEFT JOIN app_pins p ON p.kid = k.kid
             WHERE k.status IN (\(placeholders))
             """
         if let userId {
@@ -93,7 +95,8 @@ extension StoreReader {
                 deviceName: try row.decode(atIndex: 6),
                 serverLastAccessAt: try Self.date(row, 7), createdAt: try Self.requiredDate(row, 8),
                 lastUsedAt: try Self.date(row, 9), issuer: try row.decode(atIndex: 10),
-                revokedAt: try Self.date(row, 11), revokeReason: try row.decode(atIndex: 12)))
+                revokedAt: try Self.date(row, 11), revokeReason: try row.decode(atIndex: 12),
+                pinAttemptsLeft: try row.decode(atIndex: 13)))
         }
     }
 
@@ -188,5 +191,30 @@ extension StoreReader {
             SELECT kid FROM user_keys WHERE kid >= ? AND substr(kid, 1, length(?)) = ? AND status IN ('active', 'locked')
             ORDER BY kid LIMIT ?
             """, arguments: [prefix, prefix, prefix, limit])
+    }
+}
+
+extension StoreReader {
+    /// How many keys each user holds in each status (`status`), in one pass over the keys.
+    package func keyCounts() throws -> [(userId: String, status: UserKeyRecord.Status, count: Int)] {
+        let rows = try Row.fetchAll(db, sql: "SELECT user_id, status, COUNT(*) FROM user_keys GROUP BY user_id, status")
+        return try rows.map { row in
+            (try row.decode(atIndex: 0), try Self.value(text: row.decode(atIndex: 1), UserKeyRecord.Status.init(rawValue:)),
+             try row.decode(atIndex: 2))
+        }
+    }
+
+    /// Every active or locked APPLICATION_PIN key with its PIN record's counter (`status`): kid, user, status, wrong
+    /// PINs it still takes before it locks. Not MAC-checked, as `list` is not: nothing shown gates access.
+    package func pinKeyStates() throws -> [(kid: String, userId: String, status: UserKeyRecord.Status, attemptsLeft: Int)] {
+        let rows = try Row.fetchAll(db, sql: """
+            SELECT k.kid, k.user_id, k.status, MAX(p.pin_retry - p.failed_attempts, 0)
+            FROM user_keys k JOIN app_pins p ON p.kid = k.kid
+            WHERE k.status IN ('active', 'locked') ORDER BY k.user_id, k.created_at, k.kid
+            """)
+        return try rows.map { row in
+            (try row.decode(atIndex: 0), try row.decode(atIndex: 1),
+             try Self.value(text: row.decode(atIndex: 2), UserKeyRecord.Status.init(rawValue:)), try row.decode(atIndex: 3))
+        }
     }
 }

@@ -93,11 +93,14 @@ package struct ListedKey: Sendable, Equatable {
     package var issuer: String
     package var revokedAt: Date?
     package var revokeReason: String?
+    /// An APPLICATION_PIN key that is active or locked: the wrong PINs it still takes before it locks (0: locked).
+    package var pinAttemptsLeft: Int?
 
     package init(kid: String, userId: String, username: String?, authType: UserKeyRecord.AuthType,
                 status: UserKeyRecord.Status, serverState: UserKeyRecord.ServerState, deviceName: String?,
                 serverLastAccessAt: Date?, createdAt: Date, lastUsedAt: Date?, issuer: String, revokedAt: Date?,
-                revokeReason: String?) {
+                revokeReason: String?, pinAttemptsLeft: Int? = nil) {
+        self.pinAttemptsLeft = pinAttemptsLeft
         self.kid = kid
         self.userId = userId
         self.username = username

@@ -46,7 +46,17 @@ struct AgentCommand: KeymgrCommand {
                                valueName: "n"))
     var warmWorkers: Int = AgentWarmPool.standard
 
+    @Flag(name: .customLong("check-policy"),
+          help: ArgumentHelp("Check the policy file (FILE, else --policy, else \(defaultPolicy)) as the agent would load it, and exit: 0 when it is good, 78 naming file:line of the first mistake."))
+    var checkPolicy = false
+
+    @Argument(help: ArgumentHelp("With --check-policy: the policy file to check.", valueName: "file"), completion: .file())
+    var policyToCheck: String?
+
     func validate() throws {
+        if policyToCheck != nil && !checkPolicy {
+            throw ValidationError("a file after `agent` is the policy to check: write `keymgr agent --check-policy FILE`")
+        }
         if warmWorkers < 0 || warmWorkers > AgentWarmPool.maximum {
             throw ValidationError("--warm-workers needs a number from 0 to \(AgentWarmPool.maximum)")
         }
@@ -57,8 +67,17 @@ struct AgentCommand: KeymgrCommand {
     }
 
     func run() throws {
+        if checkPolicy { return try check(policyToCheck ?? policy ?? Self.defaultPolicy) }
         try startKeeper()
-        try AgentGate.load(policyFile: policy ?? Self.defaultPolicy)
+        let policyFile = policy ?? Self.defaultPolicy
+        let policyFailure: (any Error)?
+        do {
+            try AgentGate.load(policyFile: policyFile)
+            policyFailure = nil
+        } catch {
+            policyFailure = error
+        }
+        if let policyFailure { return try serveWithoutPolicy(policyFailure, file: policyFile) }
         Self.warmArgumentParser()
         OpenSSLLibrary.prepareForWorkers()
         if KeyManager.rehearseForWorkers() {
@@ -68,6 +87,7 @@ struct AgentCommand: KeymgrCommand {
         }
         let listener = try AgentListener.open(path: socket ?? Self.defaultSocket)
         defer { listener.close() }
+        AgentGate.socket = listener.path
         globals.console.detail("serving \(globals.storeHome.url.path) on \(listener.name)")
         let server = AgentServer(
             listener: listener,
@@ -75,7 +95,48 @@ struct AgentCommand: KeymgrCommand {
             idleExit: idleExit,
             home: globals.home,
             warmWorkers: warmWorkers)
+        Self.notifyReady()
         try server.serve()
+    }
+
+    /// `--check-policy`: loads `file` exactly as the agent does (owner, mode, syntax, rules) and says so, like
+    /// `visudo -c`. Run as root, the file may be owned by root or by the agent's user, as the agent itself accepts.
+    private func check(_ file: String) throws {
+        var agentUID = getuid()
+        if agentUID == 0, let user = getpwnam("keymgr") { agentUID = user.pointee.pw_uid }
+        let loaded = try AgentPolicy.load(path: file, agentUID: agentUID)
+        let rules = loaded.rules.count
+        StandardStream.output.write("\(file): parsed OK (\(rules) rule\(rules == 1 ? "" : "s"))\n")
+    }
+
+    /// The policy does not load. Started by systemd's socket activation for a waiting connection, the agent answers
+    /// every request 78 with the policy's mistake (until it is fixed and the agent restarted, or it exits idle):
+    /// exiting instead would drop the connection, and systemd, retrying for the next one, would soon stop the socket
+    /// (its start limit). Started any other way (`systemctl restart`, by hand) it fails, so the start fails.
+    private func serveWithoutPolicy(_ failure: any Error, file: String) throws {
+        let listener = try AgentListener.open(path: socket ?? Self.defaultSocket)
+        defer { listener.close() }
+        guard listener.bound == nil, agent_socket_has_pending_connection(listener.descriptor) == 1 else { throw failure }
+        let reason = PrintableText.stripped((failure as? any KeymgrFailure)?.message ?? String(describing: failure))
+        StandardStream.error.write("keymgr: \(reason)\nkeymgr: socket activation with a policy that does not load: "
+            + "every request is answered 78 until the policy is fixed (`keymgr agent --check-policy`) and the agent restarted\n")
+        let server = AgentServer(
+            listener: listener,
+            limits: .init(workers: maxWorkers, workersPerUser: maxWorkersPerUser),
+            idleExit: idleExit,
+            home: globals.home,
+            unavailable: "the agent cannot serve: its policy does not load (\(reason)): "
+                + "ask the device's administrator to fix \(file)")
+        Self.notifyReady()
+        try server.serve()
+    }
+
+    /// Tells systemd the agent listens (`Type=notify`: sd_notify's READY=1 on $NOTIFY_SOCKET), so that
+    /// `systemctl start` and `restart` return once it serves, and fail when it exits first.
+    static func notifyReady() {
+        guard let path = ProcessEnvironment.variables["NOTIFY_SOCKET"], !path.isEmpty else { return }
+        _ = agent_notify(path, "READY=1\nSTATUS=serving\n")
+        unsetenv("NOTIFY_SOCKET")  // not the workers' to use
     }
 
     /// Parses every command once (each fails for want of its arguments) before the first fork: the Swift runtime's
@@ -164,6 +225,21 @@ final class AgentListener {
     /// The path bound here (removed when the agent stops listening), or nil for systemd's socket.
     let bound: String?
     var name: String { bound ?? "the socket systemd passed" }
+
+    /// The socket's path: the one bound here, or the address of systemd's socket (nil when it has none).
+    var path: String? {
+        if let bound { return bound }
+        var address = sockaddr_un()
+        var length = socklen_t(MemoryLayout<sockaddr_un>.size)
+        let got = withUnsafeMutablePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(descriptor, $0, &length) }
+        }
+        guard got == 0, address.sun_family == sa_family_t(AF_UNIX) else { return nil }
+        let path = withUnsafeBytes(of: address.sun_path) { raw in
+            String(decoding: raw.prefix { $0 != 0 }, as: UTF8.self)
+        }
+        return path.isEmpty ? nil : path
+    }
 
     init(descriptor: Int32, bound: String?) {
         self.descriptor = descriptor

@@ -10,6 +10,9 @@ enum AgentGate {
     /// Loads the policy at the agent's start, before it serves (and forks): the workers inherit `AgentPolicy.active`.
     /// - Throws: `config` (78) when the file is missing, unsafe (owned by someone other than root or the agent's
     ///   user, writable by others) or invalid, naming the line.
+    /// The socket the agent serves, for `status`: the path it bound or systemd's (set before the first fork).
+    nonisolated(unsafe) static var socket: String?
+
     static func load(policyFile path: String) throws {
         AgentPolicy.active = try AgentPolicy.load(path: path, agentUID: getuid())
     }

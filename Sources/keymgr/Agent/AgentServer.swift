@@ -46,12 +46,17 @@ final class AgentServer {
     /// The warm workers waiting for a connection (`AgentWarmWorker`).
     private let warm: AgentWarmPool
 
-    init(listener: AgentListener, limits: Limits, idleExit: Int?, home: String?, warmWorkers: Int = 0) {
+    /// Why the agent cannot serve (its policy does not load): every connection is answered 78 with this, at once.
+    private let unavailable: String?
+
+    init(listener: AgentListener, limits: Limits, idleExit: Int?, home: String?, warmWorkers: Int = 0,
+         unavailable: String? = nil) {
         self.listener = listener
+        self.unavailable = unavailable
         self.home = home
         self.limits = limits
         self.idleExit = idleExit
-        self.warm = AgentWarmPool(size: warmWorkers, home: home)
+        self.warm = AgentWarmPool(size: unavailable == nil ? warmWorkers : 0, home: home)
     }
 
     /// Serves until SIGTERM/SIGINT (after the running workers finish) or until idle for `idleExit` seconds. The
@@ -145,21 +150,17 @@ final class AgentServer {
         // holds a place, or a request right after another's answer would be refused busy for it.
         reap()
         endAbandoned()
+        if let unavailable {
+            refuse(connection, status: FailureCode.config.exitStatus, code: FailureCode.config.rawValue, message: unavailable)
+            return
+        }
         let counted = workers.filter { !$0.killed }
         let running = counted.count
         let mine = counted.filter { $0.uid == uid }.count
         if running >= limits.workers || mine >= limits.workersPerUser {
             let who = running >= limits.workers ? "the agent" : "uid \(uid)"
-            let answer = AgentWorker.frame(status: FailureCode.busy.exitStatus, error: (
-                code: FailureCode.busy.rawValue,
-                message: "\(who) already has \(running >= limits.workers ? running : mine) requests running: try again in a moment"))
-            _ = answer.withUnsafeBytes { send(connection, $0.baseAddress, $0.count, Int32(MSG_DONTWAIT | MSG_NOSIGNAL)) }
-            _ = shutdown(connection, Int32(SHUT_WR))
-            if refused.count >= Self.maxRefused {
-                close(refused.removeFirst().connection)
-            }
-            _ = fcntl(connection, F_SETFL, O_NONBLOCK)
-            refused.append(Refused(connection: connection, until: Self.monotonicSeconds() + Self.refusedLinger))
+            refuse(connection, status: FailureCode.busy.exitStatus, code: FailureCode.busy.rawValue,
+                   message: "\(who) already has \(running >= limits.workers ? running : mine) requests running: try again in a moment")
             return
         }
 
@@ -181,6 +182,18 @@ final class AgentServer {
         // Its own process group from the parent's side too, so a kill right after the fork reaches it.
         _ = setpgid(child, child)
         workers.append(Worker(pid: child, connection: connection, uid: uid))
+    }
+
+    /// Answers `connection` with `status` and an error without a worker, and keeps it (see `Refused`).
+    private func refuse(_ connection: Int32, status: Int32, code: String, message: String) {
+        let answer = AgentWorker.frame(status: status, error: (code: code, message: message))
+        _ = answer.withUnsafeBytes { send(connection, $0.baseAddress, $0.count, Int32(MSG_DONTWAIT | MSG_NOSIGNAL)) }
+        _ = shutdown(connection, Int32(SHUT_WR))
+        if refused.count >= Self.maxRefused {
+            close(refused.removeFirst().connection)
+        }
+        _ = fcntl(connection, F_SETFL, O_NONBLOCK)
+        refused.append(Refused(connection: connection, until: Self.monotonicSeconds() + Self.refusedLinger))
     }
 
     /// Reads and drops what refused clients still send; closes those that hung up or whose time is up.

@@ -9,7 +9,9 @@ struct List: KeymgrCommand {
         usage: "keymgr list [<options>] [--user <id>] [--status <status> ...]",
         discussion: """
             With --json: an array of key objects \
-            {"kid", "userId", "username", "authType", "status", "serverState", "createdAt", "lastUsedAt", "deviceName"}.
+            {"kid", "userId", "username", "authType", "status", "serverState", "createdAt", "lastUsedAt", "deviceName"}, \
+            and "pinAttemptsLeft" for an active or locked APPLICATION_PIN key: the wrong PINs it still takes before it \
+            locks (0: locked).
 
             Example:
               keymgr list --user alice --status all

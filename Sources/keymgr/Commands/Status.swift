@@ -1,18 +1,26 @@
 import ArgumentParser
+import Foundation
 import KeyManager
 
 /// `keymgr status`: the device and how much the store holds.
 struct Status: KeymgrCommand {
     static let configuration = CommandConfiguration(
         commandName: "status",
-        abstract: "Show this device's identity and what the store holds.",
+        abstract: "Show this device's identity, its agent, its server, its last sync and what the store holds.",
         discussion: """
             `keys` counts usable (active or locked) keys. With --json: \
-            {"deviceId", "deviceName", "schemaVersion", "users", "keys", "lastSync", "keyBackend", \
-            "keyBackendReason", "tpmTcti", "masterKey"}. `keyBackend` is where new keys live (software or tpm) \
+            {"deviceId", "deviceName", "schemaVersion", "users", "keys", "keysByState", "pinKeys", "lastSync", \
+            "lastSyncRun", "servers", "agent", "pinThrottle", "keyBackend", "keyBackendReason", "tpmTcti", \
+            "masterKey"}. `keyBackend` is where new keys live (software or tpm) \
             and `keyBackendReason` why init chose it. `masterKey` is where this process took the master key from: \
             {"source": "home" | "tpm" | "KEYMGR_MASTER_KEY_FILE" | "systemd-credential", "path", "tcti"} \
-            (`tcti` only for a key sealed to a TPM).
+            (`tcti` only for a key sealed to a TPM). `agent` is the agent that served the request \
+            {"socket", "policy", "policyChecks", "policyProblem"} (null when the command opened the store itself). \
+            `keysByState` counts keys by status; `pinKeys` lists active and locked APPLICATION_PIN keys with the \
+            wrong PINs each still takes ({"kid", "userId", "status", "attemptsLeft"}); `lastSyncRun` is the last \
+            sync ({"server", "startedAt", "finishedAt", "result": "ok" | "partial" | "unfinished", and its counts}); \
+            `pinThrottle` is the wrong-PIN throttle of accounts guessing other people's PINs (through the agent: \
+            yours only). Through the agent, keys are those of the users you may see.
 
             Example:
               keymgr status --json
@@ -23,7 +31,20 @@ struct Status: KeymgrCommand {
     func run() throws {
         let manager = try globals.openManager(readOnly: true)
         let status = try manager.status()
-        try globals.render(StatusOutput(status: status, home: globals.storeHome.url.path))
+        try globals.render(StatusOutput(status: status, home: globals.storeHome.url.path, agent: Self.agent()))
+    }
+
+    /// The agent serving this request, and whether its policy file loads as it is now; nil run directly.
+    static func agent() -> StatusJSON.AgentJSON? {
+        guard AgentCaller.current != nil, let policy = AgentPolicy.active else { return nil }
+        var problem: String?
+        do {
+            _ = try AgentPolicy.load(path: policy.file, agentUID: getuid())
+        } catch {
+            problem = PrintableText.stripped((error as? any KeymgrFailure)?.message ?? String(describing: error))
+        }
+        return StatusJSON.AgentJSON(socket: AgentGate.socket ?? AgentCommand.defaultSocket, policy: policy.file,
+                                    policyChecks: problem == nil, policyProblem: problem)
     }
 }
 
@@ -31,19 +52,38 @@ struct Status: KeymgrCommand {
 struct StatusOutput: DocumentOutput {
     let status: StoreStatus
     let home: String
+    var agent: StatusJSON.AgentJSON?
 
-    var document: StatusJSON { StatusJSON(status) }
+    var document: StatusJSON { StatusJSON(status, agent: agent) }
 
     func text(on console: Console) {
-        let lines: [(String, String)] = [
+        let byState = KeyStatus.allCases.map { "\(status.keysByState[$0] ?? 0) \($0.rawValue)" }.joined(separator: ", ")
+        var lines: [(String, String)] = [
             ("home", home),
+            ("agent", agent.map { "\($0.socket), policy \($0.policy) "
+                + ($0.policyChecks ? "(checks)" : "(does not load: \($0.policyProblem ?? "?"))") }
+                ?? "none: this command opened the store itself"),
             ("device id", status.deviceId),
             // MAC'd with the device row, and printed without controls or bidi characters all the same.
             ("device name", TextTable.printable(status.deviceName)),
             ("schema version", String(status.schemaVersion)),
             ("users", String(status.users)),
-            ("keys", String(status.keys)),
-            ("last sync", status.lastSync.map { HumanText.time($0) } ?? "never"),
+            ("keys", "\(status.keys) usable (\(byState))"),
+            ("server", status.servers.isEmpty ? "none"
+                : status.servers.map { "\(TextTable.printable($0.name)): \($0.dialect) \(TextTable.printable($0.baseURL))" }
+                    .joined(separator: "; ")),
+            ("last sync", status.lastSyncRun.map(Status.syncRun) ?? "never"),
+        ]
+        for key in status.pinKeys {
+            lines.append(("PIN key \(HumanText.kid(key.kid, wide: false))", "\(TextTable.printable(key.userId)): "
+                + (key.status == .locked ? "locked" : "\(key.attemptsLeft) wrong PIN\(key.attemptsLeft == 1 ? "" : "s") left")))
+        }
+        for throttle in status.pinThrottles {
+            lines.append(("PIN throttle", "\(TextTable.printable(throttle.login)) (uid \(throttle.uid)): "
+                + (throttle.blockedUntil.map { "PINs for other people's keys wait until \(HumanText.time($0))" }
+                   ?? "\(throttle.failures) wrong PIN\(throttle.failures == 1 ? "" : "s") for other people's keys")))
+        }
+        lines += [
             ("key backend", status.keyBackend.rawValue + (status.keyBackendReason.map { " (\($0))" } ?? "")),
         ] + (status.tpmTcti.map { [("tpm tcti", $0)] } ?? []) + [("master key", Status.masterKey(status))]
         let width = lines.map(\.0.count).max() ?? 0
@@ -53,6 +93,16 @@ struct StatusOutput: DocumentOutput {
 }
 
 extension Status {
+    /// The last sync run in a line: when, and what it found.
+    static func syncRun(_ run: SyncRun) -> String {
+        guard let finished = run.finishedAt else {
+            return "started \(HumanText.time(run.startedAt)) against \(run.server), never finished"
+        }
+        let counts = "\(run.users) user\(run.users == 1 ? "" : "s"), \(run.inSync) in sync, \(run.registered) registered, "
+            + "\(run.revoked) revoked, \(run.errors) failed"
+        return "\(HumanText.time(finished)) against \(run.server): \(run.errors > 0 ? "partial" : "ok") (\(counts))"
+    }
+
     /// Where the master key came from, e.g. "tpm (sealed to swtpm:path=…, blob in /home/master.tpm)".
     static func masterKey(_ status: StoreStatus) -> String {
         let location = status.masterKeyLocation ?? ""

@@ -116,6 +116,7 @@ extension JSONBytes {
         member("deviceName"); string(key.deviceName); raw(",")
         member("kid"); string(key.kid); raw(",")
         member("lastUsedAt"); time(key.lastUsedAt); raw(",")
+        if let left = key.pinAttemptsLeft { member("pinAttemptsLeft"); text(String(left)); raw(",") }
         member("serverState"); string(key.serverState.rawValue); raw(",")
         member("status"); string(key.status.rawValue); raw(",")
         member("userId"); string(key.userId); raw(",")

@@ -33,6 +33,8 @@ struct KeyJSON: Encodable {
     let createdAt: Date
     @Nullable var lastUsedAt: Date?
     @Nullable var deviceName: String?
+    /// An active or locked APPLICATION_PIN key as `list` shows it: wrong PINs left before it locks (absent otherwise).
+    let pinAttemptsLeft: Int?
     /// Bind and rebind only: the public JWK (absent members left out, as RFC 7517 expects).
     let jwk: JSONValue?
     /// Bind and rebind with a challenge only.
@@ -48,6 +50,7 @@ struct KeyJSON: Encodable {
         createdAt = key.createdAt
         lastUsedAt = key.lastUsedAt
         deviceName = key.deviceName
+        pinAttemptsLeft = key.pinAttemptsLeft
         self.jwk = jwk.map { $0.jsonObject() }
         self.jws = jws
     }
@@ -80,6 +83,63 @@ struct StatusJSON: Encodable {
     @Nullable var keyBackendReason: String?
     @Nullable var tpmTcti: String?
     let masterKey: MasterKeyJSON
+    /// The agent serving this request: its socket and policy; null when the command opened the store itself.
+    @Nullable var agent: AgentJSON?
+    /// Keys by status: `{"active","locked","revoked","superseded"}`.
+    let keysByState: [String: Int]
+    /// Active and locked APPLICATION_PIN keys: `{"kid","userId","status","attemptsLeft"}`.
+    let pinKeys: [PINKeyJSON]
+    /// The identity server profiles: `{"name","dialect","baseUrl"}`.
+    let servers: [ServerJSON]
+    /// The last sync run: when, and what it found; null when none ran.
+    @Nullable var lastSyncRun: SyncRunJSON?
+    /// Accounts whose wrong PINs for other people's keys are counted or held back: `{"uid","login","failures",
+    /// "blockedUntil"}` (through the agent: the caller's own only).
+    let pinThrottle: [PINThrottleJSON]
+
+    struct AgentJSON: Encodable {
+        let socket: String
+        let policy: String
+        /// Whether the policy file, as it is now, loads: a restart would serve with it.
+        let policyChecks: Bool
+        /// What is wrong with it (`file:line: …`), when it does not.
+        @Nullable var policyProblem: String?
+    }
+
+    struct PINKeyJSON: Encodable {
+        let kid: String
+        let userId: String
+        let status: String
+        let attemptsLeft: Int
+    }
+
+    struct ServerJSON: Encodable {
+        let name: String
+        let dialect: String
+        let baseUrl: String
+    }
+
+    struct SyncRunJSON: Encodable {
+        let server: String
+        let startedAt: Date
+        @Nullable var finishedAt: Date?
+        /// `ok` (every user reconciled), `partial` (some could not be: `errors`), `unfinished` (no end recorded).
+        let result: String
+        let users: Int
+        let inSync: Int
+        let registered: Int
+        let revoked: Int
+        let serverDeleted: Int
+        let orphans: Int
+        let errors: Int
+    }
+
+    struct PINThrottleJSON: Encodable {
+        let uid: Int64
+        let login: String
+        let failures: Int
+        @Nullable var blockedUntil: Date?
+    }
 
     /// Where the master key came from: `{"source","path","tcti"}` (`tcti` null unless sealed to a TPM).
     struct MasterKeyJSON: Encodable {
@@ -88,7 +148,19 @@ struct StatusJSON: Encodable {
         @Nullable var tcti: String?
     }
 
-    init(_ status: StoreStatus) {
+    init(_ status: StoreStatus, agent: AgentJSON? = nil) {
+        self.agent = agent
+        keysByState = Dictionary(uniqueKeysWithValues: KeyStatus.allCases.map { ($0.rawValue, status.keysByState[$0] ?? 0) })
+        pinKeys = status.pinKeys.map { PINKeyJSON(kid: $0.kid, userId: $0.userId, status: $0.status.rawValue, attemptsLeft: $0.attemptsLeft) }
+        servers = status.servers.map { ServerJSON(name: $0.name, dialect: $0.dialect, baseUrl: $0.baseURL) }
+        lastSyncRun = status.lastSyncRun.map {
+            SyncRunJSON(server: $0.server, startedAt: $0.startedAt, finishedAt: $0.finishedAt, result: Self.result(of: $0),
+                        users: $0.users, inSync: $0.inSync, registered: $0.registered, revoked: $0.revoked,
+                        serverDeleted: $0.serverDeleted, orphans: $0.orphans, errors: $0.errors)
+        }
+        pinThrottle = status.pinThrottles.map {
+            PINThrottleJSON(uid: $0.uid, login: $0.login, failures: $0.failures, blockedUntil: $0.blockedUntil)
+        }
         deviceId = status.deviceId
         deviceName = status.deviceName
         schemaVersion = status.schemaVersion
@@ -100,6 +172,11 @@ struct StatusJSON: Encodable {
         tpmTcti = status.tpmTcti
         masterKey = MasterKeyJSON(source: status.masterKeySource, path: status.masterKeyLocation,
                                   tcti: status.masterKeyTCTI)
+    }
+
+    /// `ok`, `partial` or `unfinished`.
+    static func result(of run: SyncRun) -> String {
+        run.finishedAt == nil ? "unfinished" : run.errors > 0 ? "partial" : "ok"
     }
 }
 
