@@ -9,8 +9,16 @@ import KeyManager
 enum AgentGate {
     /// Loads the policy at the agent's start, before it serves (and forks): the workers inherit `AgentPolicy.active`.
     /// - Throws: `config` (78) when the file is missing, unsafe (owned by someone other than root or the agent's
-    ///   user, writable by others) or invalid, naming the line.
+    ///   user, writable by others, a symbolic link, or in a directory someone else could write; `SafePath`) or
+    ///   invalid, naming the line.
     static func load(policyFile path: String) throws {
+        try SafePath.checkDirectories(above: path, owner: getuid(), what: "the agent's policy")
+        // Not followed through a symbolic link: its directories are safe, so no one else can put one there after this.
+        var info = stat()
+        if lstat(path, &info) == 0, info.st_mode & S_IFMT == S_IFLNK {
+            throw CommandFailure(.config, "the agent's policy \(path) is a symbolic link, which is not followed: "
+                + "install the policy file itself there, or name it with --policy FILE")
+        }
         AgentPolicy.active = try AgentPolicy.load(path: path, agentUID: getuid())
     }
 
