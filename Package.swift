@@ -54,6 +54,9 @@ let package = Package(
         // The agent protocol's socket calls: descriptors with SCM_RIGHTS, SO_PEERCRED, SO_PEERGROUPS, sockaddr_un.
         // Used by the lean client and by the agent; libc only.
         .target(name: "CAgentSocket"),
+        // prctl (process names, the agent as subreaper) and the verifier commands' start (PR_SET_PDEATHSIG between
+        // fork and exec), which Swift cannot make. libc only.
+        .target(name: "CProcessControl"),
 
         // Build-time embedding of migrations/*.sql into the Storage module.
         .executableTarget(name: "MigrationEmbedder", swiftSettings: strict),
@@ -67,7 +70,7 @@ let package = Package(
         .target(
             name: "KeyManager",
             dependencies: [
-                "Storage", "COpenSSL", "CArgon2", "CTSS2",
+                "Storage", "COpenSSL", "CArgon2", "CTSS2", "CProcessControl",
                 .product(name: "Logging", package: "swift-log"),
             ],
             swiftSettings: fuzzed + quickStart),
@@ -84,7 +87,7 @@ let package = Package(
         .executableTarget(
             name: "keymgr",
             dependencies: [
-                "KeyManager", "Sync", "CAgentSocket", "AgentWire",
+                "KeyManager", "Sync", "CAgentSocket", "CProcessControl", "AgentWire",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ],

@@ -1,3 +1,4 @@
+import CProcessControl
 import Foundation
 
 /// Runs the configured verifier commands for the biometric auth types.
@@ -65,29 +66,44 @@ struct UserVerification: Sendable {
         }
     }
 
+    /// Runs one verifier command within `timeout`. It stays in this process's group and is killed if this process
+    /// dies (`keymgr_spawn`: PR_SET_PDEATHSIG), so an agent's worker killed, or killed with its group, takes its
+    /// verifier with it: nothing a request starts outlives it (docs/agent.md, "Process model").
     private func run(_ argv: [String]?, userId: String, timeout: TimeInterval) -> Outcome {
         guard let argv, let program = argv.first else { return .unavailable }
-        let arguments = argv.dropFirst().map {
+        let arguments = [program] + argv.dropFirst().map {
             $0.replacingOccurrences(of: "{osUser}", with: osUser).replacingOccurrences(of: "{userId}", with: userId)
         }
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: program)
-        process.arguments = Array(arguments)
-        process.standardInput = FileHandle.nullDevice
-        process.standardOutput = FileHandle.nullDevice
-        process.standardError = FileHandle.nullDevice
-        let finished = DispatchSemaphore(value: 0)
-        process.terminationHandler = { _ in finished.signal() }
-        do { try process.run() } catch { return .unavailable }
-        if finished.wait(timeout: .now() + timeout) == .timedOut {
-            process.terminate()
-            if finished.wait(timeout: .now() + 2) == .timedOut { kill(process.processIdentifier, SIGKILL) }
+        let child = Self.spawn(program, arguments)
+        guard child > 0 else { return .unavailable }
+        var status: Int32 = 0
+        let milliseconds = Int64(max(0, min(timeout, Double(Int64.max / 2_000))) * 1000)
+        let waited = keymgr_wait_child(child, milliseconds, &status)
+        if waited < 0 { return .unavailable }
+        if waited == 0 {
+            kill(child, SIGTERM)
+            if keymgr_wait_child(child, 2000, &status) != 1 {
+                kill(child, SIGKILL)
+                _ = keymgr_wait_child(child, Int64.max / 2, &status)
+            }
             return .timedOut
         }
-        switch (process.terminationReason, process.terminationStatus) {
-        case (.exit, 0): return .verified
-        case (.exit, 1): return .rejected
+        // Exited normally (WIFEXITED) with 0 or 1; a signal, or 127 (could not be executed), is unavailable.
+        guard status & 0x7f == 0 else { return .unavailable }
+        switch (status >> 8) & 0xff {
+        case 0: return .verified
+        case 1: return .rejected
         default: return .unavailable
+        }
+    }
+
+    /// Starts `program` with `arguments` (argv, its first the program) and this process's environment.
+    private static func spawn(_ program: String, _ arguments: [String]) -> pid_t {
+        var pointers: [UnsafeMutablePointer<CChar>?] = arguments.map { strdup($0) } + [nil]
+        defer { for pointer in pointers { free(pointer) } }
+        return pointers.withUnsafeMutableBufferPointer { buffer in
+            guard let argv = buffer.baseAddress else { return -1 }
+            return keymgr_spawn(program, argv, environ)
         }
     }
 }

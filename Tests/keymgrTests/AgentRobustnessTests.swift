@@ -68,13 +68,27 @@ final class AgentRobustnessTests: XCTestCase {
         XCTAssertEqual(try harness.request(["status"]).status, 0)
     }
 
+    func testAConnectionThatSaysNothingIsAnsweredSoonerThanOneSendingSlowly() throws {
+        let harness = try AgentHarness()
+        try harness.start()
+        // Nothing sent: answered at the first-byte deadline.
+        let (silent, silentClosed) = try harness.raw([])
+        XCTAssertEqual(silent["status"] as? Int, 64, "\(silent)")
+        XCTAssertEqual((silent["error"] as? [String: Any])?["message"] as? String, "the request did not start within 2 seconds")
+        XCTAssertTrue(silentClosed)
+        // Half a header sent: the whole request's deadline applies.
+        let (slow, slowClosed) = try harness.raw([0, 0])
+        XCTAssertEqual(slow["status"] as? Int, 64, "\(slow)")
+        XCTAssertEqual((slow["error"] as? [String: Any])?["message"] as? String, "the request did not arrive within 10 seconds")
+        XCTAssertTrue(slowClosed)
+    }
+
     func testRequestsBeyondTheLimitsAreAnsweredBusy() throws {
         let harness = try AgentHarness()
         try harness.start(["--max-workers-per-user", "1"])
-        let mark = harness.sandbox.root.appendingPathComponent("connected")
-        let silent = try harness.launch(["--idle", harness.socket.path, mark.path])
-        defer { kill(silent.processIdentifier, SIGKILL) }
-        XCTAssertTrue(AgentHarness.eventually { FileManager.default.fileExists(atPath: mark.path) && harness.workers.count == 1 })
+        let held = try harness.launchHeldRequest()
+        defer { kill(held.processIdentifier, SIGKILL) }
+        XCTAssertTrue(AgentHarness.eventually { harness.workers.count == 1 })
         let refused = try harness.request(["status", "--json"])
         try assertJSONError(refused, status: 75, code: "busy")
     }
@@ -127,14 +141,14 @@ final class AgentRobustnessTests: XCTestCase {
     func testSIGTERMLetsTheRunningWorkerFinish() throws {
         let harness = try AgentHarness()
         let agent = try harness.start()
-        let mark = harness.sandbox.root.appendingPathComponent("connected")
-        let silent = try harness.launch(["--idle", harness.socket.path, mark.path])
-        XCTAssertTrue(AgentHarness.eventually { FileManager.default.fileExists(atPath: mark.path) && harness.workers.count == 1 })
+        let held = try harness.launchHeldRequest()
+        XCTAssertTrue(AgentHarness.eventually { harness.workers.count == 1 })
         agent.terminate()
         usleep(300_000)
         XCTAssertTrue(agent.isRunning, "the agent waits for its worker")
         XCTAssertFalse(AgentHarness.connects(harness.socket.path), "it accepts no new connection")
-        XCTAssertTrue(AgentHarness.eventually(30) { !silent.isRunning && !agent.isRunning })
+        kill(held.processIdentifier, SIGKILL)  // its client goes: the worker ends, and then the agent
+        XCTAssertTrue(AgentHarness.eventually(30) { !held.isRunning && !agent.isRunning })
         XCTAssertEqual(agent.terminationStatus, 0, harness.agentOutput)
     }
 

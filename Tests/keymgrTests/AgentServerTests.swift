@@ -65,13 +65,20 @@ final class AgentHarness {
         return seen
     }
 
-    /// Starts `keymgr agent --home H --socket S --policy P` and waits until it accepts connections.
+    /// Starts `keymgr agent --home H --socket S --policy P` and waits until it accepts connections; as `uid` (with
+    /// `setpriv`, which execs it: the same pid) when given.
     @discardableResult
-    func start(_ extra: [String] = [], environment: [String: String] = [:], file: StaticString = #filePath,
-               line: UInt = #line) throws -> Process {
+    func start(_ extra: [String] = [], environment: [String: String] = [:], as uid: UInt32? = nil,
+               file: StaticString = #filePath, line: UInt = #line) throws -> Process {
         let process = Process()
-        process.executableURL = Self.coreBinary
-        process.arguments = ["agent", "--home", sandbox.home.path, "--socket", socket.path, "--policy", policy.path] + extra
+        let arguments = ["agent", "--home", sandbox.home.path, "--socket", socket.path, "--policy", policy.path] + extra
+        if let uid {
+            process.executableURL = URL(fileURLWithPath: "/usr/bin/setpriv")
+            process.arguments = ["--reuid=\(uid)", "--regid=\(uid)", "--clear-groups", Self.coreBinary.path] + arguments
+        } else {
+            process.executableURL = Self.coreBinary
+            process.arguments = arguments
+        }
         process.environment = agentEnvironment.merging(environment) { _, new in new }
         _ = FileManager.default.createFile(atPath: agentLog.path, contents: nil)
         let output = try FileHandle(forWritingTo: agentLog)
@@ -127,11 +134,16 @@ final class AgentHarness {
         return Outcome(status: outcome.status, stdout: outcome.stdout, stderr: outcome.stderr, arguments: arguments)
     }
 
-    /// Starts the protocol client without waiting for it (`mode`: see the script).
-    func launch(_ arguments: [String], environment: [String: String] = [:]) throws -> Process {
+    /// Starts the protocol client without waiting for it (`mode`: see the script), as root or as `uid`.
+    func launch(_ arguments: [String], environment: [String: String] = [:], as uid: UInt32? = nil) throws -> Process {
         let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/python3")
-        process.arguments = [client.path] + arguments
+        if let uid {
+            process.executableURL = URL(fileURLWithPath: "/usr/bin/setpriv")
+            process.arguments = ["--reuid=\(uid)", "--regid=\(uid)", "--clear-groups", "/usr/bin/python3", client.path] + arguments
+        } else {
+            process.executableURL = URL(fileURLWithPath: "/usr/bin/python3")
+            process.arguments = [client.path] + arguments
+        }
         process.environment = sandbox.environment.merging(environment) { _, new in new }
         process.standardInput = FileHandle.nullDevice
         process.standardOutput = FileHandle.nullDevice
@@ -139,6 +151,24 @@ final class AgentHarness {
         try process.run()
         return process
     }
+
+    /// Starts a request whose worker stays until the client goes: `sign` for pinny (bound here, once, with an
+    /// application PIN) reading its PIN from a pipe the client never writes. Returns once the request was sent.
+    func launchHeldRequest(file: StaticString = #filePath, line: UInt = #line) throws -> Process {
+        if !boundPinny {
+            try sandbox.bind("pinny", ["--auth-type", "app-pin", "--pin-stdin"], stdin: "482916\n")
+            boundPinny = true
+        }
+        heldCount += 1
+        let mark = sandbox.root.appendingPathComponent("held-\(heldCount)")
+        let client = try launch([socket.path, "sign", "--user", "pinny", "--pin-fd", "3"],
+                                environment: ["AGENT_HOLD_PIPE": "1", "AGENT_SENT_MARK": mark.path])
+        XCTAssertTrue(Self.eventually { FileManager.default.fileExists(atPath: mark.path) || !client.isRunning },
+                      "the held request was sent", file: file, line: line)
+        return client
+    }
+    private var boundPinny = false
+    private var heldCount = 0
 
     /// Sends `bytes` as they are on a new connection; returns the answer's JSON body and whether the agent then
     /// closed the connection.
@@ -182,8 +212,9 @@ final class AgentHarness {
     /// The store's keeper the agent had once it listened, which is no worker.
     private(set) var keepers: Set<Int32> = []
 
-    /// The process's name (`/proc/PID/comm`): the agent names its children `keymgr-keeper`, `keymgr-warming` and
-    /// `keymgr-warm` (a warm worker preparing the store, then waiting for a connection) and `keymgr-worker`.
+    /// The process's name (`/proc/PID/comm`): the agent names its children `keymgr-keeper`, `keymgr-users` (the
+    /// user database's answers), `keymgr-warming` and `keymgr-warm` (a warm worker preparing the store, then
+    /// waiting for a connection) and `keymgr-worker`.
     static func processName(_ pid: Int32) -> String {
         ((try? String(contentsOfFile: "/proc/\(pid)/comm", encoding: .utf8)) ?? "").trimmingCharacters(in: .newlines)
     }
@@ -200,7 +231,9 @@ final class AgentHarness {
 
     /// The agent's worker processes serving a request now (cold, or warm ones handed a connection).
     var workers: [Int32] {
-        children.filter { !keepers.contains($0) && !["keymgr-warm", "keymgr-warming"].contains(Self.processName($0)) }
+        children.filter {
+            !keepers.contains($0) && !["keymgr-warm", "keymgr-warming", "keymgr-users"].contains(Self.processName($0))
+        }
     }
 
     /// The agent's child processes now.

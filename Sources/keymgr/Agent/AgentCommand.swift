@@ -68,6 +68,9 @@ struct AgentCommand: KeymgrCommand {
 
     func run() throws {
         if checkPolicy { return try check(policyToCheck ?? policy ?? Self.defaultPolicy) }
+        AgentProcessName.set("keymgr-agent")
+        // The directories above what the agent trusts, before anything is read from them (docs/agent.md, "Start").
+        try SafePath.checkStore(home: globals.storeHome, environment: ProcessEnvironment.variables, owner: geteuid())
         try startKeeper()
         let policyFile = policy ?? Self.defaultPolicy
         let policyFailure: (any Error)?
@@ -257,6 +260,7 @@ final class AgentListener {
             try nonBlocking(descriptor)
             return AgentListener(descriptor: descriptor, bound: nil)
         }
+        try SafePath.checkDirectories(above: path, owner: geteuid(), what: "the agent's socket")
         var info = stat()
         if lstat(path, &info) == 0 {
             guard info.st_mode & S_IFMT == S_IFSOCK else {

@@ -7,13 +7,21 @@ import KeyManager
 /// here) and either sets `AccessScope.current`, which the facade enforces in every operation on a user or key, or
 /// throws `denied` (exit 77), recorded in the audit log as `agent.denied`.
 enum AgentGate {
-    /// Loads the policy at the agent's start, before it serves (and forks): the workers inherit `AgentPolicy.active`.
-    /// - Throws: `config` (78) when the file is missing, unsafe (owned by someone other than root or the agent's
-    ///   user, writable by others) or invalid, naming the line.
     /// The socket the agent serves, for `status`: the path it bound or systemd's (set before the first fork).
     nonisolated(unsafe) static var socket: String?
 
+    /// Loads the policy at the agent's start, before it serves (and forks): the workers inherit `AgentPolicy.active`.
+    /// - Throws: `config` (78) when the file is missing, unsafe (owned by someone other than root or the agent's
+    ///   user, writable by others, a symbolic link, or in a directory someone else could write; `SafePath`) or
+    ///   invalid, naming the line.
     static func load(policyFile path: String) throws {
+        try SafePath.checkDirectories(above: path, owner: getuid(), what: "the agent's policy")
+        // Not followed through a symbolic link: its directories are safe, so no one else can put one there after this.
+        var info = stat()
+        if lstat(path, &info) == 0, info.st_mode & S_IFMT == S_IFLNK {
+            throw CommandFailure(.config, "the agent's policy \(path) is a symbolic link, which is not followed: "
+                + "install the policy file itself there, or name it with --policy FILE")
+        }
         AgentPolicy.active = try AgentPolicy.load(path: path, agentUID: getuid())
     }
 

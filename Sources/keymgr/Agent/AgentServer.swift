@@ -1,5 +1,6 @@
 import AgentWire
 import CAgentSocket
+import CProcessControl
 import Foundation
 import KeyManager
 
@@ -18,11 +19,31 @@ final class AgentServer {
         static let standard = Limits(workers: 64, workersPerUser: 8)
     }
 
+    /// A worker and everything it started: it holds its place until its process group is empty.
     private struct Worker {
+        /// The worker's pid, which is also its process group's.
         let pid: pid_t
+        var connection: Int32
+        /// The share it counts against (`AgentServer.share(of:)`): the caller's uid, or the one for uids no user has.
+        let share: UInt32
+        var state: State = .serving
+
+        enum State {
+            /// Serving its client.
+            case serving
+            /// Its client hung up: the group was killed, and the worker is not yet reaped.
+            case killed
+            /// Reaped; what it started may not be gone yet (killed, and collected as it ends).
+            case exited
+        }
+    }
+
+    /// A connection accepted while the agent was full, waiting for a place (`admitQueued`).
+    private struct Queued {
         let connection: Int32
-        let uid: UInt32
-        var killed = false
+        let caller: AgentWorker.KernelCaller
+        let share: UInt32
+        let until: Double
     }
 
     /// A connection answered busy: kept (reading and dropping what the client still sends) until the client
@@ -35,6 +56,9 @@ final class AgentServer {
     /// The most refused connections kept at once; beyond it one is closed at once.
     static let maxRefused = 64
     static let refusedLinger: Double = 10
+    /// The most connections waiting for a place, and how long one waits before it is answered busy.
+    static let maxQueued = 64
+    static let queueWait: Double = 10
 
     private let listener: AgentListener
     private var refused: [Refused] = []
@@ -43,6 +67,10 @@ final class AgentServer {
     /// The `--home` the agent was given, which every worker serves.
     private let home: String?
     private var workers: [Worker] = []
+    private var queued: [Queued] = []
+    /// Connections whose caller's share is not known yet (`AgentUserDirectory`), oldest first.
+    private var resolving: [Queued] = []
+    private let users = AgentUserDirectory()
     /// The warm workers waiting for a connection (`AgentWarmWorker`).
     private let warm: AgentWarmPool
 
@@ -63,14 +91,25 @@ final class AgentServer {
     /// waiting warm workers are ended either way.
     func serve() throws {
         try AgentSignals.install()
-        defer { warm.endAll() }
+        // Whatever a worker started and left behind when it died is re-parented here, not to init: it can be
+        // killed and collected, and its worker holds its place until then.
+        _ = keymgr_become_subreaper()
+        defer {
+            warm.endAll()
+            users.end()
+        }
         var idleSince = Self.monotonicSeconds()
         while true {
             reap()
+            resolveShares()
+            admitQueued()
             if AgentSignals.stopping {
                 listener.close()
                 warm.endAll()
-            } else if workers.isEmpty || warm.isEmpty {
+                for entry in queued + resolving { close(entry.connection) }  // never served: the client sees the agent gone
+                queued = []
+                resolving = []
+            } else if serving == 0 || warm.isEmpty {
                 // Not while a request is being served, unless no warm worker waits: preparing a store is a few
                 // milliseconds of CPU, which would otherwise compete with the request on a small device.
                 warm.refill()
@@ -78,16 +117,21 @@ final class AgentServer {
             if AgentSignals.stopping && workers.isEmpty { return }
             if !workers.isEmpty { idleSince = Self.monotonicSeconds() }
 
-            var polled = [pollfd(fd: AgentSignals.wakeRead, events: Int16(POLLIN), revents: 0)]
+            // The user database's answers wake the loop like a signal (not watched when there is none: -1).
+            var polled = [pollfd(fd: AgentSignals.wakeRead, events: Int16(POLLIN), revents: 0),
+                          pollfd(fd: users.channel, events: Int16(POLLIN), revents: 0)]
             let listening = !AgentSignals.stopping
             if listening { polled.append(pollfd(fd: listener.descriptor, events: Int16(POLLIN), revents: 0)) }
-            let watched = workers.indices.filter { !workers[$0].killed }
+            let watched = workers.indices.filter { workers[$0].state == .serving }
             // No events asked: poll still reports POLLHUP/POLLERR, which is the client gone (not merely done sending).
             for index in watched { polled.append(pollfd(fd: workers[index].connection, events: 0, revents: 0)) }
+            let waiting = polled.count
+            for entry in queued { polled.append(pollfd(fd: entry.connection, events: 0, revents: 0)) }
             let lingering = polled.count
             for entry in refused { polled.append(pollfd(fd: entry.connection, events: Int16(POLLIN), revents: 0)) }
 
-            var timeout: Int32 = refused.isEmpty ? -1 : 1000
+            var timeout: Int32 = refused.isEmpty && queued.isEmpty ? -1 : 1000
+            if !resolving.isEmpty { timeout = 250 }
             if let idleExit, workers.isEmpty, !AgentSignals.stopping {
                 let left = Double(idleExit) - (Self.monotonicSeconds() - idleSince)
                 if left <= 0 { return }
@@ -102,19 +146,29 @@ final class AgentServer {
                 continue
             }
             dropRefused(polled[lingering...].map(\.revents))
+            dropQueued(polled[waiting..<lingering].map(\.revents))
             if ready == 0 { continue }  // the idle time is checked at the top
             AgentSignals.drain()
 
-            let offset = listening ? 2 : 1
+            let offset = listening ? 3 : 2
             for (position, index) in watched.enumerated()
             where polled[offset + position].revents & Int16(POLLHUP | POLLERR) != 0 {
-                // The client hung up before its answer: nobody waits for this worker's work.
-                kill(-workers[index].pid, SIGKILL)
-                kill(workers[index].pid, SIGKILL)
-                workers[index].killed = true
+                end(index)
             }
-            if listening, polled[1].revents & Int16(POLLIN) != 0 { acceptAll() }
+            if listening, polled[2].revents & Int16(POLLIN) != 0 { acceptAll() }
         }
+    }
+
+    /// The workers serving a request now (neither killed nor exited).
+    private var serving: Int { workers.count(where: { $0.state == .serving }) }
+
+    /// The client of worker `index` hung up before its answer: nobody waits for its work. The worker is killed with
+    /// its process group (a verifier it started, which stays in it, goes too); it holds its place until reaped
+    /// and its group is empty.
+    private func end(_ index: Int) {
+        kill(-workers[index].pid, SIGKILL)
+        kill(workers[index].pid, SIGKILL)
+        workers[index].state = .killed
     }
 
     /// Accepts every pending connection.
@@ -133,7 +187,7 @@ final class AgentServer {
         }
     }
 
-    /// Forks a worker for `connection`, or answers busy when the limits are reached.
+    /// Reads the caller of `connection` from the kernel and admits it once its share is known.
     private func admit(_ connection: Int32) {
         var uid: UInt32 = 0, gid: UInt32 = 0, pid: Int32 = 0
         var list: UnsafeMutablePointer<UInt32>?
@@ -145,32 +199,96 @@ final class AgentServer {
         }
         let groups = list.map { Array(UnsafeBufferPointer(start: $0, count: count)) } ?? []
         free(list)
-
-        // A worker that has answered may not have been reaped yet, and one whose client hung up is ending: neither
-        // holds a place, or a request right after another's answer would be refused busy for it.
-        reap()
-        endAbandoned()
         if let unavailable {
             refuse(connection, status: FailureCode.config.exitStatus, code: FailureCode.config.rawValue, message: unavailable)
             return
         }
-        let counted = workers.filter { !$0.killed }
-        let running = counted.count
-        let mine = counted.filter { $0.uid == uid }.count
-        if running >= limits.workers || mine >= limits.workersPerUser {
-            let who = running >= limits.workers ? "the agent" : "uid \(uid)"
-            refuse(connection, status: FailureCode.busy.exitStatus, code: FailureCode.busy.rawValue,
-                   message: "\(who) already has \(running >= limits.workers ? running : mine) requests running: try again in a moment")
+        let caller = AgentWorker.KernelCaller(uid: uid, gid: gid, pid: pid, groups: groups)
+        let now = Self.monotonicSeconds()
+        guard let hasEntry = users.hasEntry(uid, now: now) else {
+            // Asked of the user database; served (or queued) when the answer is in.
+            if resolving.count >= Self.maxQueued {
+                refuse(connection, "the agent already has \(resolving.count) requests waiting: try again in a moment")
+                return
+            }
+            users.ask(uid)
+            resolving.append(Queued(connection: connection, caller: caller, share: uid,
+                                    until: now + AgentUserDirectory.patience))
             return
         }
+        admit(connection, caller: caller, share: hasEntry ? uid : Self.sharedShare)
+    }
 
-        if let handed = warm.handOver(connection: connection, uid: uid, gid: gid, pid: pid, groups: groups) {
-            workers.append(Worker(pid: handed, connection: connection, uid: uid))
+    /// Admits the connections whose caller's share is now known, or whose answer took too long (their uid is then
+    /// its own share).
+    private func resolveShares() {
+        let now = Self.monotonicSeconds()
+        _ = users.readAnswers(now: now)
+        guard !resolving.isEmpty else { return }
+        var waiting: [Queued] = []
+        for entry in resolving {
+            if let hasEntry = users.hasEntry(entry.caller.uid, now: now) {
+                admit(entry.connection, caller: entry.caller, share: hasEntry ? entry.caller.uid : Self.sharedShare)
+            } else if now >= entry.until {
+                admit(entry.connection, caller: entry.caller, share: entry.caller.uid)
+            } else {
+                waiting.append(entry)
+            }
+        }
+        resolving = waiting
+    }
+
+    /// Forks a worker for `connection` from `caller`, counted against `share`; queues it when the agent has no
+    /// place now; answers busy when its share is full of requests being served.
+    private func admit(_ connection: Int32, caller: AgentWorker.KernelCaller, share: UInt32) {
+        // A worker that has answered may not have been reaped yet, and one whose client hung up is ending.
+        reap()
+        endAbandoned()
+        let mine = workers.filter { $0.share == share }
+        if mine.count(where: { $0.state == .serving }) >= limits.workersPerUser {
+            let who = share == Self.sharedShare ? "the uids with no user on this device already have" : "uid \(share) already has"
+            refuse(connection, "\(who) \(limits.workersPerUser) requests running: try again in a moment")
+            return
+        }
+        if mine.count < limits.workersPerUser, workers.count < limits.workers, queued.isEmpty {
+            start(connection, caller: caller, share: share)
+            return
+        }
+        // Full, or only held by workers that are ending: the place is taken by whoever the queue serves first.
+        if queued.count >= Self.maxQueued {
+            refuse(connection, "the agent already has \(serving) requests running and \(queued.count) waiting: try again in a moment")
+            return
+        }
+        queued.append(Queued(connection: connection, caller: caller, share: share,
+                             until: Self.monotonicSeconds() + Self.queueWait))
+        admitQueued()
+    }
+
+    /// Starts the queued connections there is a place for: first the share holding the fewest workers (so a person
+    /// under their share is served before the one holding the most), then the one that waited longest.
+    private func admitQueued() {
+        while !queued.isEmpty, workers.count < limits.workers {
+            var held: [UInt32: Int] = [:]
+            for worker in workers { held[worker.share, default: 0] += 1 }
+            let candidates = queued.indices.filter { held[queued[$0].share, default: 0] < limits.workersPerUser }
+            guard let next = candidates.min(by: { held[queued[$0].share, default: 0] < held[queued[$1].share, default: 0] })
+            else { return }
+            let entry = queued.remove(at: next)
+            start(entry.connection, caller: entry.caller, share: entry.share)
+        }
+    }
+
+    /// Hands `connection` to a warm worker, or forks a cold one for it.
+    private func start(_ connection: Int32, caller: AgentWorker.KernelCaller, share: UInt32) {
+        if let handed = warm.handOver(connection: connection, uid: caller.uid, gid: caller.gid, pid: caller.pid,
+                                      groups: caller.groups) {
+            workers.append(Worker(pid: handed, connection: connection, share: share))
             return
         }
         let child = fork()
         if child == 0 {
-            AgentWorker.serve(connection: connection, uid: uid, gid: gid, pid: pid, groups: groups, home: home)
+            AgentWorker.serve(connection: connection, uid: caller.uid, gid: caller.gid, pid: caller.pid,
+                              groups: caller.groups, home: home)
         }
         if child < 0 {
             let answer = AgentWorker.frame(status: FailureCode.busy.exitStatus, error: (
@@ -181,10 +299,15 @@ final class AgentServer {
         }
         // Its own process group from the parent's side too, so a kill right after the fork reaches it.
         _ = setpgid(child, child)
-        workers.append(Worker(pid: child, connection: connection, uid: uid))
+        workers.append(Worker(pid: child, connection: connection, share: share))
     }
 
-    /// Answers `connection` with `status` and an error without a worker, and keeps it (see `Refused`).
+    /// Answers busy with `message` and keeps the connection a while (`dropRefused`).
+    private func refuse(_ connection: Int32, _ message: String) {
+        refuse(connection, status: FailureCode.busy.exitStatus, code: FailureCode.busy.rawValue, message: message)
+    }
+
+    /// Answers `connection` with `status` and an error without a worker, and keeps it a while (see `Refused`).
     private func refuse(_ connection: Int32, status: Int32, code: String, message: String) {
         let answer = AgentWorker.frame(status: status, error: (code: code, message: message))
         _ = answer.withUnsafeBytes { send(connection, $0.baseAddress, $0.count, Int32(MSG_DONTWAIT | MSG_NOSIGNAL)) }
@@ -195,6 +318,26 @@ final class AgentServer {
         _ = fcntl(connection, F_SETFL, O_NONBLOCK)
         refused.append(Refused(connection: connection, until: Self.monotonicSeconds() + Self.refusedLinger))
     }
+
+    /// Closes queued connections whose client hung up; answers busy those that waited too long.
+    private func dropQueued(_ events: [Int16]) {
+        let now = Self.monotonicSeconds()
+        var kept: [Queued] = []
+        for (entry, revents) in zip(queued, events) {
+            if revents & Int16(POLLHUP | POLLERR) != 0 {
+                close(entry.connection)
+            } else if now >= entry.until {
+                refuse(entry.connection, "the agent was busy for \(Int(Self.queueWait)) seconds: try again in a moment")
+            } else {
+                kept.append(entry)
+            }
+        }
+        queued = kept
+    }
+
+    /// The share of every uid without an entry in the user database: (uid_t)-1, which no process can have.
+    static let sharedShare = UInt32.max
+
 
     /// Reads and drops what refused clients still send; closes those that hung up or whose time is up.
     private func dropRefused(_ events: [Int16]) {
@@ -212,31 +355,52 @@ final class AgentServer {
         refused = kept
     }
 
-    /// Collects every worker that has exited and closes its connection.
+    /// Collects every child that has ended: a worker's connection is closed and what is left of its process group
+    /// killed; the worker gives up its place once its group is empty. Anything else re-parented here (a process a
+    /// worker started that left the worker's group) is killed.
     private func reap() {
+        var orphans = false
         while true {
             var status: Int32 = 0
             let pid = waitpid(-1, &status, WNOHANG)
-            guard pid > 0 else { return }
-            if let index = workers.firstIndex(where: { $0.pid == pid }) {
+            guard pid > 0 else { break }
+            if let index = workers.firstIndex(where: { $0.pid == pid && $0.state != .exited }) {
                 close(workers[index].connection)
-                workers.remove(at: index)
-            } else {
-                warm.exited(pid)  // killed while waiting: `refill` forks another
+                workers[index].connection = -1
+                workers[index].state = .exited
+                kill(-pid, SIGKILL)  // its request is over: what it started goes too
+                orphans = true
+            } else if !warm.exited(pid) && !users.exited(pid) {
+                orphans = true  // killed while waiting: `refill` forks another; else a process re-parented here
             }
+        }
+        if orphans { killStrays() }
+        workers.removeAll { worker in
+            guard worker.state == .exited else { return false }
+            return kill(-worker.pid, 0) != 0 && errno == ESRCH
+        }
+    }
+
+    /// Kills the agent's children that belong to no worker's group, no warm worker's and not the agent's own (the
+    /// store's keeper): processes a worker started, moved to a group of their own, and left behind when it died.
+    private func killStrays() {
+        let me = getpid()
+        let known = Set(workers.map(\.pid) + warm.pids + [getpgrp()])
+        let text = (try? String(contentsOfFile: "/proc/\(me)/task/\(me)/children", encoding: .utf8)) ?? ""
+        for child in text.split(separator: " ").compactMap({ Int32($0.trimmingCharacters(in: .whitespacesAndNewlines)) }) {
+            let group = getpgid(child)
+            if group >= 0, !known.contains(group) { kill(child, SIGKILL) }
         }
     }
 
     /// Kills every worker whose client has hung up (as the poll loop does when it sees it).
     private func endAbandoned() {
-        let watched = workers.indices.filter { !workers[$0].killed }
+        let watched = workers.indices.filter { workers[$0].state == .serving }
         guard !watched.isEmpty else { return }
         var polled = watched.map { pollfd(fd: workers[$0].connection, events: 0, revents: 0) }
         guard poll(&polled, nfds_t(polled.count), 0) > 0 else { return }
         for (position, index) in watched.enumerated() where polled[position].revents & Int16(POLLHUP | POLLERR) != 0 {
-            kill(-workers[index].pid, SIGKILL)
-            kill(workers[index].pid, SIGKILL)
-            workers[index].killed = true
+            end(index)
         }
     }
 

@@ -1,5 +1,6 @@
 import AgentWire
 import CAgentSocket
+import CProcessControl
 import Foundation
 import KeyManager
 import Logging
@@ -145,6 +146,9 @@ final class AgentWarmPool {
 
     var isEmpty: Bool { waiting.isEmpty }
 
+    /// The warm workers waiting now (each its own process group).
+    var pids: [pid_t] { waiting.map(\.pid) }
+
     /// Forks warm workers until `size` wait. A fork that fails is tried again on the next call.
     func refill() {
         while waiting.count < size {
@@ -209,13 +213,10 @@ final class AgentWarmPool {
     }
 }
 
-/// The process's name as `ps`, `top` and `/proc/<pid>/comm` show it (prctl PR_SET_NAME: the same 15 bytes).
+/// The process's name as `ps`, `top` and `/proc/<pid>/comm` show it: `prctl(PR_SET_NAME)` (15 bytes), which works
+/// in a process that is not dumpable, where writing /proc/self/comm is refused to anyone but root.
 enum AgentProcessName {
     static func set(_ name: String) {
-        let descriptor = open("/proc/self/comm", O_WRONLY | O_CLOEXEC)
-        guard descriptor >= 0 else { return }
-        let bytes = Array(name.utf8.prefix(15))
-        _ = bytes.withUnsafeBytes { write(descriptor, $0.baseAddress, $0.count) }
-        close(descriptor)
+        _ = keymgr_set_process_name(name)
     }
 }

@@ -10,6 +10,9 @@ import KeyManager
 enum AgentWorker {
     /// How long a client has to send its whole request.
     static let requestDeadline = Double(AgentWire.requestDeadlineSeconds)
+    /// How long a client has to send the first byte of its request (the CLI's client sends it as soon as it is
+    /// connected): a connection that says nothing gives up its place sooner than one sending slowly.
+    static let firstByteDeadline: Double = 2
 
     /// Serves `connection` for the caller the kernel reported, and exits: the cold worker, forked for this
     /// connection.
@@ -106,11 +109,13 @@ enum AgentWorker {
 
     /// The request and the descriptors that came with it, within the deadline.
     static func read(_ connection: Int32) throws -> (AgentRequest, [Int32]) {
-        let deadline = AgentServer.monotonicSeconds() + requestDeadline
+        let started = AgentServer.monotonicSeconds()
+        let deadline = started + requestDeadline
         var passed: [Int32] = []
         var header: [UInt8] = []
         do {
-            try receive(connection, count: 4, into: &header, passed: &passed, deadline: deadline)
+            try receive(connection, count: 4, into: &header, passed: &passed, deadline: deadline,
+                        firstByteBy: started + firstByteDeadline)
             let length: Int
             do {
                 length = try AgentWire.bodyLength(header: header)
@@ -130,13 +135,18 @@ enum AgentWorker {
         }
     }
 
-    /// Reads exactly `count` bytes, collecting descriptors, before `deadline`.
+    /// Reads exactly `count` bytes, collecting descriptors, before `deadline` (and the first of them before
+    /// `firstByteBy`, when given).
     private static func receive(_ connection: Int32, count: Int, into bytes: inout [UInt8], passed: inout [Int32],
-                                deadline: Double) throws {
+                                deadline: Double, firstByteBy: Double? = nil) throws {
         var buffer = [UInt8](repeating: 0, count: count)
         var have = 0
         while have < count {
-            let left = deadline - AgentServer.monotonicSeconds()
+            let now = AgentServer.monotonicSeconds()
+            if have == 0, let firstByteBy, now >= firstByteBy {
+                throw Refusal.usage("the request did not start within \(Int(firstByteDeadline)) seconds")
+            }
+            let left = min(deadline, have == 0 ? firstByteBy ?? deadline : deadline) - now
             guard left > 0 else {
                 throw Refusal.usage("the request did not arrive within \(AgentWire.requestDeadlineSeconds) seconds")
             }
@@ -214,7 +224,7 @@ enum AgentWorker {
             return nil
         }
         for (index, target) in targets.enumerated() {
-            _ = dup2(moved[index], target)  // not close-on-exec: a verifier the command starts gets them too
+            _ = dup2(moved[index], target)  // the command's own (a verifier command gets none: keymgr_spawn)
             close(moved[index])
         }
         let tty = terminal ? moved[targets.count] : nil
