@@ -9,7 +9,9 @@ struct Status: KeymgrCommand {
         discussion: """
             `keys` counts usable (active or locked) keys. With --json: \
             {"deviceId", "deviceName", "schemaVersion", "users", "keys", "lastSync", "keyBackend", \
-            "keyBackendReason", "tpmTcti", "masterKey"}. `keyBackend` is where new keys live (software or tpm) \
+            "keyBackendReason", "tpmTcti", "masterKey", "serverClockSkew"}. "serverClockSkew" lists the server \
+            profiles whose clock, as their answers' Date header showed it, is more than 60 s from this device's: \
+            [{"server", "seconds"}], seconds the server is ahead (negative: behind). `keyBackend` is where new keys live (software or tpm) \
             and `keyBackendReason` why init chose it. `masterKey` is where this process took the master key from: \
             {"source": "home" | "tpm" | "KEYMGR_MASTER_KEY_FILE" | "systemd-credential", "path", "tcti"} \
             (`tcti` only for a key sealed to a TPM).
@@ -35,7 +37,7 @@ struct StatusOutput: DocumentOutput {
     var document: StatusJSON { StatusJSON(status) }
 
     func text(on console: Console) {
-        let lines: [(String, String)] = [
+        var lines: [(String, String)] = [
             ("home", home),
             ("device id", status.deviceId),
             // MAC'd with the device row, and printed without controls or bidi characters all the same.
@@ -46,6 +48,7 @@ struct StatusOutput: DocumentOutput {
             ("last sync", status.lastSync.map { HumanText.time($0) } ?? "never"),
             ("key backend", status.keyBackend.rawValue + (status.keyBackendReason.map { " (\($0))" } ?? "")),
         ] + (status.tpmTcti.map { [("tpm tcti", $0)] } ?? []) + [("master key", Status.masterKey(status))]
+        for skew in status.serverClockSkews { lines.append(("clock skew", Status.skew(skew))) }
         let width = lines.map(\.0.count).max() ?? 0
         console.answer(lines.map { $0.0 + String(repeating: " ", count: width - $0.0.count + 2) + $0.1 }
             .joined(separator: "\n"))
@@ -53,6 +56,13 @@ struct StatusOutput: DocumentOutput {
 }
 
 extension Status {
+    /// "this device is 600 s behind server default's clock: check its time (timedatectl)".
+    static func skew(_ skew: ServerClockSkew) -> String {
+        let direction = skew.seconds > 0 ? "behind" : "ahead of"
+        return "this device is \(abs(skew.seconds)) s \(direction) server \(TextTable.printable(skew.serverName))'s clock: "
+            + "check its time (timedatectl)"
+    }
+
     /// Where the master key came from, e.g. "tpm (sealed to swtpm:path=…, blob in /home/master.tpm)".
     static func masterKey(_ status: StoreStatus) -> String {
         let location = status.masterKeyLocation ?? ""

@@ -80,6 +80,14 @@ struct StatusJSON: Encodable {
     @Nullable var keyBackendReason: String?
     @Nullable var tpmTcti: String?
     let masterKey: MasterKeyJSON
+    /// Server profiles whose clock is more than 60 s from this device's: `[{"server","seconds"}]`, seconds the
+    /// server is ahead (negative: behind).
+    let serverClockSkew: [ClockSkewJSON]
+
+    struct ClockSkewJSON: Encodable {
+        let server: String
+        let seconds: Int64
+    }
 
     /// Where the master key came from: `{"source","path","tcti"}` (`tcti` null unless sealed to a TPM).
     struct MasterKeyJSON: Encodable {
@@ -100,6 +108,7 @@ struct StatusJSON: Encodable {
         tpmTcti = status.tpmTcti
         masterKey = MasterKeyJSON(source: status.masterKeySource, path: status.masterKeyLocation,
                                   tcti: status.masterKeyTCTI)
+        serverClockSkew = status.serverClockSkews.map { ClockSkewJSON(server: $0.serverName, seconds: $0.seconds) }
     }
 }
 
@@ -228,6 +237,9 @@ struct SyncReportJSON: Encodable {
     let unregistered: [String]
     /// Users whose client registration the server no longer knows (rule 5), wiped here.
     let registrationsWiped: [String]
+    /// Users whose registration access token the server refused in an earlier run (400 `access_denied` or 403):
+    /// not asked again; `keymgr dcr forget` removes them here.
+    let registrationsRefused: [String]
 
     init(_ report: SyncReport) {
         dryRun = report.dryRun
@@ -243,6 +255,7 @@ struct SyncReportJSON: Encodable {
         writesByKind = SyncWritesJSON(report.writesByKind)
         unregistered = report.unregistered
         registrationsWiped = report.registrationsWiped
+        registrationsRefused = report.registrationsRefused
     }
 }
 
