@@ -108,11 +108,18 @@ extension KeyManager {
     /// - Throws: `clientNotRegistered` when there is no such profile or the user has no registration there.
     public func clientRegistration(userId: String, profile: String, revealing: Bool) throws
         -> (registration: Registration, secrets: RegistrationSecrets?) {
-        guard let settings = try serverSettings(name: profile),
-              let registration = try registration(userId: userId, serverName: settings.name) else {
+        guard let settings = try serverSettings(name: profile) else {
+            throw profile == "default" ? Self.noRegistration(userId) : Self.noProfile(profile)
+        }
+        guard let registration = try registration(userId: userId, serverName: settings.name) else {
             throw Self.noRegistration(userId)
         }
         return (registration, revealing ? try registrationSecrets(userId: userId, serverName: settings.name) : nil)
+    }
+
+    /// A named server profile that does not exist (66, as in every command that takes `--profile`).
+    static func noProfile(_ name: String) -> KeyManagerError {
+        KeyManagerError(.clientNotRegistered, "there is no server profile \(name): see `keymgr server list`")
     }
 
     static func noRegistration(_ userId: String) -> KeyManagerError {
@@ -287,8 +294,10 @@ extension KeyManager {
     /// The user's tokens at the server profile `profile`, the token strings opened when `revealing` (`token show`).
     /// - Throws: `clientNotRegistered` when there is no such profile or the user has no tokens there.
     public func tokens(userId: String, profile: String, revealing: Bool) throws -> (set: TokenSet, secrets: TokenSecrets?) {
-        guard let settings = try serverSettings(name: profile),
-              let set = try tokenSet(userId: userId, serverName: settings.name) else {
+        guard let settings = try serverSettings(name: profile) else {
+            throw profile == "default" ? Self.noTokens(userId) : Self.noProfile(profile)
+        }
+        guard let set = try tokenSet(userId: userId, serverName: settings.name) else {
             throw Self.noTokens(userId)
         }
         return (set, revealing ? try tokenSecrets(userId: userId, serverName: settings.name) : nil)

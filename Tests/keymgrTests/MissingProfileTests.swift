@@ -7,7 +7,13 @@ final class MissingProfileTests: XCTestCase {
     static let values: [String: [String]] = [
         "user": ["alice"], "htm": ["GET"], "htu": ["https://api.example.com/orders"],
         "software-id": ["keymgr-template"], "kid": ["00000000-0000-0000-0000-000000000000"],
-        "challenge": ["c"], "username": ["alice"],
+        "challenge": ["c"], "username": ["alice"], "reason": ["stolen"], "days": ["30"],
+    ]
+
+    /// What a command's own validation needs besides its required options (one of two options, say).
+    static let extras: [String: [String]] = [
+        "admin devices": ["--user", "alice"], "admin revoke": ["--device-id", "00000000"],
+        "dcr register": ["--software-id", "keymgr-template"],
     ]
 
     /// Commands whose job is to make a profile: a missing one is not an error there.
@@ -42,12 +48,14 @@ final class MissingProfileTests: XCTestCase {
             var line = path + ["--profile", "NOSUCH"]
             for argument in arguments where !(argument["isOptional"] as? Bool ?? true) {
                 let name = Self.names(argument).first ?? "?"
+                guard name != "profile" else { continue }
                 guard let value = Self.values[name] else {
                     XCTFail("\(path.joined(separator: " ")): no value for its required --\(name); add one to `values`")
                     continue
                 }
                 line += ["--\(name)"] + value
             }
+            line += Self.extras[path.joined(separator: " ")] ?? []
             if arguments.contains(where: { Self.names($0).contains("journey") }) { line += ["--journey", "SignIn"] }
             let outcome = try sandbox.keymgr(line + ["--json"])
             XCTAssertEqual(outcome.status, 66, outcome.summary)

@@ -73,34 +73,38 @@ final class OAuthEdgeTests: ServerTestCase {
         XCTAssertEqual(try sandbox.keymgr(["token", "show", "--user", "bob"]).status, 66, "nothing stored")
     }
 
-    /// A server without Curity's templates registers whatever RFC 7591 defaults to (Authlib: `authorization_code`):
-    /// the registration succeeds, but says at once what `login` will lack, on stderr and in `--json`.
+    /// A server that registers other grant types than keymgr needs (Authlib ignores `software_id` and registers its
+    /// defaults; here templates grant too little): the registration succeeds, but says at once what `login` will
+    /// lack, on stderr and in `--json`; one that grants both says nothing.
     func testARegistrationThatCannotLogInWarnsAtRegistration() throws {
         let templates = FileManager.default.temporaryDirectory.appendingPathComponent("templates-\(UUID().uuidString).json")
-        try Data("{}".utf8).write(to: templates)
+        try Data("""
+            {"no-device": {"grant_types": ["refresh_token"], "token_endpoint_auth_method": "client_secret_basic"},
+             "no-refresh": {"grant_types": ["urn:ietf:params:oauth:grant-type:device_code"],
+                            "token_endpoint_auth_method": "client_secret_basic"},
+             "both": {"grant_types": ["refresh_token", "urn:ietf:params:oauth:grant-type:device_code"],
+                      "token_endpoint_auth_method": "client_secret_basic"}}
+            """.utf8).write(to: templates)
         defer { try? FileManager.default.removeItem(at: templates) }
         try startOAuth(serverArguments: ["--oauth-templates", templates.path])
 
-        let registered = try registerClient("alice")
-        XCTAssertEqual(registered["grantTypes"] as? [String], ["authorization_code"])
-        let warnings = try XCTUnwrap(registered["warnings"] as? [String], "\(registered)")
-        XCTAssertEqual(warnings.count, 2, "\(warnings)")
-        XCTAssertTrue(warnings.contains { $0.contains("urn:ietf:params:oauth:grant-type:device_code") && $0.contains("keymgr login") })
-        XCTAssertTrue(warnings.contains { $0.contains("refresh_token") })
+        let noDevice = try sandbox.keymgr(["dcr", "register", "--user", "alice", "--software-id", "no-device", "--json"])
+        XCTAssertEqual(noDevice.status, 0, noDevice.summary)
+        let warnings = try XCTUnwrap(try noDevice.object()["warnings"] as? [String], noDevice.summary)
+        XCTAssertEqual(warnings.count, 1, "\(warnings)")
+        XCTAssertTrue(warnings[0].contains("urn:ietf:params:oauth:grant-type:device_code"), warnings[0])
+        XCTAssertTrue(warnings[0].contains("keymgr login --user alice"), warnings[0])
+        XCTAssertTrue(noDevice.stderr.contains("keymgr: warning: the server registered client"), noDevice.stderr)
 
-        let human = try sandbox.keymgr(["dcr", "register", "--user", "bob", "--software-id", "keymgr-template"])
-        XCTAssertEqual(human.status, 0, human.summary)
-        XCTAssertTrue(human.stderr.contains("keymgr: warning: the server registered client"), human.stderr)
-        XCTAssertTrue(human.stderr.contains("without the device grant"), human.stderr)
+        let noRefresh = try sandbox.keymgr(["dcr", "register", "--user", "bob", "--software-id", "no-refresh"])
+        XCTAssertEqual(noRefresh.status, 0, noRefresh.summary)
+        XCTAssertTrue(noRefresh.stderr.contains("without refresh_token"), noRefresh.stderr)
+        XCTAssertFalse(noRefresh.stderr.contains("without the device grant"), noRefresh.stderr)
 
-        // A registration that grants both says nothing.
-        let fine = FileManager.default.temporaryDirectory.appendingPathComponent("templates-\(UUID().uuidString).json")
-        try Data(#"{"keymgr-template":{"grant_types":["refresh_token","urn:ietf:params:oauth:grant-type:device_code"]}}"#.utf8)
-            .write(to: fine)
-        defer { try? FileManager.default.removeItem(at: fine) }
-        server.stop()
-        try startOAuth(serverArguments: ["--oauth-templates", fine.path])
-        XCTAssertEqual(try registerClient("alice")["warnings"] as? [String], [])
+        let both = try sandbox.keymgr(["dcr", "register", "--user", "carol", "--software-id", "both", "--json"])
+        XCTAssertEqual(both.status, 0, both.summary)
+        XCTAssertEqual(try both.object()["warnings"] as? [String], [])
+        XCTAssertFalse(both.stderr.contains("warning"), both.stderr)
     }
 
     /// Authlib refuses a deleted client's registration access token with 400 `access_denied` (and some servers with
@@ -114,7 +118,7 @@ final class OAuthEdgeTests: ServerTestCase {
             XCTAssertEqual(try server.request("DELETE", "/__refserver/oauth/clients/" + clientId).status, 204)
 
             let first = try sandbox.keymgr(["sync", "--json"])
-            XCTAssertEqual(first.status, 2, first.summary)
+            XCTAssertNotEqual(first.status, 0, first.summary)
             let errors = try XCTUnwrap(try first.object()["errors"] as? [[String: Any]])
             XCTAssertEqual(errors.count, 1, "\(errors)")
             let message = errors.first?["message"] as? String ?? ""
@@ -165,7 +169,7 @@ final class OAuthEdgeTests: ServerTestCase {
     /// window, with its nonces too; the login and a refresh work, and `status` shows the skew.
     func testADeviceClockTenMinutesOffStillLogsInWithDPoP() throws {
         for offset in [-600, 600] {
-            try startOAuth(serverArguments: ["--clock-offset", String(offset), "--oauth-token-bound", "--oauth-dpop-nonce",
+            try startOAuth(serverArguments: ["--clock-offset=\(offset)", "--oauth-token-bound", "--oauth-dpop-nonce",
                                             "--oauth-device-interval", "1"])
             try registerClient("alice")
             let login = try login("alice")
