@@ -103,6 +103,9 @@ public struct StoreStatus: Sendable, Equatable {
     public var keyBackendReason: String?
     /// The pinned TCTI of a TPM store.
     public var tpmTcti: String?
+    /// Server profiles whose clock, as their answers' `Date` header showed it, is more than a minute from this
+    /// device's: seconds the server is ahead (negative: behind), by profile name.
+    public var serverClockSkews: [ServerClockSkew] = []
     /// Where this process took the master key from: `home` (master.key), `tpm` (master.tpm, sealed to a TPM),
     /// `KEYMGR_MASTER_KEY_FILE` or `systemd-credential`; the file; and for `tpm` the TPM's TCTI.
     package var masterKeySource: String = "home"
@@ -160,6 +163,18 @@ public struct PINThrottleState: Sendable, Equatable {
     public var failures: Int
     /// Until when its PIN attempts on other people's keys wait; nil when they do not.
     public var blockedUntil: Date?
+}
+
+/// A server's clock as far from this device's as `keymgr status` reports (more than `StoreStatus.reportedSkew`).
+public struct ServerClockSkew: Sendable, Equatable {
+    public var serverName: String
+    /// Seconds the server is ahead of this device (negative: behind).
+    public var seconds: Int64
+}
+
+extension StoreStatus {
+    /// The smallest skew, in seconds, `status` reports.
+    public static let reportedSkew: Int64 = 60
 }
 
 /// Where `init` keeps the master key.

@@ -94,7 +94,8 @@ extension KeyManager {
         // Opened inside the read: a value that does not open because a rotation elsewhere committed since this
         // process loaded its key makes `read` reload the key and read again.
         let secrets = try read { reader -> RegistrationSecrets? in
-            try reader.registration(userId: userId, serverName: serverName).map { record in
+            try refuseIfTampered(try Self.requireDevice(reader), userId: userId)
+            return try reader.registration(userId: userId, serverName: serverName).map { record in
                 RegistrationSecrets(clientSecret: try open(record.sealedClientSecret, "client_secret"),
                                     registrationAccessToken: try open(record.sealedRegistrationAccessToken, "registration_access_token"))
             }
@@ -107,11 +108,18 @@ extension KeyManager {
     /// - Throws: `clientNotRegistered` when there is no such profile or the user has no registration there.
     public func clientRegistration(userId: String, profile: String, revealing: Bool) throws
         -> (registration: Registration, secrets: RegistrationSecrets?) {
-        guard let settings = try serverSettings(name: profile),
-              let registration = try registration(userId: userId, serverName: settings.name) else {
+        guard let settings = try serverSettings(name: profile) else {
+            throw profile == "default" ? Self.noRegistration(userId) : Self.noProfile(profile)
+        }
+        guard let registration = try registration(userId: userId, serverName: settings.name) else {
             throw Self.noRegistration(userId)
         }
         return (registration, revealing ? try registrationSecrets(userId: userId, serverName: settings.name) : nil)
+    }
+
+    /// A named server profile that does not exist (66, as in every command that takes `--profile`).
+    static func noProfile(_ name: String) -> KeyManagerError {
+        KeyManagerError(.clientNotRegistered, "there is no server profile \(name): see `keymgr server list`")
     }
 
     static func noRegistration(_ userId: String) -> KeyManagerError {
@@ -132,6 +140,27 @@ extension KeyManager {
             try writer.appendAudit(auditEvent(event, userId: userId, details: [
                 "server": .string(serverName), "reason": .string(reason),
                 "registration": .bool(registration != nil), "tokens": .bool(tokens != nil),
+            ]))
+            return true
+        }
+    }
+
+    /// Records that the server refused the registration's access token other than with 401 (`reason` says how):
+    /// the registration stays, marked (status `revoked`), so sync reports it once and stops asking; audited.
+    /// Returns false when the user has no registration at the server or it was already marked.
+    @discardableResult
+    public func markRegistrationRefused(userId: String, serverName: String, reason: String) throws -> Bool {
+        try authorize(userId: userId)
+        let at = now()
+        return try write { writer in
+            guard var record = try writer.registration(userId: userId, serverName: serverName), record.status != "revoked" else {
+                return false
+            }
+            record.status = "revoked"
+            record.updatedAt = at
+            try writer.save(record)
+            try writer.appendAudit(auditEvent("dcr.refusedByServer", userId: userId, details: [
+                "server": .string(serverName), "reason": .string(reason),
             ]))
             return true
         }
@@ -196,16 +225,17 @@ extension KeyManager {
             softwareId: record.softwareId, metadata: metadataObject(record.metadata) ?? [:],
             hasClientSecret: record.sealedClientSecret != nil,
             hasRegistrationAccessToken: record.sealedRegistrationAccessToken != nil,
-            createdAt: record.createdAt, updatedAt: record.updatedAt)
+            refusedByServer: record.status == "revoked", createdAt: record.createdAt, updatedAt: record.updatedAt)
     }
 }
 
 extension KeyManager {
     /// Stores tokens the server issued, with the DPoP key they are bound to, replacing the user's previous set in
     /// one transaction. A refresh answer without a new refresh token keeps the stored one (RFC 6749 §6).
+    /// `serverClockOffset` (seconds the server is ahead of this device) puts `expiresAt` on the server's clock.
     @discardableResult
     public func storeTokens(userId: String, serverName: String, clientId: String, issued: IssuedTokens,
-                            dpopKey: DPoPKey?, event: String) throws -> TokenSet {
+                            dpopKey: DPoPKey?, event: String, serverClockOffset: TimeInterval = 0) throws -> TokenSet {
         try authorize(userId: userId)
         guard issued.tokenType == "DPoP" || issued.tokenType == "Bearer" else {
             throw KeyManagerError(.badInput, "token_type must be DPoP or Bearer, not \(issued.tokenType)")
@@ -225,7 +255,7 @@ extension KeyManager {
                 userId: userId, serverName: serverName, clientId: clientId, tokenType: issued.tokenType,
                 sealedAccessToken: access, sealedRefreshToken: refresh ?? sameClient?.sealedRefreshToken,
                 sealedIdToken: idToken ?? sameClient?.sealedIdToken, scope: issued.scope ?? sameClient?.scope,
-                expiresAt: issued.expiresIn.map { at.addingTimeInterval(TimeInterval($0)) },
+                expiresAt: issued.expiresIn.map { at.addingTimeInterval(serverClockOffset + TimeInterval($0)) },
                 jkt: dpopKey?.thumbprint, sealedDpopKey: sealedKey, updatedAt: at)
             try writer.save(record)
             try writer.appendAudit(auditEvent(event, userId: userId, details: [
@@ -250,7 +280,8 @@ extension KeyManager {
         }
         // Opened inside the read (see registrationSecrets).
         let secrets = try read { reader -> TokenSecrets? in
-            try reader.tokenSet(userId: userId, serverName: serverName).map { record in
+            try refuseIfTampered(try Self.requireDevice(reader), userId: userId)
+            return try reader.tokenSet(userId: userId, serverName: serverName).map { record in
                 TokenSecrets(accessToken: try open(record.sealedAccessToken, "access_token"),
                              refreshToken: try open(record.sealedRefreshToken, "refresh_token"),
                              idToken: try open(record.sealedIdToken, "id_token"))
@@ -263,8 +294,10 @@ extension KeyManager {
     /// The user's tokens at the server profile `profile`, the token strings opened when `revealing` (`token show`).
     /// - Throws: `clientNotRegistered` when there is no such profile or the user has no tokens there.
     public func tokens(userId: String, profile: String, revealing: Bool) throws -> (set: TokenSet, secrets: TokenSecrets?) {
-        guard let settings = try serverSettings(name: profile),
-              let set = try tokenSet(userId: userId, serverName: settings.name) else {
+        guard let settings = try serverSettings(name: profile) else {
+            throw profile == "default" ? Self.noTokens(userId) : Self.noProfile(profile)
+        }
+        guard let set = try tokenSet(userId: userId, serverName: settings.name) else {
             throw Self.noTokens(userId)
         }
         return (set, revealing ? try tokenSecrets(userId: userId, serverName: settings.name) : nil)
@@ -280,6 +313,7 @@ extension KeyManager {
         // Opened inside the read (see registrationSecrets).
         let raw = try read { reader -> SecretBytes? in
             guard let sealed = try reader.tokenSet(userId: userId, serverName: serverName)?.sealedDpopKey else { return nil }
+            try refuseIfTampered(try Self.requireDevice(reader), userId: userId)
             return try openSealed(sealed, .tokenSecret("dpop_key", userId: userId, serverName: serverName))
         }
         guard let raw else { return nil }

@@ -201,12 +201,15 @@ extension KeyManager {
     }
 
     /// The server profile named `name` (`server show`).
-    /// - Throws: `config` when there is no such profile, besides what `serverSettings(name:)` throws.
+    /// - Throws: `clientNotRegistered` when there is no profile `name`, `config` when no server is configured at all,
+    ///   besides what `serverSettings(name:)` throws.
     public func serverProfile(name: String) throws -> ServerSettings {
         guard let settings = try serverSettings(name: name) else {
-            throw KeyManagerError(.config, name == "default"
-                ? "no server is configured: run `keymgr server set --dialect pingam --base-url URL --credential-file F`"
-                : "no server profile \(name): see `keymgr server list`")
+            guard name != "default" else {
+                throw KeyManagerError(.config, "no server is configured: "
+                    + "run `keymgr server set --dialect pingam --base-url URL --credential-file F`")
+            }
+            throw KeyManagerError(.clientNotRegistered, "no server profile \(name): see `keymgr server list`")
         }
         return settings
     }
@@ -224,6 +227,17 @@ extension KeyManager {
                 "name": .string(record.name), "dialect": .string(settings.dialect.rawValue), "baseUrl": .string(record.baseUrl),
                 "allowInsecureHttp": .bool(settings.allowInsecureHTTP),
             ]))
+        }
+    }
+
+    /// Records what a server's answers showed of its clock (seconds ahead of this device; negative: behind), for the
+    /// next process's DPoP proofs and for `keymgr status`. Not audited: it decides nothing but a proof's `iat`.
+    public func recordServerClockOffset(name: String, offset: TimeInterval) throws {
+        try write { writer in
+            guard var record = try writer.server(name: name) else { return }
+            let seconds = Int64(offset.rounded())
+            record.clockOffsetSeconds = seconds == 0 ? nil : seconds
+            try writer.save(record)
         }
     }
 
@@ -383,6 +397,7 @@ extension ServerSettings {
                   deviceAuthorizationEndpoint: endpoint(record.deviceAuthorizationEndpoint),
                   tokenBinding: record.tokenBinding == .bound ? .bound : .unbound, updatedAt: record.updatedAt,
                   allowInsecureHTTP: record.allowInsecureHttp)
+        clockOffset = TimeInterval(record.clockOffsetSeconds ?? 0)
     }
 }
 
@@ -397,5 +412,6 @@ extension ServerRecord {
                   deviceAuthorizationEndpoint: settings.deviceAuthorizationEndpoint?.absoluteString,
                   tokenBinding: settings.tokenBinding == .bound ? .bound : .unbound, updatedAt: updatedAt)
         allowInsecureHttp = settings.allowInsecureHTTP
+        clockOffsetSeconds = settings.clockOffset == 0 ? nil : Int64(settings.clockOffset.rounded())
     }
 }

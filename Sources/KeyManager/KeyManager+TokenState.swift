@@ -27,6 +27,7 @@ extension KeyManager {
         // Opened inside the read (see registrationSecrets).
         let opened = try read { reader -> (TokenSet, TokenSecrets, SecretBytes?)? in
             guard let record = try reader.tokenSet(userId: userId, serverName: serverName) else { return nil }
+            try refuseIfTampered(try Self.requireDevice(reader), userId: userId)
             let secrets = TokenSecrets(accessToken: try open(record.sealedAccessToken, "access_token"),
                                        refreshToken: try open(record.sealedRefreshToken, "refresh_token"),
                                        idToken: try open(record.sealedIdToken, "id_token"))

@@ -221,6 +221,9 @@ public final class KeyManager: Sendable {
             status.keyBackend = KeyBackendKind(rawValue: device.keyBackend) ?? .software
             status.keyBackendReason = device.keyBackendReason
             status.tpmTcti = device.tpmTcti
+            status.serverClockSkews = try reader.clockSkews(over: StoreStatus.reportedSkew).map {
+                ServerClockSkew(serverName: $0.name, seconds: $0.offset)
+            }
             status.masterKeySource = Self.sourceKind(masterKeySource)
             status.masterKeyLocation = masterKeySource.path
             status.masterKeyTCTI = masterKeyTCTI
@@ -325,7 +328,10 @@ public final class KeyManager: Sendable {
         do {
             return try Self.mapped { try store.read(rows: integrity.rowKeys, body) }
         } catch let error as KeyManagerError where error.code == .tampered {
-            guard try reloadIfMasterKeyMoved() else { throw error }
+            guard try reloadIfMasterKeyMoved() else {
+                recordTampering(error)
+                throw error
+            }
             return try Self.mapped { try store.read(rows: integrity.rowKeys, body) }
         }
     }
@@ -364,7 +370,10 @@ public final class KeyManager: Sendable {
             } catch let error where attempts < 3 && !committed
                         && (error is MasterKeyMoved || (error as? KeyManagerError)?.code == .tampered) {
                 attempts += 1
-                guard try reloadIfMasterKeyMoved() else { throw error }
+                guard try reloadIfMasterKeyMoved() else {
+                    if let tampered = error as? KeyManagerError { recordTampering(tampered) }
+                    throw error
+                }
             } catch is MasterKeyMoved {
                 throw KeyManagerError(.busy, "the master key kept changing while keymgr ran: try again in a moment")
             }

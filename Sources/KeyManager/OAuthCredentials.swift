@@ -18,6 +18,9 @@ public struct Registration: Sendable, Equatable {
     /// Whether a client secret / registration access token is held (sealed).
     public var hasClientSecret: Bool
     public var hasRegistrationAccessToken: Bool
+    /// The server refused the registration access token other than with 401 (400 `access_denied`, 403): the client
+    /// is probably gone there. Sync stops asking; `keymgr dcr forget` removes the registration here.
+    public var refusedByServer: Bool = false
     public var createdAt: Date
     public var updatedAt: Date
 }

@@ -26,6 +26,9 @@ public struct ServerSettings: Sendable, Equatable {
     public var updatedAt: Date
     /// Whether plain `http://` to a host other than loopback is allowed (`server set --allow-insecure-http`).
     public var allowInsecureHTTP: Bool
+    /// Seconds the server's clock is ahead of this device's (negative: behind), as its answers' `Date` header last
+    /// showed it; 0 when no skew is known.
+    public var clockOffset: TimeInterval = 0
 
     public init(name: String = "default", dialect: DialectName, baseURL: URL, realmPath: String = "/realms/root",
                 credentialFile: String? = nil, credentialHeader: String = "Authorization", tokenEndpoint: URL? = nil,

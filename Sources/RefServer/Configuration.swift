@@ -73,6 +73,9 @@ public struct ReferenceServerConfiguration: Sendable {
     public var maxRequestBodySize: Int
     /// The server's clock (injectable so tests can age records and tokens).
     public var clock: @Sendable () -> Date
+    /// Whether answers' `Date` header follows `clock` rather than the machine's time (`keymgr-refserver
+    /// --clock-offset`: a server whose clock differs from the client's).
+    public var dateHeaderFollowsClock = false
     /// Where the server logs; it never logs passwords, tokens or JWS.
     public var logger: Logger
     /// The authorization server's settings (DCR, tokens, DPoP, device grant).

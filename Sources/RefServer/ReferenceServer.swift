@@ -83,10 +83,13 @@ public final class ReferenceServer: Sendable {
             oauth: oauth)
 
         let (ports, portContinuation) = AsyncStream<Int>.makeStream()
+        let clock = configuration.clock
         let application = Application(
             responder: CallbackResponder<RefServerRequestContext> { request, context in
                 await handler.respond(to: request, resetConnection: context.resetConnection)
             },
+            server: configuration.dateHeaderFollowsClock
+                ? .http1(configuration: .init(additionalChannelHandlers: [ServerDateHandler(clock: clock)])) : .http1(),
             configuration: ApplicationConfiguration(
                 address: .hostname("127.0.0.1", port: configuration.port), serverName: nil),
             onServerRunning: { channel in

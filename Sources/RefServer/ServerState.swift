@@ -85,7 +85,8 @@ actor ServerState {
     // MARK: journal
 
     func record(_ request: RecordedRequest, at date: Date) {
-        lastActivity = date
+        // Idleness (`--idle-exit`) is on the machine's clock: `date` is the server's, which `--clock-offset` moves.
+        lastActivity = Date()
         journal.append(request)
         if journal.count > journalLimit { journal.removeFirst(journal.count - journalLimit) }
     }

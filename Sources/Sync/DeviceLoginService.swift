@@ -28,7 +28,8 @@ public struct DeviceLoginService: Sendable {
         let registered = try tokens.manager.registration(userId: userId, serverName: tokens.serverName)
         let scope = scope ?? registered?.scope
         return try await TokenRefreshLock.holding(home: tokens.home, userId: userId, serverName: tokens.serverName) {
-            try await connection.tokenClient(nonces: tokens.nonces).authorizeDevice(
+            defer { tokens.rememberClock() }
+            return try await tokens.tokenClient.authorizeDevice(
                 endpoint: endpoint, client: try tokens.credentials(userId: userId), scope: scope)
         }
     }
@@ -43,7 +44,8 @@ public struct DeviceLoginService: Sendable {
         let endpoint = try connection.tokenEndpoint
         let deadline = Date().addingTimeInterval(TimeInterval(authorization.expiresIn))
         var interval = authorization.interval
-        let tokenClient = connection.tokenClient(nonces: tokens.nonces)
+        let tokenClient = tokens.tokenClient
+        defer { tokens.rememberClock() }
         while true {
             try await Task.sleep(nanoseconds: UInt64(interval) * 1_000_000_000)
             guard Date() < deadline.addingTimeInterval(TimeInterval(interval)) else {
@@ -55,7 +57,7 @@ public struct DeviceLoginService: Sendable {
             let result: DevicePollResult
             do {
                 result = try await tokenClient.pollDeviceCode(tokenEndpoint: endpoint, deviceCode: authorization.deviceCode,
-                                                              client: client, dpop: TokenService.proofMaker(key))
+                                                              client: client, dpop: tokens.proofMaker(key))
             } catch let failure as TransportError {
                 throw try tokens.explain(failure, userId: userId, refreshing: false)
             }
@@ -63,10 +65,17 @@ public struct DeviceLoginService: Sendable {
             case .pending: continue
             case .slowDown: interval += 5
             case .tokens(let response):
-                try tokens.checkBinding(response)
-                return try tokens.manager.storeTokens(
-                    userId: userId, serverName: tokens.serverName, clientId: client.clientId,
-                    issued: response, dpopKey: response.tokenType == "DPoP" ? key : nil, event: "tokens.login")
+                do {
+                    try tokens.checkBinding(response)
+                    return try tokens.manager.storeTokens(
+                        userId: userId, serverName: tokens.serverName, clientId: client.clientId,
+                        issued: response, dpopKey: response.tokenType == "DPoP" ? key : nil, event: "tokens.login",
+                        serverClockOffset: tokens.clock.offset)
+                } catch {
+                    // The device code is spent: tokens keymgr will not keep must not stay live at the server.
+                    let revoked = await tokens.revokeIssued(response, client: client)
+                    throw TokenService.refused(error, revoked: revoked, after: "the login")
+                }
             }
         }
     }

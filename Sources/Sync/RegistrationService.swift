@@ -11,6 +11,17 @@ public enum RegistrationCheck: Sendable, Equatable {
     case wiped
 }
 
+extension RegistrationService {
+    /// What to say when the server refuses a registration access token with 400 `access_denied` or 403.
+    static func refusalMessage(userId: String, clientId: String, status: Int, error: String?) -> String {
+        "the server refuses \(userId)'s registration access token (HTTP \(status)\(error.map { " \($0)" } ?? "")), "
+            + "which is how some servers (Authlib) answer after they deleted the client \(clientId). keymgr keeps the "
+            + "registration, since the answer does not say so for certain, and sync stops asking. If the client is gone, "
+            + "run `keymgr dcr forget --user \(userId)` (removes it here without asking the server), then "
+            + "`keymgr dcr register --user \(userId) …`"
+    }
+}
+
 /// Per-user Dynamic Client Registration (RFC 7591) and its management (RFC 7592), stored through the facade.
 public struct RegistrationService: Sendable {
     public let manager: KeyManager
@@ -72,6 +83,30 @@ public struct RegistrationService: Sendable {
         return try manager.saveRegistration(userId: userId, serverName: connection.serverName, answer: answer)
     }
 
+    /// The grant types `keymgr login` and refreshes need.
+    public static let deviceCodeGrant = "urn:ietf:params:oauth:grant-type:device_code"
+    public static let refreshTokenGrant = "refresh_token"
+
+    /// What a registration lacks for `keymgr login` and `keymgr token refresh`: one warning per grant type missing
+    /// from its `grant_types` (an answer without the member has RFC 7591 §2's default, `authorization_code` alone).
+    public static func loginWarnings(_ registration: Registration) -> [String] {
+        let granted = Set(registration.grantTypes.isEmpty ? ["authorization_code"] : registration.grantTypes)
+        let listed = granted.sorted().joined(separator: " ")
+        var warnings: [String] = []
+        if !granted.contains(deviceCodeGrant) {
+            warnings.append("the server registered client \(registration.clientId) without the device grant "
+                + "(\(deviceCodeGrant)); its grant_types are \(listed), so `keymgr login --user \(registration.userId)` "
+                + "will be refused (unauthorized_client). Register with a template or metadata that grants it: "
+                + "`keymgr dcr delete --user \(registration.userId)`, then `keymgr dcr register …` again")
+        }
+        if !granted.contains(refreshTokenGrant) {
+            warnings.append("the server registered client \(registration.clientId) without refresh_token in its "
+                + "grant_types (\(listed)): tokens from `keymgr login` cannot be refreshed, so \(registration.userId) "
+                + "must log in again whenever they expire")
+        }
+        return warnings
+    }
+
     /// Holds a `registration_client_uri` the server answered with to the profile's rules before it is stored
     /// (`ServerSettings.checkServerGivenURL`); an answer without one offers no management and passes.
     private func checkManagementURI(in answer: [String: JSONValue]) throws {
@@ -111,6 +146,11 @@ public struct RegistrationService: Sendable {
             return .current(registration)  // the server offers no management for this client
         }
         switch try await connection.registrationClient.read(registrationClientURI: uri, registrationAccessToken: token) {
+        case .refused(let status, let error):
+            try manager.markRegistrationRefused(userId: userId, serverName: server,
+                                                reason: "the registration endpoint answered \(status)\(error.map { " \($0)" } ?? "")")
+            throw SyncError(.unAuthorize, Self.refusalMessage(userId: userId, clientId: registration.clientId,
+                                                              status: status, error: error))
         case .gone:
             try manager.wipeRegistration(userId: userId, serverName: server, event: "dcr.revokedByServer",
                                          reason: "the registration endpoint answered 401")
@@ -144,9 +184,29 @@ public struct RegistrationService: Sendable {
         }
         if let uri = try managementURI(registration),
            let token = try manager.registrationSecrets(userId: userId, serverName: server).registrationAccessToken {
-            try await connection.registrationClient.delete(registrationClientURI: uri, registrationAccessToken: token)
+            do {
+                try await connection.registrationClient.delete(registrationClientURI: uri, registrationAccessToken: token)
+            } catch let failure as TransportError where failure.verdict?.status == 400 || failure.verdict?.status == 403 {
+                throw failure.adding(": if it is gone, run `keymgr dcr forget --user \(userId)` to remove the registration "
+                    + "here without asking the server")
+            }
         }
         try manager.wipeRegistration(userId: userId, serverName: server, event: "dcr.deleted", reason: "deleted by keymgr dcr delete")
+    }
+
+    /// Removes the user's registration here, with its tokens and DPoP key, without a request to the server (whose
+    /// answers no longer tell whether the client exists): `keymgr dcr forget`. Audited as `dcr.forgotten`.
+    public func forget(userId: String, confirm: @Sendable (Registration) throws -> Void = { _ in }) async throws {
+        try manager.authorize(userId: userId)
+        guard let registration = try manager.registration(userId: userId, serverName: connection.serverName) else {
+            throw SyncError(.clientNotRegistered,
+                            "\(userId) has no client registration at the server profile \(connection.serverName)")
+        }
+        try confirm(registration)
+        _ = try await TokenRefreshLock.holding(home: home, userId: userId, serverName: connection.serverName) {
+            try manager.wipeRegistration(userId: userId, serverName: connection.serverName, event: "dcr.forgotten",
+                                         reason: "removed here by keymgr dcr forget; the server was not asked")
+        }
     }
 
     /// Deletes the user's client at the server only (RFC 7592 DELETE; already gone is fine), for callers that wipe
@@ -172,10 +232,15 @@ public struct RegistrationService: Sendable {
     }
 
     /// Sync rule 5 for every registration at this server (`checked` of them); one user's failure is that user's alone.
-    public func checkAll() async -> (checked: Int, wiped: [String], errors: [SyncSummary.UserError]) {
+    /// A registration whose access token the server refused before (`refusedByServer`) was reported then: it is
+    /// not read again, only listed in `refused`.
+    public func checkAll() async -> (checked: Int, wiped: [String], refused: [String], errors: [SyncSummary.UserError]) {
         var wiped: [String] = []
+        var refused: [String] = []
         var errors: [SyncSummary.UserError] = []
-        let registrations = ((try? manager.registrations()) ?? []).filter { $0.serverName == connection.serverName }
+        let all = ((try? manager.registrations()) ?? []).filter { $0.serverName == connection.serverName }
+        let registrations = all.filter { !$0.refusedByServer }
+        refused = all.filter(\.refusedByServer).map(\.userId)
         for registration in registrations {
             do {
                 if try await check(userId: registration.userId) == .wiped { wiped.append(registration.userId) }
@@ -185,6 +250,6 @@ public struct RegistrationService: Sendable {
                 errors.append(.init(userId: registration.userId, code: .failure, message: "\(error)"))
             }
         }
-        return (registrations.count, wiped, errors)
+        return (registrations.count, wiped, refused, errors)
     }
 }

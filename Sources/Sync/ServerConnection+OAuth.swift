@@ -22,8 +22,10 @@ extension ServerConnection {
         }
     }
 
-    /// A token endpoint client remembering server nonces in `nonces`.
-    public func tokenClient(nonces: DPoPNonces) -> OAuthTokenClient { OAuthTokenClient(http: http, nonces: nonces) }
+    /// A token endpoint client remembering server nonces in `nonces` and the server's time in `clock`.
+    public func tokenClient(nonces: DPoPNonces, clock: ServerClock) -> OAuthTokenClient {
+        OAuthTokenClient(http: http, nonces: nonces, clock: clock)
+    }
 
     /// One of the profile's OAuth endpoints, or `config` saying how to set it.
     func endpoint(_ url: URL?, _ what: String, flag: String) throws -> URL {

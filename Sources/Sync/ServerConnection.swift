@@ -16,12 +16,13 @@ public struct ServerConnection: Sendable {
         self.environment = environment
     }
 
-    /// The store's configured profile over libcurl, or `config` when none is set.
+    /// The store's configured profile over libcurl: `clientNotRegistered` (66) when a named profile does not exist,
+    /// `config` when no server is configured at all.
     public static func configured(in manager: KeyManager, profile: String = "default", timeout: TimeInterval = 15,
                                   environment: [String: String] = ProcessInfo.processInfo.environment) throws -> ServerConnection {
         guard let settings = try manager.serverSettings(name: profile) else {
             guard profile == "default" else {
-                throw SyncError(.config, "there is no server profile \(profile): see `keymgr server list`, or make it "
+                throw SyncError(.clientNotRegistered, "there is no server profile \(profile): see `keymgr server list`, or make it "
                     + "with `keymgr server set --profile \(profile) --dialect pingam|oauth --base-url URL`")
             }
             throw SyncError(.config, "no server is configured: run `keymgr server set --dialect pingam --base-url URL --credential-file F`")

@@ -59,6 +59,9 @@ public struct SyncReport: Sendable, Equatable {
     public var registrationsWiped: [String] = []
     /// How many client registrations rule 5 read (each failed read is one entry of `errors`).
     public var registrationsChecked = 0
+    /// Users whose registration access token the server refused (400 `access_denied` or 403) in an earlier run: not
+    /// read again until `keymgr dcr forget` or a new registration.
+    public var registrationsRefused: [String] = []
     /// The user id of each kid named in `registered`, `revoked` and `serverDeleted`.
     public var owners: [String: String] = [:]
 
@@ -315,6 +318,7 @@ public struct SyncService: Sendable {
         let outcome = await RegistrationService(manager: manager, connection: connection, home: home, logger: logger).checkAll()
         report.registrationsChecked = outcome.checked
         report.registrationsWiped = outcome.wiped
+        report.registrationsRefused = outcome.refused
         report.writesByKind.registrationsWiped += outcome.wiped.count
         report.errors += outcome.errors
     }

@@ -11,12 +11,29 @@ public struct TokenService: Sendable {
     let home: StoreLocation
     let logger: Logger
     let nonces = DPoPNonces()
+    /// The server's clock: from the profile's stored offset, then from each answer's `Date` header.
+    let clock: ServerClock
 
     public init(manager: KeyManager, connection: ServerConnection, home: StoreLocation, logger: Logger = KeyManager.silentLogger) {
         self.manager = manager
         self.connection = connection
         self.home = home
         self.logger = logger
+        clock = ServerClock(offset: connection.settings.clockOffset)
+    }
+
+    /// A token endpoint client sharing this service's nonces and server clock.
+    var tokenClient: OAuthTokenClient { connection.tokenClient(nonces: nonces, clock: clock) }
+
+    /// Stores the server's clock offset when its answers showed one other than the profile holds (for the next
+    /// process's proofs and `keymgr status`). A failure to store it loses nothing but that.
+    func rememberClock() {
+        guard abs(clock.offset - connection.settings.clockOffset) >= ServerClock.threshold else { return }
+        do {
+            try manager.recordServerClockOffset(name: serverName, offset: clock.offset)
+        } catch {
+            logger.debug("could not store the server's clock offset", metadata: ["error": .string("\(error)")])
+        }
     }
 
     var serverName: String { connection.serverName }
@@ -32,9 +49,13 @@ public struct TokenService: Sendable {
                                       authMethod: client.registration.tokenEndpointAuthMethod)
     }
 
-    static func proofMaker(_ key: DPoPKey?) -> DPoPProofMaker? {
+    /// Proofs by `key` whose `iat` is the server's time, as far as its answers have shown it.
+    func proofMaker(_ key: DPoPKey?) -> DPoPProofMaker? {
         guard let key else { return nil }
-        return { htm, htu, nonce, accessToken in try key.proof(htm: htm, htu: htu, nonce: nonce, accessToken: accessToken) }
+        let clock = clock
+        return { htm, htu, nonce, accessToken in
+            try key.proof(htm: htm, htu: htu, nonce: nonce, accessToken: accessToken, at: clock.now())
+        }
     }
 
     /// The DPoP key requests for the user carry: the stored one when the profile is `--bound`, none when it is
@@ -109,22 +130,80 @@ public struct TokenService: Sendable {
         guard let refreshToken = current.secrets.refreshToken else {
             throw SyncError(.unAuthorize, "\(userId) has no refresh token: run `keymgr login --user \(userId)` again")
         }
+        // A refresh spends the refresh token (rotation): one whose answer `checkBinding` would refuse is never sent.
+        if bound, current.set.tokenType != "DPoP" || current.dpopKey == nil {
+            throw SyncError(.serverRejected, "\(userId)'s tokens are \(current.set.tokenType) tokens bound to no DPoP key, "
+                + "but this profile is --bound, which takes only DPoP-bound tokens; no refresh was sent. Log in again: "
+                + "run `keymgr login --user \(userId)` (or set the profile back with `keymgr server set … --unbound`)")
+        }
         // The profile's choice, not the stored tokens', decides whether a proof goes along (see `requestKey`).
         let key = bound ? current.dpopKey : nil
         let client = try credentials(userId: userId)
         let response: OAuthTokenResponse
         do {
-            response = try await connection.tokenClient(nonces: nonces).refresh(
+            defer { rememberClock() }
+            response = try await tokenClient.refresh(
                 tokenEndpoint: try connection.tokenEndpoint, refreshToken: refreshToken, client: client, scope: nil,
-                dpop: Self.proofMaker(key))
+                dpop: proofMaker(key))
         } catch let failure as TransportError {
             throw try explain(failure, userId: userId, refreshing: true)
         }
-        try checkBinding(response)
-        let stored = try manager.storeTokens(userId: userId, serverName: serverName, clientId: client.clientId,
-                                             issued: response, dpopKey: response.tokenType == "DPoP" ? key : nil,
-                                             event: "tokens.refreshed")
-        return (stored, response.accessToken)
+        do {
+            try checkBinding(response)
+            let stored = try manager.storeTokens(userId: userId, serverName: serverName, clientId: client.clientId,
+                                                 issued: response, dpopKey: response.tokenType == "DPoP" ? key : nil,
+                                                 event: "tokens.refreshed", serverClockOffset: clock.offset)
+            return (stored, response.accessToken)
+        } catch {
+            // The server has spent the old refresh token (RFC 6749 §6): the answer it gave instead is revoked there,
+            // and the old tokens go too, so nothing the server retired is ever handed out again.
+            let revoked = await revokeIssued(response, client: client)
+            _ = try? manager.discardTokens(userId: userId, serverName: serverName, reason: "refresh answer refused")
+            throw Self.refused(error, revoked: revoked, after: "the refresh", then: "\(userId)'s old tokens were discarded "
+                + "here, as the server spent their refresh token: run `keymgr login --user \(userId)` again")
+        }
+    }
+
+    /// What `revokeIssued` managed: everything, nothing because the profile has no revocation endpoint, or a failure.
+    enum IssuedRevocation {
+        case revoked
+        case noEndpoint
+        case failed(String)
+    }
+
+    /// Revokes tokens the server issued and keymgr refused (RFC 7009, with the client's credentials): the refresh
+    /// token first (which takes its access tokens with it at most servers), then the access token.
+    func revokeIssued(_ issued: OAuthTokenResponse, client: OAuthClientCredentials) async -> IssuedRevocation {
+        guard let endpoint = connection.settings.revocationEndpoint else { return .noEndpoint }
+        let tokens = tokenClient
+        do {
+            if let refresh = issued.refreshToken {
+                try await tokens.revoke(endpoint: endpoint, token: refresh, hint: "refresh_token", client: client)
+            }
+            try await tokens.revoke(endpoint: endpoint, token: issued.accessToken, hint: "access_token", client: client)
+            return .revoked
+        } catch let failure as TransportError {
+            return .failed(failure.message)
+        } catch {
+            return .failed(String(describing: error))
+        }
+    }
+
+    /// A refused token answer, with what became of the tokens at the server in the message.
+    static func refused(_ error: any Error, revoked: IssuedRevocation, after what: String, then: String? = nil) -> any Error {
+        let outcome: String
+        switch revoked {
+        case .revoked:
+            outcome = "the tokens the server issued were revoked there"
+        case .noEndpoint:
+            outcome = "the tokens the server issued could not be revoked there (the profile has no revocation endpoint: "
+                + "give `keymgr server set … --revocation-endpoint URL`); they stay valid at the server until they expire"
+        case .failed(let why):
+            outcome = "revoking the tokens the server issued failed (\(why)); they stay valid at the server until they expire"
+        }
+        let failure = error as? any KeymgrFailure
+        let reason = failure?.message ?? String(describing: error)
+        return SyncError(failure?.code ?? .failure, "\(reason). After \(what), \(outcome)" + (then.map { "; \($0)" } ?? ""))
     }
 
     /// An access token valid for more than `minTTL` seconds, refreshing first (single-flight) when needed. Without
@@ -135,7 +214,8 @@ public struct TokenService: Sendable {
             throw SyncError(.clientNotRegistered, "\(userId) has no tokens: run `keymgr login --user \(userId)`")
         }
         var (set, token) = (state.set, state.secrets.accessToken)
-        if let expiresAt = set.expiresAt, expiresAt.timeIntervalSinceNow <= minTTL {
+        // `expiresAt` is on the server's clock (see `storeTokens`): compared with the server's time now.
+        if let expiresAt = set.expiresAt, expiresAt.timeIntervalSince(clock.now()) <= minTTL {
             (set, token) = try await refreshed(userId: userId, seen: set.revision)
         }
         guard let token else {
@@ -165,7 +245,7 @@ public struct TokenService: Sendable {
         }
         let client = try credentials(userId: userId)
         let endpoint = try connection.endpoint(connection.settings.revocationEndpoint, "revocation endpoint", flag: "--revocation-endpoint")
-        let tokens = connection.tokenClient(nonces: nonces)
+        let tokens = tokenClient
         do {
             if let refresh = secrets.refreshToken {
                 try await tokens.revoke(endpoint: endpoint, token: refresh, hint: "refresh_token", client: client)
@@ -186,7 +266,7 @@ public struct TokenService: Sendable {
             throw SyncError(.clientNotRegistered, "\(userId) has no DPoP key: the tokens are unbound or missing "
                 + "(run `keymgr login --user \(userId)` with a --bound profile)")
         }
-        return try key.proof(htm: htm, htu: htu, nonce: nonce, accessToken: accessToken)
+        return try key.proof(htm: htm, htu: htu, nonce: nonce, accessToken: accessToken, at: clock.now())
     }
 
     /// Calls a protected resource with the user's access token (DPoP with nonce retry, or Bearer).
@@ -194,8 +274,8 @@ public struct TokenService: Sendable {
         try manager.authorize(userId: userId)
         let (token, set) = try await accessToken(userId: userId, minTTL: 60)
         let key = try requestKey(userId: userId)
-        return try await connection.tokenClient(nonces: nonces).resource(method: method, url: url, accessToken: token,
-                                                                         tokenType: set.tokenType, dpop: Self.proofMaker(key))
+        return try await tokenClient.resource(method: method, url: url, accessToken: token, tokenType: set.tokenType,
+                                              dpop: proofMaker(key))
     }
 
     /// A token endpoint failure in terms of what to do next; `invalid_grant` discards the tokens and DPoP key.

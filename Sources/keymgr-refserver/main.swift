@@ -77,6 +77,12 @@ struct RefServerCommand: AsyncParsableCommand {
     @Option(help: "The polling interval (seconds, 1 or more) device authorization answers announce; default 5.")
     var oauthDeviceInterval: Int = 5
 
+    @Option(help: "Run the server's clock this many seconds ahead of the machine's (negative: behind), its Date headers too, as a server whose clock differs from the client's; default 0.")
+    var clockOffset: Double = 0
+
+    @Option(help: "How the RFC 7592 endpoint refuses the registration access token of a deleted client: 401 (invalid_token, the RFC; default), 400 (access_denied, as Authlib) or 403.")
+    var oauthRefusedRegistrationTokenStatus: Int = 401
+
     @Option(help: "Name of a usernameless signing journey (no NameCallback; the callback's userId is empty).")
     var usernamelessJourney: String?
 
@@ -122,6 +128,10 @@ struct RefServerCommand: AsyncParsableCommand {
         if oauthMode == OAuthServerMode.oauthlib.rawValue, oauthTokenBound || oauthDpopNonce || oauthResourceDpopNonce {
             throw ValidationError("--oauth-mode oauthlib has no DPoP: it cannot be combined with --oauth-token-bound or the DPoP nonce flags")
         }
+        guard [400, 401, 403].contains(oauthRefusedRegistrationTokenStatus) else {
+            throw ValidationError("--oauth-refused-registration-token-status must be 400, 401 or 403")
+        }
+        guard abs(clockOffset) <= 10 * 365 * 86_400 else { throw ValidationError("--clock-offset must be within ten years") }
         guard oauthDeviceInterval >= 1 else { throw ValidationError("--oauth-device-interval must be 1 or more") }
         guard (1...3600).contains(callbackTimeout) else { throw ValidationError("--callback-timeout must be in 1...3600") }
         if let maxSavedDevices, maxSavedDevices < 1 { throw ValidationError("--max-saved-devices must be at least 1") }
@@ -157,6 +167,11 @@ struct RefServerCommand: AsyncParsableCommand {
             ] + (usernamelessJourney.map { [Journey(name: $0, kind: .usernamelessSigning)] } ?? []),
             callbackTimeout: callbackTimeout,
             oauth: oauth)
+        if clockOffset != 0 {
+            let offset = clockOffset
+            configuration.clock = { Date().addingTimeInterval(offset) }
+            configuration.dateHeaderFollowsClock = true
+        }
         configuration.journeyPolicy.maxSavedDevices = maxSavedDevices
         configuration.journeyPolicy.honoursNoSession = !ignoreNoSession
         configuration.journeyPolicy.foreignSigningUsers = foreignSigningUsers.map { $0.split(separator: ",").map(String.init) } ?? []
@@ -205,6 +220,7 @@ struct RefServerCommand: AsyncParsableCommand {
         oauth.servesAuthorizationServerMetadata = !oauthOpenidDiscoveryOnly
         oauth.issuerPath = oauthIssuerPath
         oauth.deviceCodeInterval = oauthDeviceInterval
+        oauth.refusedRegistrationTokenStatus = oauthRefusedRegistrationTokenStatus
         oauth.adopt(OAuthServerMode(rawValue: oauthMode) ?? .curity)
         return oauth
     }

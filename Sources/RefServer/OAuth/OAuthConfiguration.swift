@@ -96,6 +96,9 @@ public struct OAuthServerConfiguration: Sendable {
     /// The challenge scheme of a 401 `invalid_client` after HTTP Basic: `Basic` (RFC 6749 §5.2), or `Bearer`
     /// as oauthlib sends for every 401.
     public var invalidClientChallengeScheme = "Basic"
+    /// How a registration access token of a deleted, revoked or unknown client is refused at the RFC 7592 endpoint:
+    /// 401 `invalid_token` (RFC 7592 §2, RFC 6750 §3.1), 400 `access_denied` as Authlib 1.9 answers, or 403.
+    public var refusedRegistrationTokenStatus = 401
 
     /// Creates a configuration with Curity-like defaults (open registration, the `keymgr-template`
     /// template, unbound tokens allowed, no nonces).

@@ -58,6 +58,9 @@ public enum OAuthFault: Sendable, Equatable {
     /// Answer `200` with a 10 MiB JSON object that would otherwise pass for a token and a registration answer
     /// (`access_token`, `token_type`, `client_id`, plus a `_padding` member). Nothing is done.
     case hugeBody
+    /// Token endpoint: DPoP proofs are ignored and every token issued is Bearer, a bound refresh token refreshing as
+    /// Bearer too (a server whose DPoP support an administrator switched off; Authlib and oauthlib have none).
+    case dpopSwitchedOff
 
     /// The fault's name on the admin HTTP surface.
     public var name: String {
@@ -78,6 +81,7 @@ public enum OAuthFault: Sendable, Equatable {
         case .truncatedBody: return "truncatedBody"
         case .slowBody: return "slowBody"
         case .hugeBody: return "hugeBody"
+        case .dpopSwitchedOff: return "dpopSwitchedOff"
         }
     }
 
@@ -138,6 +142,7 @@ public enum OAuthFault: Sendable, Equatable {
         case "connectionReset": self = .connectionReset
         case "truncatedBody": self = .truncatedBody
         case "hugeBody": self = .hugeBody
+        case "dpopSwitchedOff": self = .dpopSwitchedOff
         default: return nil
         }
     }
@@ -145,7 +150,7 @@ public enum OAuthFault: Sendable, Equatable {
     static let names =
         "status500, status503 (retryAfter), delay (seconds), malformedJSON, garbageTokenResponse, wrongContentType, "
         + "emptyBodyOnInvalidGrant, dpopErrorStatus (status), lowercaseTokenType, authMethodAsArray, registration200, "
-        + "foreignRegistrationClientURI (url), connectionReset, truncatedBody, slowBody (seconds), hugeBody"
+        + "foreignRegistrationClientURI (url), connectionReset, truncatedBody, slowBody (seconds), hugeBody, dpopSwitchedOff"
 }
 
 /// The faults that apply to one request: at most one outage, any number of quirks.

@@ -329,7 +329,14 @@ struct OAuthRoutes: Sendable {
         guard let presented = OAuthRoutes.bearerToken(request),
             var client = try await store.client(clientId), client.status == "active",
             constantTimeEqual(presented, client.registrationToken)
-        else { throw OAuthError.invalidToken("The registration access token is not valid for this client") }
+        else {
+            let description = "The registration access token is not valid for this client"
+            switch configuration.refusedRegistrationTokenStatus {
+            case 400: throw OAuthError(status: 400, "access_denied", description)
+            case 403: throw OAuthError(status: 403, "access_denied", description)
+            default: throw OAuthError.invalidToken(description)
+            }
+        }
         if request.method == .delete {
             _ = try await store.deleteClient(clientId)
             return Response(status: .noContent)
@@ -385,18 +392,19 @@ struct OAuthRoutes: Sendable {
             }
             let now = handler.configuration.clock()
             // A server without DPoP ignores the header (oauthlib): the tokens are Bearer.
-            let proofs = configuration.supportsDPoP ? request.headers.values(named: "DPoP") : []
+            let supportsDPoP = configuration.supportsDPoP && !faults.has(.dpopSwitchedOff)
+            let proofs = supportsDPoP ? request.headers.values(named: "DPoP") : []
             var proof: DPoPProof?
             if !proofs.isEmpty {
                 proof = try await dpopVerifier(now: now).verify(
                     headerValues: proofs, method: request.method.rawValue, url: await requestURL(request),
                     accessToken: nil, nonceIssuer: configuration.requiresDPoPNonce ? .authorizationServer : nil)
-            } else if configuration.issuesTokenBoundTokens {
+            } else if configuration.issuesTokenBoundTokens, supportsDPoP {
                 throw OAuthError.invalidDPoPProof("this server issues only DPoP-bound tokens: a DPoP proof is required")
             }
             let tokens: [OAuthTokenRow]
             if grantType == GrantType.refreshToken {
-                tokens = try await refresh(form: form, client: client, proof: proof, now: now)
+                tokens = try await refresh(form: form, client: client, proof: proof, supportsDPoP: supportsDPoP, now: now)
             } else {
                 tokens = try await redeemDeviceCode(form: form, client: client, proof: proof, now: now)
             }
@@ -415,7 +423,7 @@ struct OAuthRoutes: Sendable {
 
     /// RFC 6749 §6 with rotation: in one transaction, check the refresh token, spend it, issue the new set.
     private func refresh(
-        form: [String: String], client: OAuthClientRow, proof: DPoPProof?, now: Date
+        form: [String: String], client: OAuthClientRow, proof: DPoPProof?, supportsDPoP: Bool, now: Date
     ) async throws -> [OAuthTokenRow] {
         guard let presented = form["refresh_token"], !presented.isEmpty else {
             throw OAuthError.invalidRequest("refresh_token is required")
@@ -427,7 +435,7 @@ struct OAuthRoutes: Sendable {
                 row.clientId == client.clientId, row.status == "active", row.expiresAt > now.timeIntervalSince1970
             else { return .failure(.invalidGrant("The refresh token is not valid")) }
             // A server without DPoP knows no binding (a token bound before it was switched off refreshes as Bearer).
-            if configuration.supportsDPoP, let bound = row.jkt, proof?.jkt != bound {
+            if supportsDPoP, let bound = row.jkt, proof?.jkt != bound {
                 return .failure(.invalidDPoPProof("the refresh token is bound to another DPoP key"))
             }
             var scope = row.scope
@@ -442,7 +450,7 @@ struct OAuthRoutes: Sendable {
             try row.update(db)
             let tokens = try OAuthRoutes.makeTokens(
                 clientId: client.clientId, subject: row.subject, scope: scope, accessJKT: proof?.jkt,
-                refreshJKT: row.jkt, grantId: row.grantId, withRefresh: true, now: now, configuration: configuration)
+                refreshJKT: supportsDPoP ? row.jkt : nil, grantId: row.grantId, withRefresh: true, now: now, configuration: configuration)
             for token in tokens { try token.insert(db) }
             return .success(tokens)
         }

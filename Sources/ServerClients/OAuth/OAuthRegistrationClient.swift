@@ -7,6 +7,9 @@ public enum RegistrationReadResult: Sendable, Equatable {
     case current([String: JSONValue])
     /// 401: the client no longer exists or its registration access token is dead (RFC 7592 §2.1).
     case gone
+    /// The registration access token refused otherwise than RFC 7592 says: 400 `access_denied` (Authlib, after it
+    /// deleted the client) or 403. Probably gone, but not certainly: nothing is wiped on it.
+    case refused(status: Int, error: String?)
 }
 
 /// Dynamic Client Registration (RFC 7591) and its management protocol (RFC 7592).
@@ -39,6 +42,7 @@ public struct OAuthRegistrationClient: Sendable {
             "Authorization": "Bearer " + registrationAccessToken, "Accept": "application/json",
         ]))
         if response.status == 401 { return .gone }
+        if let refusal = Self.tokenRefusal(response) { return refusal }
         guard response.status == 200 else { throw OAuthWire.failure(response, doing: "read a client registration") }
         return .current(try Self.clientInformation(response, from: registrationClientURI))
     }
@@ -49,7 +53,23 @@ public struct OAuthRegistrationClient: Sendable {
             "Authorization": "Bearer " + registrationAccessToken,
         ]))
         guard (200..<300).contains(response.status) || response.status == 401 || response.status == 404 else {
+            if case .refused(let status, let error) = Self.tokenRefusal(response) {
+                throw TransportError(verdict: .init(status: status, oauthError: error.map(OAuthErrorCode.init)),
+                                     "the server refuses the registration access token (HTTP \(status)\(error.map { " \($0)" } ?? "")): "
+                                     + "the client was probably deleted there", kind: .credentialRefused)
+            }
             throw OAuthWire.failure(response, doing: "delete a client registration")
+        }
+    }
+
+    /// A management answer refusing the registration access token other than with 401: 403, or 400 with
+    /// `access_denied` (Authlib). A 400 with any other error (or none) is not one: it may be the request.
+    static func tokenRefusal(_ response: HTTPResponse) -> RegistrationReadResult? {
+        let error = OAuthWire.errorAnswer(response).error
+        switch response.status {
+        case 403: return .refused(status: 403, error: error?.rawValue)
+        case 400 where error == .accessDenied: return .refused(status: 400, error: error?.rawValue)
+        default: return nil
         }
     }
 

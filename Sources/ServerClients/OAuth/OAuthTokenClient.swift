@@ -76,10 +76,13 @@ public enum DevicePollResult: Sendable, Equatable {
 public struct OAuthTokenClient: Sendable {
     let http: any HTTPClient
     public let nonces: DPoPNonces
+    /// The server's clock, learned from every answer's `Date` header (proof makers read it for `iat`).
+    public let clock: ServerClock
 
-    public init(http: any HTTPClient, nonces: DPoPNonces = DPoPNonces()) {
+    public init(http: any HTTPClient, nonces: DPoPNonces = DPoPNonces(), clock: ServerClock = ServerClock()) {
         self.http = http
         self.nonces = nonces
+        self.clock = clock
     }
 
     /// Exchanges a refresh token. A 400 with an empty body is how some servers say the refresh token is dead:
@@ -109,6 +112,7 @@ public struct OAuthTokenClient: Sendable {
         client.apply(to: &form, headers: &headers, identifying: true)
         let response = try await OAuthWire.send(http, HTTPRequest(method: "POST", url: endpoint, headers: headers,
                                                                    body: OAuthWire.formBody(form)))
+        clock.learn(from: response)
         guard response.status == 200 else { throw Self.tokenFailure(response, doing: "start a device login") }
         return try DeviceAuthorization.parse(response.body)
     }
@@ -141,6 +145,7 @@ public struct OAuthTokenClient: Sendable {
         client.apply(to: &form, headers: &headers)
         let response = try await OAuthWire.send(http, HTTPRequest(method: "POST", url: endpoint, headers: headers,
                                                                    body: OAuthWire.formBody(form)))
+        clock.learn(from: response)
         guard response.status == 200 else { throw Self.tokenFailure(response, doing: "revoke a token") }
     }
 
@@ -158,9 +163,10 @@ public struct OAuthTokenClient: Sendable {
             }
             let response = try await OAuthWire.send(http, HTTPRequest(method: method, url: url, headers: headers))
             nonces.remember(response, from: url)
+            let clockMoved = clock.learn(from: response)
             attempt += 1
-            if response.status == 401, attempt == 1, dpop != nil, Self.asksForNonce(response),
-               DPoPNonces.isValid(response.headers["dpop-nonce"]) {
+            if response.status == 401, attempt == 1, dpop != nil,
+               Self.asksForNonce(response) && DPoPNonces.isValid(response.headers["dpop-nonce"]) || clockMoved {
                 continue
             }
             return response
@@ -168,7 +174,9 @@ public struct OAuthTokenClient: Sendable {
     }
 
     /// A form POST to the token endpoint with client authentication and, when bound, a DPoP proof carrying the
-    /// latest server nonce; one retry when the server answers `use_dpop_nonce` with a fresh `DPoP-Nonce`.
+    /// latest server nonce; one retry when the server answers `use_dpop_nonce` with a fresh `DPoP-Nonce`, or refuses
+    /// the proof (`invalid_dpop_proof`) with a `Date` that shows this device's clock off by more than was known (the
+    /// proof's `iat` was outside the server's window; the new proof's follows the server's clock).
     func tokenRequest(_ endpoint: URL, form: [(String, String)], client: OAuthClientCredentials,
                       dpop: DPoPProofMaker?, identifying: Bool = false) async throws -> HTTPResponse {
         var attempt = 0
@@ -180,10 +188,14 @@ public struct OAuthTokenClient: Sendable {
             let response = try await OAuthWire.send(http, HTTPRequest(method: "POST", url: endpoint, headers: headers,
                                                                        body: OAuthWire.formBody(form)))
             nonces.remember(response, from: endpoint)
+            let clockMoved = clock.learn(from: response)
             attempt += 1
-            if response.status == 400 || response.status == 401, attempt == 1, dpop != nil,
-               OAuthWire.errorAnswer(response).error == .useDPoPNonce, DPoPNonces.isValid(response.headers["dpop-nonce"]) {
-                continue
+            if (400...403).contains(response.status), attempt == 1, dpop != nil {
+                let error = OAuthWire.errorAnswer(response).error
+                if error == .useDPoPNonce && DPoPNonces.isValid(response.headers["dpop-nonce"])
+                    || error == .invalidDPoPProof && clockMoved {
+                    continue
+                }
             }
             return response
         }

@@ -28,7 +28,15 @@ extension StoreReader {
         device.tpmSecrets = try row.decode(forColumn: "tpm_secrets")
         device.tpmCounterIndex = try row.decode(forColumn: "tpm_counter_index")
         device.rollbackCounter = try row.decode(forColumn: "rollback_counter")
+        device.tampering = try row.decode(forColumn: "tampering")
         return device
+    }
+}
+
+extension StoreReader {
+    /// The user a key row names, read without its MAC checked: whom a tampering finding about that row concerns.
+    package func uncheckedOwner(ofKey kid: String) throws -> String? {
+        try String.fetchOne(db, sql: "SELECT user_id FROM user_keys WHERE kid = ?", arguments: [kid])
     }
 }
 

@@ -41,6 +41,9 @@ package struct DeviceRecord: KeymgrRecord, Equatable {
     package var tpmCounterIndex: Int64?
     /// The counter's value the last commit saw.
     package var rollbackCounter: Int64?
+    /// The first tampering a command found, as JSON `{"what","at","userId"}` (migration 0008); nil when none is
+    /// recorded, or an administrator cleared it.
+    package var tampering: String?
 
     package init(deviceId: String, deviceName: String, osName: String, osVersion: String, model: String,
                 issuer: String, pinRetry: Int, pinMinLength: Int,

@@ -11,6 +11,12 @@ extension StoreReader {
     package func servers() throws -> [ServerRecord] {
         try checkedAll(ServerRecord.self, "servers", sql: "SELECT * FROM servers ORDER BY name")
     }
+
+    /// The profiles whose stored clock offset is more than `seconds` either way, by name: what `keymgr status` shows.
+    package func clockSkews(over seconds: Int64) throws -> [(name: String, offset: Int64)] {
+        try Row.fetchAll(db, sql: "SELECT name, clock_offset_seconds FROM servers WHERE abs(clock_offset_seconds) > ? ORDER BY name",
+                         arguments: [seconds]).map { row -> (name: String, offset: Int64) in (row[0], row[1]) }
+    }
 }
 
 extension StoreWriter {

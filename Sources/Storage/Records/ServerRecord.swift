@@ -29,6 +29,9 @@ package struct ServerRecord: KeymgrRecord, Equatable {
     package var updatedAt: Date
     /// Whether plain `http://` to a host other than loopback was allowed (`server set --allow-insecure-http`).
     package var allowInsecureHttp: Bool = false
+    /// Seconds the server's clock is ahead of this device's (negative: behind), from its answers' `Date` header;
+    /// nil or 0 when no skew is known.
+    package var clockOffsetSeconds: Int64?
     /// HMAC under a master-derived key over the fields that gate access (nil only before a legacy store is stamped).
     package var integrityMac: Data?
 

@@ -18,7 +18,7 @@ struct Audit: KeymgrCommand {
               keymgr audit --user alice --since 2026-11-01 --format csv
               keymgr audit verify
             """,
-        subcommands: [Show.self, Verify.self])
+        subcommands: [Show.self, Verify.self, ClearTampering.self])
 
     @OptionGroup var globals: GlobalOptions
 
@@ -143,6 +143,58 @@ struct Audit: KeymgrCommand {
             }
             throw ExitCode.failure
         }
+    }
+}
+
+extension Audit {
+    /// `keymgr audit clear-tampering`: the administrator's way out once a tampering finding was dealt with.
+    struct ClearTampering: KeymgrCommand {
+        static let configuration = CommandConfiguration(
+            commandName: "clear-tampering",
+            abstract: "Clear the recorded tampering finding once `audit verify` is clean.",
+            discussion: """
+                The first command that finds a row changed outside keymgr records it (what, when, whose row) in \
+                the device row; from then on `sign`, `token print`, `dpop proof` and `--reveal` refuse for that \
+                user (for every user when the row names none) with exit 1, code tampered. Once the store verifies \
+                again (restored from a backup, or the row repaired), this clears the finding, audited as \
+                store.tamperingCleared. It refuses (exit 1, tampered) while `keymgr audit verify` does not hold. \
+                With --json: {"cleared", "what", "at", "userId"} (null members when there was nothing to clear).
+
+                Example:
+                  keymgr audit verify && keymgr audit clear-tampering
+                """)
+
+        @OptionGroup var globals: GlobalOptions
+
+        func run() throws {
+            let cleared = try globals.openManager().clearTampering()
+            try globals.render(ClearedTamperingOutput(finding: cleared))
+        }
+    }
+}
+
+/// `audit clear-tampering`.
+struct ClearedTamperingOutput: DocumentOutput {
+    struct Document: Encodable {
+        let cleared: Bool
+        @Nullable var what: String?
+        @Nullable var at: Date?
+        @Nullable var userId: String?
+    }
+
+    let finding: TamperingFinding?
+
+    var document: Document {
+        Document(cleared: finding != nil, what: finding?.what, at: finding?.at, userId: finding?.userId)
+    }
+
+    func text(on console: Console) {
+        guard let finding else {
+            console.confirm("no tampering finding was recorded: nothing to clear")
+            return
+        }
+        console.confirm("cleared the tampering finding of \(HumanText.time(finding.at))"
+            + (finding.userId.map { " (user \(TextTable.printable($0)))" } ?? " (every user)"))
     }
 }
 

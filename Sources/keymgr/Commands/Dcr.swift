@@ -17,7 +17,7 @@ struct Dcr: ParsableCommand {
                 --initial-access-token-file /etc/keymgr/dcr.token
               keymgr dcr show --user alice
             """,
-        subcommands: [Register.self, Show.self, Delete.self])
+        subcommands: [Register.self, Show.self, Delete.self, Forget.self])
 
     @OptionGroup var globals: GlobalOptions
 
@@ -31,8 +31,9 @@ struct Dcr: ParsableCommand {
                 DCR); with --metadata FILE the file holds full RFC 7591 client metadata (any server). The device's \
                 name and platform go along as metadata where the request leaves them free. The initial access \
                 token is read from --initial-access-token-file, never from arguments. Every member of the answer \
-                is stored; the client secret and registration access token sealed. With --json prints the \
-                `dcr show` object.
+                is stored; the client secret and registration access token sealed. When the granted grant_types \
+                lack the device grant or refresh_token, a warning names what `keymgr login` will need. With --json \
+                prints the `dcr show` object with "warnings" (an array of those, empty when none).
 
                 Example:
                   keymgr dcr register --user alice --software-id keymgr-template \\
@@ -91,8 +92,11 @@ struct Dcr: ParsableCommand {
                 try await service.register(userId: user, softwareId: softwareId, metadata: document2, scope: scope,
                                            initialAccessToken: token)
             }
+            let warnings = RegistrationService.loginWarnings(registration)
+            for warning in warnings { globals.console.warn(warning) }
             try globals.render(RegistrationOutput(registration: registration, secrets: nil,
-                                              confirmation: "registered client \(registration.clientId) for \(user)"))
+                                                  confirmation: "registered client \(registration.clientId) for \(user)",
+                                                  warnings: warnings))
         }
     }
 
@@ -100,8 +104,13 @@ struct Dcr: ParsableCommand {
         static let configuration = CommandConfiguration(
             commandName: "show",
             abstract: "Show a user's client registration.",
-            usage: "keymgr dcr show [<options>] --user <id> [--reveal]",
+            usage: "keymgr dcr show [<options>] --user <id> [--server] [--reveal]",
             discussion: """
+                Prints the copy stored here, as the last registration, read or sync left it. With --server \
+                keymgr first reads the registration at the server (RFC 7592) and stores what it answers, \
+                rotated credentials included, as `keymgr sync` does; a client the server no longer knows (401) \
+                is wiped here, as sync wipes it.
+
                 With --json:
                   {"userId","clientId","registrationClientUri","clientIdIssuedAt",
                    "clientSecretExpiresAt","tokenEndpointAuthMethod","grantTypes","scope",
@@ -123,8 +132,23 @@ struct Dcr: ParsableCommand {
         @Flag(help: "Show the client secret and the registration access token.")
         var reveal = false
 
+        @Flag(name: .customLong("server"), help: "Read the registration at the server first (RFC 7592) and store it.")
+        var readServer = false
+
         func run() throws {
-            let manager = try globals.openManager()
+            let manager: KeyManager
+            if readServer {
+                let context = try OAuthContext(globals, profile: server.profile)
+                let service = context.registrations
+                let user = user
+                if try AsyncBridge.wait({ try await service.check(userId: user) }) == .wiped {
+                    throw CommandFailure(.clientNotRegistered, "the server no longer knows \(user)'s client (401): the "
+                        + "registration, tokens and DPoP key were wiped here; run `keymgr dcr register --user \(user) …`")
+                }
+                manager = context.manager
+            } else {
+                manager = try globals.openManager()
+            }
             let found = try manager.clientRegistration(userId: user, profile: server.profile, revealing: reveal)
             try globals.render(RegistrationOutput(registration: found.registration, secrets: found.secrets, confirmation: nil))
         }
@@ -166,6 +190,48 @@ struct Dcr: ParsableCommand {
     }
 }
 
+extension Dcr {
+    /// `keymgr dcr forget`: the way out when the server's answers no longer say whether the client exists.
+    struct Forget: KeymgrCommand {
+        static let configuration = CommandConfiguration(
+            commandName: "forget",
+            abstract: "Remove a user's client registration here only, without asking the server.",
+            usage: "keymgr dcr forget [<options>] --user <id> [--yes]",
+            discussion: """
+                For a client the server deleted but whose registration access token it refuses other than with \
+                401 (Authlib answers 400 access_denied), so neither `keymgr sync` nor `keymgr dcr delete` can \
+                tell that it is gone. Removes the registration, the tokens and the DPoP key here; no request \
+                goes to the server. Audited as dcr.forgotten. On a terminal keymgr asks first (--yes does not \
+                ask). A user with no registration fails (66).
+
+                Example:
+                  keymgr dcr forget --user alice
+                  keymgr dcr register --user alice --software-id keymgr-template
+                """)
+
+        @OptionGroup var globals: GlobalOptions
+
+        @OptionGroup var server: ProfileOptions
+
+        @Option(help: ArgumentHelp("The user.", valueName: "id"), completion: .custom(StoreCompletion.users))
+        var user: String
+
+        @OptionGroup var confirmation: ConfirmationOptions
+
+        func run() throws {
+            let service = try OAuthContext(globals, profile: server.profile).registrations
+            let (user, confirmation) = (user, confirmation)
+            try AsyncBridge.wait {
+                try await service.forget(userId: user) { registration in
+                    try confirmation.confirm("Remove the OAuth client \(registration.clientId) of \(user) here, "
+                        + "without asking the server?")
+                }
+            }
+            globals.console.confirm("removed the client registration of \(user) here; the server was not asked")
+        }
+    }
+}
+
 /// `dcr show --json`.
 struct RegistrationJSON: Encodable {
     let userId: String
@@ -181,8 +247,11 @@ struct RegistrationJSON: Encodable {
     /// Only with --reveal.
     let registrationAccessToken: String?
     let metadata: JSONValue
+    /// Only from `dcr register`: what the registration lacks for `keymgr login`.
+    let warnings: [String]?
 
-    init(_ registration: Registration, secrets: RegistrationSecrets?) {
+    init(_ registration: Registration, secrets: RegistrationSecrets?, warnings: [String]? = nil) {
+        self.warnings = warnings
         userId = registration.userId
         clientId = registration.clientId
         registrationClientUri = registration.registrationClientURI?.absoluteString

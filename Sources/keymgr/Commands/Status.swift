@@ -11,7 +11,9 @@ struct Status: KeymgrCommand {
             `keys` counts usable (active or locked) keys. With --json: \
             {"deviceId", "deviceName", "schemaVersion", "users", "keys", "keysByState", "pinKeys", "lastSync", \
             "lastSyncRun", "servers", "agent", "pinThrottle", "keyBackend", "keyBackendReason", "tpmTcti", \
-            "masterKey"}. `keyBackend` is where new keys live (software or tpm) \
+            "masterKey", "serverClockSkew"}. "serverClockSkew" lists the server \
+            profiles whose clock, as their answers' Date header showed it, is more than 60 s from this device's: \
+            [{"server", "seconds"}], seconds the server is ahead (negative: behind). `keyBackend` is where new keys live (software or tpm) \
             and `keyBackendReason` why init chose it. `masterKey` is where this process took the master key from: \
             {"source": "home" | "tpm" | "KEYMGR_MASTER_KEY_FILE" | "systemd-credential", "path", "tcti"} \
             (`tcti` only for a key sealed to a TPM). `agent` is the agent that served the request \
@@ -86,6 +88,7 @@ struct StatusOutput: DocumentOutput {
         lines += [
             ("key backend", status.keyBackend.rawValue + (status.keyBackendReason.map { " (\($0))" } ?? "")),
         ] + (status.tpmTcti.map { [("tpm tcti", $0)] } ?? []) + [("master key", Status.masterKey(status))]
+        for skew in status.serverClockSkews { lines.append(("clock skew", Status.skew(skew))) }
         let width = lines.map(\.0.count).max() ?? 0
         console.answer(lines.map { $0.0 + String(repeating: " ", count: width - $0.0.count + 2) + $0.1 }
             .joined(separator: "\n"))
@@ -101,6 +104,13 @@ extension Status {
         let counts = "\(run.users) user\(run.users == 1 ? "" : "s"), \(run.inSync) in sync, \(run.registered) registered, "
             + "\(run.revoked) revoked, \(run.errors) failed"
         return "\(HumanText.time(finished)) against \(run.server): \(run.errors > 0 ? "partial" : "ok") (\(counts))"
+    }
+
+    /// "this device is 600 s behind server default's clock: check its time (timedatectl)".
+    static func skew(_ skew: ServerClockSkew) -> String {
+        let direction = skew.seconds > 0 ? "behind" : "ahead of"
+        return "this device is \(abs(skew.seconds)) s \(direction) server \(TextTable.printable(skew.serverName))'s clock: "
+            + "check its time (timedatectl)"
     }
 
     /// Where the master key came from, e.g. "tpm (sealed to swtpm:path=…, blob in /home/master.tpm)".

@@ -20,8 +20,10 @@ struct SyncCommand: KeymgrCommand {
 
             With --json: {"dryRun", "applied", "users", "inSync", "registered", "revoked", "serverDeleted", "orphans",\
             "errors":[{"userId", "code", "message"}], "writes", "writesByKind", "unregistered", \
-            "registrationsWiped"}; the lists hold kids. "writesByKind" says what the writes were; \
-            "unregistered" names the keys bound here (without --journey) that the server does not hold.
+            "registrationsWiped", "registrationsRefused"}; the lists hold kids (the registrations lists, users). \
+            A user whose registration access token the server refused with 400 access_denied or 403 is one \
+            error once, then listed in "registrationsRefused" and not asked again (`keymgr dcr forget` removes \
+            it). "writesByKind" says what the writes were; "unregistered" names the keys bound here (without --journey) that the server does not hold.
 
             Exit status: 0 all users reconciled, 2 some users could not be (the report is still printed), \
             3 the safety valve stopped the run (nothing applied), 75 another sync is running, 78 no server \
@@ -143,6 +145,11 @@ struct SyncOutput: DocumentOutput {
         if report.noDeviceRegistry {
             console.answer("\(report.registrationsWiped.count) client registrations revoked by the server and wiped here"
                 + report.registrationsWiped.map { "\n  \(TextTable.printable($0))" }.joined())
+            if !report.registrationsRefused.isEmpty {
+                console.answer("\(report.registrationsRefused.count) client registrations whose access token the server "
+                    + "refuses (not asked again; `keymgr dcr forget --user U` removes one here)"
+                    + report.registrationsRefused.map { "\n  \(TextTable.printable($0))" }.joined())
+            }
             return
         }
         var rows: [[String]] = []

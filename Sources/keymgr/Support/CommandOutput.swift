@@ -95,8 +95,10 @@ struct RegistrationOutput: DocumentOutput {
     let secrets: RegistrationSecrets?
     /// Set for `dcr register`; nil for `dcr show`.
     let confirmation: String?
+    /// `dcr register`'s warnings about the granted grant types (also on stderr); nil for `dcr show`.
+    var warnings: [String]?
 
-    var document: RegistrationJSON { RegistrationJSON(registration, secrets: secrets) }
+    var document: RegistrationJSON { RegistrationJSON(registration, secrets: secrets, warnings: warnings) }
 
     func text(on console: Console) {
         if let confirmation {

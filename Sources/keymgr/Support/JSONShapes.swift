@@ -141,6 +141,15 @@ struct StatusJSON: Encodable {
         @Nullable var blockedUntil: Date?
     }
 
+    /// Server profiles whose clock is more than 60 s from this device's: `[{"server","seconds"}]`, seconds the
+    /// server is ahead (negative: behind).
+    let serverClockSkew: [ClockSkewJSON]
+
+    struct ClockSkewJSON: Encodable {
+        let server: String
+        let seconds: Int64
+    }
+
     /// Where the master key came from: `{"source","path","tcti"}` (`tcti` null unless sealed to a TPM).
     struct MasterKeyJSON: Encodable {
         let source: String
@@ -172,6 +181,7 @@ struct StatusJSON: Encodable {
         tpmTcti = status.tpmTcti
         masterKey = MasterKeyJSON(source: status.masterKeySource, path: status.masterKeyLocation,
                                   tcti: status.masterKeyTCTI)
+        serverClockSkew = status.serverClockSkews.map { ClockSkewJSON(server: $0.serverName, seconds: $0.seconds) }
     }
 
     /// `ok`, `partial` or `unfinished`.
@@ -305,6 +315,9 @@ struct SyncReportJSON: Encodable {
     let unregistered: [String]
     /// Users whose client registration the server no longer knows (rule 5), wiped here.
     let registrationsWiped: [String]
+    /// Users whose registration access token the server refused in an earlier run (400 `access_denied` or 403):
+    /// not asked again; `keymgr dcr forget` removes them here.
+    let registrationsRefused: [String]
 
     init(_ report: SyncReport) {
         dryRun = report.dryRun
@@ -320,6 +333,7 @@ struct SyncReportJSON: Encodable {
         writesByKind = SyncWritesJSON(report.writesByKind)
         unregistered = report.unregistered
         registrationsWiped = report.registrationsWiped
+        registrationsRefused = report.registrationsRefused
     }
 }
 
