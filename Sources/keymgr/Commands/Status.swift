@@ -24,6 +24,16 @@ struct Status: KeymgrCommand {
         let manager = try globals.openManager(readOnly: true)
         let status = try manager.status()
         try globals.render(StatusOutput(status: status, home: globals.storeHome.url.path))
+        Status.warnAboutTPMReach(status, globals.console)
+    }
+}
+
+extension Status {
+    /// W11: a store whose keys or master key are reached through a network TCTI is said on stderr (with --json too).
+    static func warnAboutTPMReach(_ status: StoreStatus, _ console: Console) {
+        for tcti in Set([status.tpmTcti, status.masterKeyTCTI].compactMap { $0 }).sorted() {
+            if let warning = TCTIReach.warning(tcti) { console.warn(warning) }
+        }
     }
 }
 
