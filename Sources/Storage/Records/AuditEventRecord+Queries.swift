@@ -167,15 +167,17 @@ extension StoreWriter {
     @discardableResult
     package func appendAudit(_ event: NewAuditEvent) throws -> AuditEventRecord {
         let last = try Row.fetchOne(db, sql: "SELECT seq, hash, mac FROM audit_events ORDER BY seq DESC LIMIT 1")
-        let prevHash: String = last?["hash"] ?? AuditChain.genesis
-        let prevMac: String? = last?["mac"]
-        let lastSeq: Int64 = last?["seq"] ?? 0
+        // A log whose every entry was archived continues from its base.
+        let base = last == nil ? try auditBase() : nil
+        let prevHash: String = last?["hash"] ?? base?.hash ?? AuditChain.genesis
+        let prevMac: String? = last?["mac"] ?? base?.mac
+        let lastSeq: Int64 = last?["seq"] ?? base?.seq ?? 0
         var entry = AuditEventRecord(seq: lastSeq + 1, at: Timestamp.string(from: event.at), event: event.event,
                                      userId: event.userId, kid: event.kid, actor: event.actor, details: event.details,
                                      prevHash: prevHash, hash: "", mac: nil)
         entry.hash = AuditChain.hash(of: entry, digest: digest)
         if let auditKeys {
-            if last != nil && prevMac == nil {
+            if (last != nil || base != nil) && prevMac == nil {
                 throw StorageError(.tampered, "the newest audit entry has no MAC: the log was written without the master key; "
                     + "run `keymgr audit verify` and restore the store from a backup")
             }
