@@ -209,6 +209,8 @@ public struct InitOptions: Sendable {
     public var tpmRecoveryTime: UInt32 = 600
     /// Where the master key is kept: a file (the default) or sealed to the TPM at `tpmTcti` (with either key backend).
     public var masterKey: MasterKeyChoice = .file
+    /// Accepts a TCTI over TCP (`--tpm-tcti-allow-network`), which every local user can reach (see `TCTIReach`).
+    public var tpmTctiAllowNetwork = false
 
     public init() {}
 }

@@ -255,15 +255,15 @@ extension KeyManager {
             default: nil
             }
         }
-        try Self.mapped {
+        let appended = try Self.mapped {
             // No row keys: this transaction stamps every row itself (`stampAllRows`).
-            try store.write(audit: keys.integrity.auditKeys) { writer in
+            try store.write(audit: keys.integrity.auditKeys) { writer -> [AuditEventRecord] in
                 var device = try Self.requireDevice(writer)
                 // Re-read inside the transaction: another keymgr may have upgraded meanwhile; a check that does not
                 // open means a rotation elsewhere committed, after it upgraded (the next write reloads the key).
-                guard let found = version(device) else { return }
+                guard let found = version(device) else { return [] }
                 if found == .schema {
-                    guard try writer.rowStampState() == .olderSchema else { return }
+                    guard try writer.rowStampState() == .olderSchema else { return [] }
                     // Checked under the columns they were stamped with before anything is written.
                     try writer.verifyRowsOrThrow(keys: keys.integrity.rowKeys)
                 } else if try writer.rowStampState() != .unstamped {
@@ -293,8 +293,10 @@ extension KeyManager {
                 details["rows"] = .string(found == .schema ? "re-stamped after a migration" : "stamped")
                 try writer.appendAudit(auditEvent("store.integrityStamped", details: details))
                 try writer.stampAllRows(keys: keys.integrity.rowKeys)
+                return writer.appendedAudit
             }
         }
+        journal(appended)
         logger.debug("stamped the store's integrity MACs", metadata: ["upgrade": "\(upgrade)"])
     }
 }

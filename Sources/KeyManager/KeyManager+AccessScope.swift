@@ -100,13 +100,14 @@ extension KeyManager {
     }
 
     /// Records a denial the agent's gate decided before the command reached the store (no rule, a refused auth
-    /// type), as `agent.denied`.
+    /// type), as `agent.denied`. An agent caller's repeated denials are coalesced (`recordCoalescedDenial`).
     package func recordDenial(operation: String, reason: String, target: String?) throws {
-        try write { writer in
-            try writer.appendAudit(auditEvent("agent.denied", details: [
-                "operation": .string(operation), "reason": .string(reason), "target": target.map(JSONValue.string) ?? .null,
-            ]))
+        if let caller = AgentCaller.current {
+            return try recordCoalescedDenial(uid: caller.uid, operation: operation, reason: reason, target: target)
         }
+        try appendAuditOnly([auditEvent("agent.denied", details: [
+            "operation": .string(operation), "reason": .string(reason), "target": target.map(JSONValue.string) ?? .null,
+        ])])
     }
 
     private func requireUser(_ scope: AccessScope, userId: String, username: String?, exists: Bool) throws {

@@ -139,6 +139,6 @@ extension KeyManager {
         var details: [String: JSONValue] = ["users": .int(Int64(users)), "bindings": .int(Int64(bindings))]
         if let staleDays { details["days"] = .int(Int64(staleDays)) }
         let event = staleDays == nil ? "admin.devicesListed" : "admin.staleListed"
-        try write { writer in try writer.appendAudit(auditEvent(event, userId: userId, details: details)) }
+        try appendAuditOnly([auditEvent(event, userId: userId, details: details)])
     }
 }

@@ -8,7 +8,7 @@ extension KeyManager {
         "key.registered", "key.revokedByServer", "key.deletedOnServer", "orphan.deletedOnServer", "credentials.wiped",
         "pin.changed", "pin.failed", "pin.parametersUpgraded", "master.rotated", "server.configured", "store.integrityStamped",
         "key.bindingRefused", "dcr.registered", "dcr.read", "dcr.deleted", "dcr.revokedByServer", "tokens.imported",
-        "tokens.login", "tokens.refreshed", "tokens.discarded", "config.changed", "server.removed", "agent.denied",
+        "tokens.login", "tokens.refreshed", "tokens.discarded", "config.changed", "server.removed", "agent.denied", "audit.archived",
     ]).union(adminAuditEvents)
 
     /// Audit entries matching `filter`, in its order (oldest first unless `newestFirst`). An event name keymgr
@@ -31,6 +31,7 @@ extension KeyManager {
         // scope are shown (entries about no user, such as the store's settings, are not).
         if let userId = filter.userId { try authorize(userId: userId) }
         let allowed = filter.userId == nil ? try usersInScope() : nil
+        if AccessScope.current?.coversAllUsers ?? true { flushDenialsForReading() }
         let query = AuditQuery(userId: filter.userId ?? (allowed?.count == 1 ? allowed?.first : nil), since: filter.since,
                                event: filter.event, newest: filter.newest, newestFirst: filter.newestFirst)
         let decoder = JSONDecoder()
@@ -54,6 +55,7 @@ extension KeyManager {
     /// of rows against what the device row commits (a deletion, or a deleted row put back, shows), naming the table
     /// and the row. A deleted row is named where the audit log tells which it was.
     public func verifyAudit() throws -> AuditVerification {
+        flushDenialsForReading()
         let keys = integrity.auditKeys
         let rowKeys = integrity.rowKeys
         // One snapshot, read without row checks: this reports what is wrong instead of stopping at it.
@@ -75,6 +77,16 @@ extension KeyManager {
 }
 
 extension KeyManager {
+    /// Denial counts still waiting are written before the log is read, so an administrator sees every denial so
+    /// far; one that cannot be written is said in the log and does not stop the reading.
+    private func flushDenialsForReading() {
+        do {
+            try flushDenials()
+        } catch {
+            logger.warning("could not write the waiting denial counts to the audit log", metadata: ["error": .string("\(error)")])
+        }
+    }
+
     /// For benchmarks only (`keymgr-benchdata audit-log`): appends `count` `key.signed` entries for `kid`, as a
     /// signature records them (same event, details, hash chain, MAC and anchor), `batch` to a transaction, without
     /// the signatures: a log of a million entries in minutes rather than the hours of a million `sign` calls.

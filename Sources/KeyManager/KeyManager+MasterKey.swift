@@ -63,6 +63,7 @@ extension KeyManager {
         let count: Int
         let nextKeys: MasterKeys
         var step: RollbackStep?
+        var appended: [AuditEventRecord] = []
         // Released without a step when the transaction did not commit (`advance` below releases it otherwise).
         defer { step?.release() }
         do {
@@ -132,8 +133,10 @@ extension KeyManager {
                 try writer.stampAuditChain(keys: nextIntegrity.auditKeys)
                 // Last: every row (the device row with its new counter value included) stamped under the new key.
                 try writer.stampAllRows(keys: nextIntegrity.rowKeys)
+                appended = writer.appendedAudit
                 return rewrapped
             } }
+            journal(appended)
         } catch is MasterKeyMoved {
             unlink(pendingPath)
             throw KeyManagerError(.busy, "another `keymgr master rotate` changed the master key meanwhile: nothing was rotated; "

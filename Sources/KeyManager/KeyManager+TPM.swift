@@ -137,7 +137,7 @@ extension KeyManager {
                 + "init): clear the lockout with `tpm2_dictionarylockout -c` and that lockoutAuth")
         }
         try TPMKeyBackend.mapped(tcti) { try TPMConnection.with(tcti: tcti) { try $0.resetLockout(lockoutAuth: lockoutAuth) } }
-        try write { writer in try writer.appendAudit(auditEvent("tpm.lockoutReset")) }
+        try appendAuditOnly([auditEvent("tpm.lockoutReset")])
         guard let status = try tpmStatus() else { throw KeyManagerError(.failure, "the TPM status could not be read") }
         return status
     }

@@ -21,10 +21,13 @@ public final class KeyManager: Sendable {
     public let actor: String
     /// The login name a verifier's `{osUser}` stands for: the OS user running keymgr, or the agent's caller.
     let osUser: String
+    /// The store's device id, which the journal copy of each audit entry names.
+    let deviceId: String
 
     init(store: Store, masterKey: MasterKey, deviceId: String, environment: [String: String], logger: Logger,
          now: @escaping @Sendable () -> Date) throws {
         self.store = store
+        self.deviceId = deviceId
         self.currentKeys = Mutex(try MasterKeys(master: masterKey.bytes, deviceId: deviceId))
         self.masterKeySource = masterKey.source
         self.masterKeyTCTI = masterKey.tcti
@@ -111,7 +114,7 @@ public final class KeyManager: Sendable {
         record.tpmCounterIndex = tpm.map { Int64($0.counterIndex) }
         record.rollbackCounter = tpm.map { Int64($0.counterValue) }
         let device = try manager.stamped(record)
-        try Self.mapped { try store.write(audit: manager.integrity.auditKeys, rows: manager.integrity.rowKeys) { writer in
+        let first = try Self.mapped { try store.write(audit: manager.integrity.auditKeys, rows: manager.integrity.rowKeys) { writer in
             guard try writer.device() == nil else {
                 throw KeyManagerError(.config, "\(home.url.path) already holds a keymgr store: use it (change its settings with `keymgr config set`), or choose another --home")
             }
@@ -121,7 +124,9 @@ public final class KeyManager: Sendable {
                 "masterKeySource": .string(Self.sourceKind(source)),
                 "keyBackend": .string(backend.rawValue), "keyBackendReason": .string(reason),
             ]))
+            return writer.appendedAudit
         } }
+        manager.journal(first)
         return manager
     }
 
@@ -341,23 +346,28 @@ public final class KeyManager: Sendable {
     /// nothing is written under the discarded key; the new key is loaded and `body` runs again (so `body` must seal
     /// and MAC inside itself, from what it reads in the transaction). On a TPM store, the transaction ends with the
     /// rollback counter's one step (`stepRollback`), taken on the TPM once it committed.
+    ///
+    /// `steppingRollback: false` is for writes that only append audit entries (`appendAuditOnly`): an entry changes
+    /// nothing that decides security, so it neither steps the counter nor waits on the TPM.
     @discardableResult
-    func write<T>(_ body: (StoreWriter) throws -> T) throws -> T {
+    func write<T>(steppingRollback: Bool = true, _ body: (StoreWriter) throws -> T) throws -> T {
         var attempts = 0
         while true {
             let keys = masterKeys
             var committed = false
             do {
                 var step: RollbackStep?
+                var appended: [AuditEventRecord] = []
                 // A transaction that did not commit left the store as it was: the lock goes, the counter stays.
                 defer { step?.release() }
                 let result = try Self.mapped {
                     try store.write(audit: keys.integrity.auditKeys, rows: keys.integrity.rowKeys) { writer in
                         let device = try requireCurrentMasterKey(writer, keys)
                         let result = try body(writer)
+                        appended = writer.appendedAudit
                         // Checked at the end: a store behind the counter throws, and the whole transaction with it.
                         // Only a TPM store has one (the key backend is fixed at init): no second device read otherwise.
-                        if device.keyBackend == KeyBackendKind.tpm.rawValue {
+                        if steppingRollback && device.keyBackend == KeyBackendKind.tpm.rawValue {
                             step = try stepRollback(writer, keys)
                         }
                         return result
@@ -365,6 +375,7 @@ public final class KeyManager: Sendable {
                 }
                 // Committed: from here on `body` must never run again (a retry would repeat what it did).
                 committed = true
+                journal(appended)
                 try step?.advance()
                 return result
             } catch let error where attempts < 3 && !committed
@@ -377,6 +388,26 @@ public final class KeyManager: Sendable {
             } catch is MasterKeyMoved {
                 throw KeyManagerError(.busy, "the master key kept changing while keymgr ran: try again in a moment")
             }
+        }
+    }
+
+    /// Sends committed audit entries to the journal (`AuditJournal`); a journal that refuses them is logged, never
+    /// an error of the write.
+    func journal(_ entries: [AuditEventRecord]) {
+        guard !entries.isEmpty, let path = AuditJournal.socketPath(environment) else { return }
+        if let problem = AuditJournal.send(entries, deviceId: deviceId, processActor: actor, path: path) {
+            logger.warning("could not send audit entries to the journal", metadata: ["error": .string(problem)])
+        }
+    }
+
+    /// Appends `events` to the audit log and writes nothing else, in one transaction that does not step a TPM store's
+    /// rollback counter (W7: a flood of denials must not wear the TPM's NV). The honest limit this leaves: a copy of
+    /// the store that differs from the current one only by audit entries appended since is not told apart by the
+    /// counter (docs/security.md says so).
+    func appendAuditOnly(_ events: [NewAuditEvent]) throws {
+        guard !events.isEmpty else { return }
+        try write(steppingRollback: false) { writer in
+            for event in events { try writer.appendAudit(event) }
         }
     }
 
@@ -420,6 +451,9 @@ public final class KeyManager: Sendable {
             throw KeyManagerError(.usage, "Argon2 needs parallelism >= 1, iterations >= 1 and memory >= 8 KiB per lane")
         }
         guard !options.issuer.isEmpty else { throw KeyManagerError(.usage, "--issuer must not be empty") }
+        if options.keyBackend != .software || options.masterKey == .tpm {
+            try TCTIReach.check(options.tpmTcti, allowNetwork: options.tpmTctiAllowNetwork)
+        }
         // Shown by `status` and sent to servers: no terminal escapes, controls or bidi overrides.
         if let deviceName = options.deviceName { try TextRules.checkIdentifier(deviceName, what: "device name (--device-name)") }
         for argv in [options.biometricVerifier, options.credentialVerifier].compactMap({ $0 }) {

@@ -57,6 +57,10 @@ package struct AuditKeys: Sendable {
         return Hex.encode(try chain(message))
     }
 
+    func baseMAC(_ base: AuditBase) throws -> [UInt8] {
+        try anchor(Array("keymgr-audit-base-v1|\(base.seq)|\(base.hash)|\(base.mac)".utf8))
+    }
+
     func anchorMAC(seq: Int64, mac: String) throws -> [UInt8] {
         try anchor(Array("keymgr-audit-anchor-v1|\(seq)|\(mac)".utf8))
     }

@@ -24,4 +24,6 @@ package class StoreReader {
 package final class StoreWriter: StoreReader {
     /// The rows this transaction changed so far, when it stamps them at commit (`Store.write(audit:rows:)`).
     var changes: RowChangeLog?
+    /// The audit entries this transaction appended, in order: sent to the journal once it committed.
+    package internal(set) var appendedAudit: [AuditEventRecord] = []
 }

@@ -62,7 +62,13 @@ public final class TPMCommandGate: @unchecked Sendable {
         try String(format: "0x%x\n", command.rawValue).write(to: arm, atomically: true, encoding: .utf8)
     }
 
-    /// Whether a kill armed with `killSender` is still waiting for its command.
+    /// Swallows the next `command` and never answers it (a TPM that accepts the connection and then says nothing),
+    /// until the sender hangs up. The log says "stalled 0x<code>".
+    public func stall(next command: Command) throws {
+        try String(format: "stall 0x%x\n", command.rawValue).write(to: arm, atomically: true, encoding: .utf8)
+    }
+
+    /// Whether a kill armed with `killSender` (or a stall) is still waiting for its command.
     public var armed: Bool { FileManager.default.fileExists(atPath: arm.path) }
 
     /// The commands sent since the last `forget()`, in order, as "0x<code>" ("killed 0x<code>" for one that never

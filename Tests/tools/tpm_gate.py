@@ -3,7 +3,9 @@
 TARGET (and TARGET.ctrl). It appends one line per TPM command to LOG ("<command code in hex> <sender's pid>"), and
 when the file ARM holds a command code, it SIGKILLs the process that sends the next command with that code, before
 the TPM sees it, removes ARM and logs "killed <code> <pid>": a crash at an exact point of keymgr's work, such as
-between a commit and the rollback counter's increment.
+between a commit and the rollback counter's increment. When ARM holds "stall <code>", the relay instead swallows the
+next command with that code and never answers it (a TPM that accepts the connection and then says nothing), logging
+"stalled <code> <pid>", until the client hangs up.
 
 usage: tpm_gate.py LISTEN TARGET LOG ARM
 """
@@ -58,11 +60,15 @@ def pump(source, sink):
 
 
 def armed_code():
+    """(code, "kill" or "stall") armed in ARM, or (None, None)."""
     try:
         with open(ARM) as armed:
-            return int(armed.read().strip(), 16)
-    except (OSError, ValueError):
-        return None
+            words = armed.read().split()
+        if len(words) == 2 and words[0] == "stall":
+            return int(words[1], 16), "stall"
+        return int(words[0], 16), "kill"
+    except (OSError, ValueError, IndexError):
+        return None, None
 
 
 def relay_commands(client, upstream):
@@ -78,7 +84,14 @@ def relay_commands(client, upstream):
             body = receive(client, size - 10) if size > 10 else b""
             if body is None:
                 break
-            if armed_code() == code:
+            armed, action = armed_code()
+            if armed == code and action == "stall":
+                os.unlink(ARM)
+                note(f"stalled 0x{code:x} {pid}")
+                while receive(client, 1) is not None:
+                    pass
+                break
+            if armed == code:
                 try:
                     os.kill(pid, signal.SIGKILL)
                 except ProcessLookupError:

@@ -92,17 +92,26 @@ package final class TPMConnection {
             let lock = lockDirectory(tcti).flatMap { try? FileLock(path: $0, directory: true) { _ in TPMLockUnavailable() } }
             lock?.lock()
             defer { lock?.release() }
-            do {
-                return try body(try kept(tcti))
-            } catch TPMFailure.other(_, let code, _) where lock != nil && [0x902, 0x903].contains(code & 0xFFFF_FF7F) {
-                // OBJECT_MEMORY or SESSION_MEMORY: what killed processes left loaded.
-                keptConnection = nil
-                try kept(tcti).flushTransientObjects()
-                return try body(try kept(tcti))
-            } catch {
-                keptConnection = nil
-                throw error
+            // The whole operation under one deadline (W10): a TPM that never answers is cut off, not waited for.
+            let deadline = TPMDeadline.start(tcti: tcti)
+            let outcome = Result { () throws -> T in
+                do {
+                    return try body(try kept(tcti))
+                } catch TPMFailure.other(_, let code, _) where lock != nil && [0x902, 0x903].contains(code & 0xFFFF_FF7F) {
+                    // OBJECT_MEMORY or SESSION_MEMORY: what killed processes left loaded.
+                    keptConnection = nil
+                    try kept(tcti).flushTransientObjects()
+                    return try body(try kept(tcti))
+                } catch {
+                    keptConnection = nil
+                    throw error
+                }
             }
+            if deadline.finish() {
+                keptConnection = nil
+                throw deadline.failure
+            }
+            return try outcome.get()
         }
     }
 

@@ -46,10 +46,15 @@ extension StoreReader {
 
     /// Recomputes the audit chain from the first entry and reports the first entry that does not hold.
     package func verifyAuditChain() throws -> AuditChainReport {
-        var expectedPrev = AuditChain.genesis
+        let base = try auditBase()
+        var expectedPrev = base?.hash ?? AuditChain.genesis
         var checked = 0
         let cursor = try AuditEventRecord.order(AuditEventRecord.Columns.seq).fetchCursor(db)
         while let entry = try cursor.next() {
+            if checked == 0, let base, entry.seq != base.seq + 1 {
+                return AuditChainReport(checked: 0, firstBad: .init(seq: base.seq + 1, reason: "the log's base (the newest "
+                    + "archived entry) is entry \(base.seq), but the log starts at entry \(entry.seq): entries were removed"))
+            }
             if entry.prevHash != expectedPrev {
                 return AuditChainReport(checked: checked, firstBad: .init(seq: entry.seq,
                     reason: "its prevHash does not match the entry before it: an entry was removed, inserted or reordered"))
@@ -69,7 +74,15 @@ extension StoreReader {
     package func verifyAuditChain(keys: AuditKeys) throws -> AuditChainReport {
         let hashes = try verifyAuditChain()
         if hashes.firstBad != nil { return hashes }
-        var prevMac: String?
+        let base = try auditBase()
+        if let base {
+            guard let anchor = base.anchor, constantTimeEqual(try keys.baseMAC(base), anchor) else {
+                return AuditChainReport(checked: 0, firstBad: .init(seq: base.seq + 1, reason: "the log's base (entry "
+                    + "\(base.seq), where archived entries end) does not hold under this store's master key: it was set "
+                    + "or changed outside keymgr"))
+            }
+        }
+        var prevMac: String? = base?.mac
         var checked = 0
         var last: AuditEventRecord?
         let cursor = try AuditEventRecord.order(AuditEventRecord.Columns.seq).fetchCursor(db)
@@ -115,6 +128,32 @@ extension StoreReader {
     }
 }
 
+/// The audit log's base: the newest entry `audit archive` removed, from which the rest of the chain continues.
+package struct AuditBase: Sendable, Equatable {
+    package var seq: Int64
+    package var hash: String
+    package var mac: String
+    /// The MAC over the three under the audit key (nil before it is set).
+    package var anchor: [UInt8]?
+}
+
+extension StoreReader {
+    /// The log's base, nil while nothing was archived.
+    package func auditBase() throws -> AuditBase? {
+        guard let row = try Row.fetchOne(db, sql: """
+            SELECT audit_base_seq, audit_base_hash, audit_base_mac, audit_base_anchor FROM device WHERE id = 1
+            """), let seq: Int64 = row["audit_base_seq"], let hash: String = row["audit_base_hash"],
+              let mac: String = row["audit_base_mac"] else { return nil }
+        let anchor: Data? = row["audit_base_anchor"]
+        return AuditBase(seq: seq, hash: hash, mac: mac, anchor: anchor.map { [UInt8]($0) })
+    }
+
+    /// The seq of the newest entry written before `date` (nil when none is).
+    package func newestAuditSeq(before date: Date) throws -> Int64? {
+        try Int64.fetchOne(db, sql: "SELECT MAX(seq) FROM audit_events WHERE at < ?", arguments: [Timestamp.string(from: date)])
+    }
+}
+
 /// Compares two MACs in time independent of where they differ.
 func constantTimeEqual(_ a: [UInt8], _ b: [UInt8]) -> Bool {
     guard a.count == b.count else { return false }
@@ -128,15 +167,17 @@ extension StoreWriter {
     @discardableResult
     package func appendAudit(_ event: NewAuditEvent) throws -> AuditEventRecord {
         let last = try Row.fetchOne(db, sql: "SELECT seq, hash, mac FROM audit_events ORDER BY seq DESC LIMIT 1")
-        let prevHash: String = last?["hash"] ?? AuditChain.genesis
-        let prevMac: String? = last?["mac"]
-        let lastSeq: Int64 = last?["seq"] ?? 0
+        // A log whose every entry was archived continues from its base.
+        let base = last == nil ? try auditBase() : nil
+        let prevHash: String = last?["hash"] ?? base?.hash ?? AuditChain.genesis
+        let prevMac: String? = last?["mac"] ?? base?.mac
+        let lastSeq: Int64 = last?["seq"] ?? base?.seq ?? 0
         var entry = AuditEventRecord(seq: lastSeq + 1, at: Timestamp.string(from: event.at), event: event.event,
                                      userId: event.userId, kid: event.kid, actor: event.actor, details: event.details,
                                      prevHash: prevHash, hash: "", mac: nil)
         entry.hash = AuditChain.hash(of: entry, digest: digest)
         if let auditKeys {
-            if last != nil && prevMac == nil {
+            if (last != nil || base != nil) && prevMac == nil {
                 throw StorageError(.tampered, "the newest audit entry has no MAC: the log was written without the master key; "
                     + "run `keymgr audit verify` and restore the store from a backup")
             }
@@ -148,6 +189,7 @@ extension StoreWriter {
             """, arguments: [entry.seq, entry.at, entry.event, entry.userId, entry.kid, entry.actor, entry.details,
                              entry.prevHash, entry.hash, entry.mac])
         if let auditKeys, let mac = entry.mac { try setAuditAnchor(seq: entry.seq, mac: mac, keys: auditKeys) }
+        appendedAudit.append(entry)
         return entry
     }
 
@@ -160,7 +202,9 @@ extension StoreWriter {
             throw StorageError(.tampered, "the audit log is broken at entry \(bad.seq) (\(bad.reason)): it cannot be re-keyed; "
                 + "restore the store from a backup")
         }
-        var prevMac: String?
+        let base = try auditBase()
+        var prevMac: String? = base?.mac
+        if let base { try setAuditBase(base, keys: keys) }
         var stamped = 0
         var newest: (Int64, String)?
         let entries = try AuditEventRecord.order(AuditEventRecord.Columns.seq).fetchAll(db)
@@ -173,6 +217,30 @@ extension StoreWriter {
         }
         if let (seq, mac) = newest { try setAuditAnchor(seq: seq, mac: mac, keys: keys) }
         return stamped
+    }
+
+    /// Removes the entries up to `lastSeq` (an archive has them), after checking the whole keyed chain, and makes
+    /// the newest of them the log's base, MAC'd under `keys`: the rest of the chain verifies from it. `lastHash` is
+    /// the hash the archive holds for entry `lastSeq`; anything else there (the log changed since it was read) throws.
+    /// Returns how many entries were removed.
+    @discardableResult
+    package func archiveAudit(through lastSeq: Int64, lastHash: String, keys: AuditKeys) throws -> Int {
+        if let bad = try verifyAuditChain(keys: keys).firstBad {
+            throw StorageError(.tampered, "the audit log is broken at entry \(bad.seq) (\(bad.reason)): nothing was archived; "
+                + "run `keymgr audit verify` and restore the store from a backup")
+        }
+        guard let last = try AuditEventRecord.fetchOne(db, sql: "SELECT * FROM audit_events WHERE seq = ?", arguments: [lastSeq]),
+              last.hash == lastHash, let mac = last.mac else {
+            throw StorageError(.conflict, "the audit log changed while it was archived: nothing was removed; run the archive again")
+        }
+        try setAuditBase(AuditBase(seq: last.seq, hash: last.hash, mac: mac, anchor: nil), keys: keys)
+        try db.execute(sql: "DELETE FROM audit_events WHERE seq <= ?", arguments: [lastSeq])
+        return db.changesCount
+    }
+
+    private func setAuditBase(_ base: AuditBase, keys: AuditKeys) throws {
+        try db.execute(sql: "UPDATE device SET audit_base_seq = ?, audit_base_hash = ?, audit_base_mac = ?, audit_base_anchor = ? WHERE id = 1",
+                       arguments: [base.seq, base.hash, base.mac, Data(try keys.baseMAC(base))])
     }
 
     private func setAuditAnchor(seq: Int64, mac: String, keys: AuditKeys) throws {
@@ -198,4 +266,16 @@ extension AuditEventRecord {
         hash = try row.decode(forColumn: "hash")
         mac = try row.decode(forColumn: "mac")
     }
+}
+
+extension AuditEventRecord {
+    /// An entry as a copy of the log carries it (the journal's fields, an archive's line), to be checked offline.
+    package init(seq: Int64, at: String, event: String, userId: String?, kid: String?, actor: String, details: String,
+                 prevHash: String, hash: String) {
+        self.init(seq: seq, at: at, event: event, userId: userId, kid: kid, actor: actor, details: details,
+                  prevHash: prevHash, hash: hash, mac: nil)
+    }
+
+    /// The hash the chain's rule gives this entry's fields and `prevHash`: equal to `hash` unless it was altered.
+    package func computedHash(digest: AuditDigest) -> String { AuditChain.hash(of: self, digest: digest) }
 }

@@ -9,7 +9,7 @@ struct Audit: KeymgrCommand {
     static let configuration = CommandConfiguration(
         commandName: "audit",
         abstract: "Show the audit log, or verify the whole store: every row's MAC, each table's set of rows, the audit chain.",
-        usage: "keymgr audit [list] [<options>] [-n <n>] | keymgr audit verify",
+        usage: "keymgr audit [list] [<options>] [-n <n>] | keymgr audit verify [--journal FILE | --input FILE] | keymgr audit archive --before DATE --output FILE",
         discussion: """
             `keymgr audit [options]` is `keymgr audit list [options]` (see `keymgr audit list --help`).
 
@@ -18,7 +18,7 @@ struct Audit: KeymgrCommand {
               keymgr audit --user alice --since 2026-11-01 --format csv
               keymgr audit verify
             """,
-        subcommands: [Show.self, Verify.self, ClearTampering.self])
+        subcommands: [Show.self, Verify.self, Archive.self, ClearTampering.self])
 
     @OptionGroup var globals: GlobalOptions
 
@@ -120,13 +120,36 @@ struct Audit: KeymgrCommand {
                 points to. With --json: {"intact", "checked", "firstBadSeq", "reason", "rowsChecked", \
                 "rowIssues": [{"table", "row", "reason"}]}.
 
+                --journal FILE checks, offline and without the store, the copy of the log every keymgr sends to the \
+                journal, as `journalctl -o json` exports it (e.g. on a central log server): each store's SHA-256 \
+                chain is recomputed and every missing, altered or replaced entry is named. With --json: \
+                {"intact", "chains": [{"deviceId", "firstSeq", "lastSeq", "entries", "problems": [{"seq", "reason"}]}]}.
+
+                --input FILE checks an archive `keymgr audit archive` wrote, the same way, from where its header \
+                says the previous archive ended.
+
                 Example:
                   keymgr audit verify --json
+                  keymgr audit verify --input /var/backups/keymgr/audit-2026-09.jsonl
+                  journalctl -o json SYSLOG_IDENTIFIER=keymgr > keymgr.json && keymgr audit verify --journal keymgr.json
                 """)
 
         @OptionGroup var globals: GlobalOptions
 
+        @Option(help: ArgumentHelp("Check a `journalctl -o json` export of keymgr's journal entries instead of the store.",
+                                   valueName: "file"))
+        var journal: String?
+
+        @Option(help: ArgumentHelp("Check an archive `keymgr audit archive` wrote instead of the store.", valueName: "file"))
+        var input: String?
+
+        func validate() throws {
+            if journal != nil && input != nil { throw ValidationError("give --journal or --input, not both") }
+        }
+
         func run() throws {
+            if let input { return try Audit.verifyCopy(try KeyManager.verifyArchive(Audit.read(input)), globals) }
+            if let journal { return try Audit.verifyCopy(try KeyManager.verifyJournalExport(Audit.read(journal)), globals) }
             let report = try globals.openManager(readOnly: true).verifyAudit()
             try globals.render(AuditVerificationOutput(report: report))
             if report.isIntact { return }
@@ -263,5 +286,63 @@ struct AuditVerificationOutput: DocumentOutput {
         guard report.isIntact else { return }
         console.answer("store intact: \(report.rowsChecked) rows and their tables' row sets checked; "
             + "audit log intact: \(report.checked) entries checked")
+    }
+}
+
+extension Audit {
+    /// The text of a file named on the command line.
+    /// - Throws: `badInput` (65) naming the file when it cannot be read.
+    static func read(_ path: String) throws -> String {
+        guard let data = FileManager.default.contents(atPath: path) else {
+            throw CommandFailure(.badInput, "cannot read \(path): check the path and that you may read it")
+        }
+        return String(decoding: data, as: UTF8.self)
+    }
+
+    /// Prints a checked copy of the log (journal export or archive) and exits 1 when it does not hold.
+    static func verifyCopy(_ report: AuditCopyReport, _ globals: GlobalOptions) throws {
+        try globals.render(AuditCopyOutput(report: report))
+        for chain in report.chains {
+            for problem in chain.problems {
+                StandardStream.error.write("keymgr: \(chain.deviceId.map { "store \($0): " } ?? "")\(TextTable.printable(problem.reason))\n")
+            }
+        }
+        if !report.isIntact { throw ExitCode.failure }
+    }
+}
+
+/// `audit verify --journal`: the chains found and what is wrong with them.
+struct AuditCopyOutput: DocumentOutput {
+    let report: AuditCopyReport
+
+    struct Document: Encodable {
+        struct Problem: Encodable { let seq: Int64; let reason: String }
+        struct Chain: Encodable {
+            let deviceId: String?
+            let firstSeq: Int64
+            let lastSeq: Int64
+            let entries: Int
+            let problems: [Problem]
+        }
+        let intact: Bool
+        let chains: [Chain]
+    }
+
+    var document: Document {
+        Document(intact: report.isIntact, chains: report.chains.map { chain in
+            Document.Chain(deviceId: chain.deviceId, firstSeq: chain.firstSeq, lastSeq: chain.lastSeq, entries: chain.entries,
+                           problems: chain.problems.map { Document.Problem(seq: $0.seq, reason: $0.reason) })
+        })
+    }
+
+    func text(on console: Console) {
+        guard !report.chains.isEmpty else {
+            console.answer("no keymgr entries in the copy")
+            return
+        }
+        console.answer(report.chains.map { chain in
+            "\(chain.deviceId.map { "store \($0)" } ?? "entries"): \(chain.entries) entries, \(chain.firstSeq) to \(chain.lastSeq): "
+                + (chain.problems.isEmpty ? "chain intact" : "\(chain.problems.count) problem(s)")
+        }.joined(separator: "\n"))
     }
 }

@@ -60,6 +60,10 @@ struct Init: KeymgrCommand {
         + "swtpm:path=SOCKET).", valueName: "tcti"))
     var tpmTcti: String?
 
+    @Flag(help: ArgumentHelp("Accept a TCTI over TCP (swtpm:host=…,port=…, mssim:…), which every local user can reach "
+        + "(refused without it; prefer swtpm:path=SOCKET in a 0700 directory)."))
+    var tpmTctiAllowNetwork = false
+
     @Option(help: ArgumentHelp("With a TPM: wrong PINs (over all keys) before the TPM locks PIN keys out (default: 32).",
                                valueName: "n"))
     var tpmMaxTries: UInt32?
@@ -99,6 +103,7 @@ struct Init: KeymgrCommand {
         options.credentialVerifier = credentialVerifier.map(Self.argv)
         if let keyBackend { options.keyBackend = keyBackend }
         if let tpmTcti { options.tpmTcti = tpmTcti }
+        options.tpmTctiAllowNetwork = tpmTctiAllowNetwork
         if let tpmMaxTries { options.tpmMaxTries = tpmMaxTries }
         if let tpmRecoveryTime { options.tpmRecoveryTime = tpmRecoveryTime }
         if let masterKey { options.masterKey = masterKey }

@@ -34,6 +34,7 @@ struct Status: KeymgrCommand {
         let manager = try globals.openManager(readOnly: true)
         let status = try manager.status()
         try globals.render(StatusOutput(status: status, home: globals.storeHome.url.path, agent: Self.agent()))
+        Status.warnAboutTPMReach(status, globals.console)
     }
 
     /// The agent serving this request, and whether its policy file loads as it is now; nil run directly.
@@ -47,6 +48,15 @@ struct Status: KeymgrCommand {
         }
         return StatusJSON.AgentJSON(socket: AgentGate.socket ?? AgentCommand.defaultSocket, policy: policy.file,
                                     policyChecks: problem == nil, policyProblem: problem)
+    }
+}
+
+extension Status {
+    /// W11: a store whose keys or master key are reached through a network TCTI is said on stderr (with --json too).
+    static func warnAboutTPMReach(_ status: StoreStatus, _ console: Console) {
+        for tcti in Set([status.tpmTcti, status.masterKeyTCTI].compactMap { $0 }).sorted() {
+            if let warning = TCTIReach.warning(tcti) { console.warn(warning) }
+        }
     }
 }
 
