@@ -58,6 +58,8 @@ public struct UserKey: Sendable, Equatable {
     public var issuer: String
     public var revokedAt: Date?
     public var revokeReason: String?
+    /// The login of the person who owns the key's identity user (a person link), when `list` read it.
+    public var owner: String?
 
     public init(kid: String, userId: String, username: String?, authType: AuthType, status: KeyStatus, serverState: KeyServerState,
                 createdAt: Date, lastUsedAt: Date?, deviceName: String?, serverLastAccessAt: Date?, issuer: String,
@@ -85,6 +87,8 @@ public struct UserSummary: Sendable, Equatable {
     /// Active or locked keys the user holds here.
     public var activeKeys: Int
     public var createdAt: Date
+    /// The login of the person linked to this identity user, if any.
+    public var owner: String?
 }
 
 /// What `keymgr status` reports.
@@ -210,6 +214,8 @@ public struct AuditEntry: Sendable, Equatable {
     public var details: JSONValue
     public var hash: String
     public var prevHash: String
+    /// The login of the person linked to `userId` now (a person link), if any.
+    public var owner: String? = nil
 }
 
 /// The outcome of `master rotate`.
@@ -234,6 +240,7 @@ extension UserKey {
                   status: KeyStatus(row.status), serverState: KeyServerState(row.serverState), createdAt: row.createdAt,
                   lastUsedAt: row.lastUsedAt, deviceName: row.deviceName, serverLastAccessAt: row.serverLastAccessAt,
                   issuer: row.issuer, revokedAt: row.revokedAt, revokeReason: row.revokeReason)
+        owner = row.owner
     }
 }
 

@@ -35,6 +35,17 @@ final class PolicyProcessTests: XCTestCase {
         try sandbox.initialise()
         try sandbox.bind("alice")
         try sandbox.bind("bob", ["--auth-type", "app-pin", "--pin-stdin"], stdin: "482916\n")
+        // The administrator links each person to their identity user (a name that matches is no link).
+        for login in ["alice", "bob"] {
+            let linked = try sandbox.keymgr(["person", "link", login, login], extraEnvironment: nssEnvironment)
+            XCTAssertEqual(linked.status, 0, linked.summary)
+        }
+    }
+
+    /// The user database of the test's people, through libnss-wrapper.
+    var nssEnvironment: [String: String] {
+        ["LD_PRELOAD": "libnss_wrapper.so", "NSS_WRAPPER_PASSWD": sandbox.root.appendingPathComponent("passwd").path,
+         "NSS_WRAPPER_GROUP": sandbox.root.appendingPathComponent("group").path]
     }
 
     override func tearDownWithError() throws {
@@ -56,30 +67,45 @@ final class PolicyProcessTests: XCTestCase {
         XCTAssertEqual(try users.array().compactMap { $0["userId"] as? String }, ["alice"])
         let listed = try run("alice", ["list", "--json"])
         XCTAssertEqual(Set(try listed.array().compactMap { $0["userId"] as? String }), ["alice"])
-        // ... and no one else's.
+        // ... and no one else's: bob's identity is, to alice, one that does not exist.
         let other = try run("alice", ["sign", "--user", "bob", "--pin-stdin"], stdin: "482916\n")
-        assertDenied(other, "lets alice (uid 2001) run `keymgr sign` only for the identity users its for = [\"self\"] names, and bob is not one of them")
-        let noRule = try run("alice", ["revoke", "--user", "alice", "--yes"])
-        assertDenied(noRule, "no rule of \(policyPath) lets alice (uid 2001) run `keymgr revoke`")
+        let nobody = try run("alice", ["sign", "--user", "zed", "--pin-stdin"], stdin: "482916\n")
+        XCTAssertEqual(other.status, 66, other.summary)
+        XCTAssertEqual(other.stderr.replacingOccurrences(of: "bob", with: "NAME"), nobody.stderr.replacingOccurrences(of: "zed", with: "NAME"))
+        let noRule = try run("alice", ["server", "show"])
+        assertDenied(noRule, "no rule of \(policyPath) lets alice (uid 2001) run `keymgr server show`")
+        // Finding 4: people bind their own NONE and PIN keys; a new identity user becomes theirs.
+        let ownBind = try run("alice", ["bind", "--user", "alice", "--auth-type", "app-pin", "--pin-stdin", "--json"], stdin: "246810\n")
+        XCTAssertEqual(ownBind.status, 0, ownBind.summary)
+        XCTAssertEqual(try ownBind.object()["owner"] as? String, "alice")
+        let newIdentity = try run("mallory", ["bind", "--user", "mallory-2", "--json"])
+        XCTAssertEqual(newIdentity.status, 0, newIdentity.summary)
+        XCTAssertEqual(try newIdentity.object()["owner"] as? String, "mallory")
+        assertDenied(try run("mallory", ["bind", "--user", "alice"]), "bind keys only for its own identity users or new ones")
+        XCTAssertEqual(try run("mallory", ["sign", "--user", "alice", "--pin-stdin"], stdin: "246810\n").status, 66)
         let bobSigns = try run("bob", ["sign", "--user", "bob", "--pin-stdin"], stdin: "482916\n")
         XCTAssertEqual(bobSigns.status, 0, bobSigns.summary)
         // Someone who is no identity user here sees no one.
-        let mallory = try run("mallory", ["list", "--json"])
-        XCTAssertEqual(mallory.status, 0, mallory.summary)
-        XCTAssertEqual(try mallory.array().count, 0)
+        let erin = try run("erin", ["list", "--json", "--user", "alice"])
+        XCTAssertEqual(erin.status, 0, "an administrator sees alice: \(erin.summary)")
+        let hank = try run("hank", ["list", "--json"])
+        XCTAssertEqual(hank.status, 0, hank.summary)
+        XCTAssertEqual(try hank.array().count, 0)
 
         // The kiosk account: anyone's PIN key, nothing else.
         let kioskPIN = try run("kiosk", ["sign", "--user", "bob", "--pin-stdin"], stdin: "482916\n")
         XCTAssertEqual(kioskPIN.status, 0, kioskPIN.summary)
-        assertDenied(try run("kiosk", ["sign", "--user", "alice"]),
+        assertDenied(try run("kiosk", ["sign", "--user", "mallory-2"]),
                      "lets kiosk (uid 2004) use only keys of APPLICATION_PIN; key")
         assertDenied(try run("kiosk", ["bind", "--user", "newbie", "--auth-type", "none"]),
                      "lets kiosk (uid 2004) use only keys of APPLICATION_PIN, not NONE")
-        let kioskBind = try run("kiosk", ["bind", "--user", "newbie", "--auth-type", "app-pin", "--pin-stdin"], stdin: "135790\n")
+        let kioskBind = try run("kiosk", ["bind", "--user", "newbie", "--auth-type", "app-pin", "--pin-stdin", "--json"], stdin: "135790\n")
         XCTAssertEqual(kioskBind.status, 0, kioskBind.summary)
+        XCTAssertTrue(try kioskBind.object()["owner"] is NSNull, "a shared account's bind links nothing")
         assertDenied(try run("kiosk", ["bind", "--user", "bob", "--auth-type", "app-pin", "--pin-stdin"], stdin: "135790\n"),
                      "would supersede key")
-        assertDenied(try run("kiosk", ["revoke", "--user", "bob", "--yes"]), "no rule of")
+        // The kiosk's own identity users: none, so bob's is none of its to revoke.
+        XCTAssertEqual(try run("kiosk", ["revoke", "--user", "bob", "--yes"]).status, 66)
 
         // An administrator (group keymgr-admins): everything, another person's PIN key without its PIN.
         let revoked = try run("erin", ["revoke", "--user", "bob", "--yes"])
@@ -94,14 +120,12 @@ final class PolicyProcessTests: XCTestCase {
 
         // Every denial is in the audit log, with the person as actor.
         let audit = try sandbox.succeed(["audit", "--event", "agent.denied", "--json"]).array()
-        XCTAssertEqual(audit.count, 8, "\(audit)")
+        XCTAssertEqual(audit.count, 7, "\(audit)")
         let first = try XCTUnwrap(audit.first)
         XCTAssertEqual(first["actor"] as? String, "alice (uid 2001)")
         let details = try XCTUnwrap(first["details"] as? [String: Any])
-        XCTAssertEqual(details["operation"] as? String, "sign")
-        XCTAssertEqual(details["target"] as? String, "bob")
-        XCTAssertTrue((details["reason"] as? String)?.contains("for = [\"self\"]") ?? false, "\(details)")
-        XCTAssertEqual(Set(audit.compactMap { $0["actor"] as? String }), ["alice (uid 2001)", "kiosk (uid 2004)"])
+        XCTAssertEqual(details["operation"] as? String, "server show")
+        XCTAssertEqual(Set(audit.compactMap { $0["actor"] as? String }), ["alice (uid 2001)", "kiosk (uid 2004)", "mallory (uid 2005)"])
     }
 
     // MARK: Another person's PIN key
@@ -146,8 +170,8 @@ final class PolicyProcessTests: XCTestCase {
             """)
         let signed = try run("mallory", ["sign", "--user", "alice"])
         XCTAssertEqual(signed.status, 0, signed.summary)
-        assertDenied(try run("mallory", ["sign", "--user", "bob", "--pin-stdin"], stdin: "482916\n"),
-                     "only for the identity users its for = [\"alice\"] names, and bob is not one of them")
+        XCTAssertEqual(try run("mallory", ["sign", "--user", "bob", "--pin-stdin"], stdin: "482916\n").status, 66,
+                       "a user the rule does not list is one that does not exist")
         XCTAssertEqual(try run("mallory", ["list", "--json"]).array().compactMap { $0["userId"] as? String }, ["alice"])
         assertDenied(try run("alice", ["sign", "--user", "alice"]), "no rule of")
         // bob's own user, and the one [self] maps his login to.

@@ -74,8 +74,9 @@ extension StoreReader {
         var arguments: StatementArguments = StatementArguments(statuses.map(\.rawValue).sorted())
         var sql = """
             SELECT k.kid, k.user_id, u.username, k.auth_type, k.status, k.server_state, k.device_name,
-                   k.server_last_access_at, k.created_at, k.last_used_at, k.issuer, k.revoked_at, k.revoke_reason
-            FROM user_keys k JOIN users u ON u.user_id = k.user_id
+                   k.server_last_access_at, k.created_at, k.last_used_at, k.issuer, k.revoked_at, k.revoke_reason,
+                   p.login
+            FROM user_keys k JOIN users u ON u.user_id = k.user_id LEFT JOIN person_links p ON p.user_id = k.user_id
             WHERE k.status IN (\(placeholders))
             """
         if let userId {
@@ -85,7 +86,7 @@ extension StoreReader {
         sql += " ORDER BY k.user_id, k.created_at, k.kid"
         let rows = try Row.fetchCursor(db, sql: sql, arguments: arguments)
         while let row = try rows.next() {
-            try body(ListedKey(
+            var listed = ListedKey(
                 kid: try row.decode(atIndex: 0), userId: try row.decode(atIndex: 1), username: try row.decode(atIndex: 2),
                 authType: try Self.value(row, 3, UserKeyRecord.AuthType.init(rawValue:)),
                 status: try Self.value(row, 4, UserKeyRecord.Status.init(rawValue:)),
@@ -93,7 +94,9 @@ extension StoreReader {
                 deviceName: try row.decode(atIndex: 6),
                 serverLastAccessAt: try Self.date(row, 7), createdAt: try Self.requiredDate(row, 8),
                 lastUsedAt: try Self.date(row, 9), issuer: try row.decode(atIndex: 10),
-                revokedAt: try Self.date(row, 11), revokeReason: try row.decode(atIndex: 12)))
+                revokedAt: try Self.date(row, 11), revokeReason: try row.decode(atIndex: 12))
+            listed.owner = try row.decode(atIndex: 13)
+            try body(listed)
         }
     }
 

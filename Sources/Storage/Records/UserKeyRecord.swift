@@ -93,6 +93,8 @@ package struct ListedKey: Sendable, Equatable {
     package var issuer: String
     package var revokedAt: Date?
     package var revokeReason: String?
+    /// The login of the person linked to the key's identity user (`person_links`), if any.
+    package var owner: String?
 
     package init(kid: String, userId: String, username: String?, authType: UserKeyRecord.AuthType,
                 status: UserKeyRecord.Status, serverState: UserKeyRecord.ServerState, deviceName: String?,

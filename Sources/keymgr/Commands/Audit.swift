@@ -40,7 +40,7 @@ struct Audit: KeymgrCommand {
             abstract: "List audit entries, oldest first.",
             usage: "keymgr audit [list] [<options>] [-n <n>] [--reverse] [--event <name>]",
             discussion: """
-                --format json (or --json) prints [{"seq", "at", "event", "userId", "kid", "actor", "details", "hash", "prevHash"}]; \
+                --format json (or --json) prints [{"seq", "at", "event", "userId", "owner", "kid", "actor", "details", "hash", "prevHash"}]; \
                 csv prints the same fields under a header line. `actor` is the OS user who ran keymgr. The table \
                 shows details as name=value pairs. Entries are printed as they are read, so a log of any length \
                 takes the same memory; -n reads only the newest entries, however long the log.
@@ -184,12 +184,12 @@ struct AuditEntriesOutput: CommandOutput {
             }
         case .table:
             var table = StreamedTable(
-                columns: [.whole("SEQ"), .time("AT"), .whole("EVENT"), TableColumn("USER ID", .cut(min: 8)), .whole("KID"),
-                          TableColumn("ACTOR", .cut(min: 6)), TableColumn("DETAILS", .cut(min: 12))],
+                columns: [.whole("SEQ"), .time("AT"), .whole("EVENT"), TableColumn("USER ID", .cut(min: 8)), TableColumn("OWNER"),
+                          .whole("KID"), TableColumn("ACTOR", .cut(min: 6)), TableColumn("DETAILS", .cut(min: 12))],
                 wide: wide)
             try manager.forEachAuditEntry(filter) { entry in
                 table.add([String(entry.seq), HumanText.time(ISOTime.date(from: entry.at)), entry.event, HumanText.text(entry.userId),
-                           HumanText.kid(entry.kid, wide: wide), entry.actor, HumanText.details(entry.details)], into: &out)
+                           HumanText.text(entry.owner), HumanText.kid(entry.kid, wide: wide), entry.actor, HumanText.details(entry.details)], into: &out)
             }
             guard table.finish(into: &out) else {
                 if !quiet { StandardStream.error.write("no matching audit entries\n") }
