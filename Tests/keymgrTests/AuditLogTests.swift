@@ -59,7 +59,7 @@ final class AuditLogTests: XCTestCase {
         let rows = table.split(separator: "\n")
         XCTAssertEqual(rows.count, total + 1)
         XCTAssertEqual(rows.dropFirst().map { String($0.prefix(while: { $0 != " " })) }, (1...total).map(String.init))
-        assertAlignedTable(table, headers: ["SEQ", "AT", "EVENT", "USER ID", "OWNER", "KID", "ACTOR", "DETAILS"])
+        assertAlignedTable(table, headers: ["SEQ", "AT", "EVENT", "USER ID", "KID", "ACTOR", "DETAILS"])
         let verify = try sandbox.succeed(["audit", "verify"])
         XCTAssertTrue(verify.stdout.hasSuffix("audit log intact: \(total) entries checked\n"), verify.stdout)
     }

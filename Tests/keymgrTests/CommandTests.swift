@@ -276,7 +276,7 @@ final class CommandTests: XCTestCase {
         XCTAssertEqual(csv.first, "seq,at,event,userId,kid,actor,details,hash,prevHash")
         XCTAssertEqual(csv.count, entries.count + 1)
         let table = try sandbox.succeed(["audit"])
-        assertAlignedTable(table.stdout, headers: ["SEQ", "AT", "EVENT", "USER ID", "OWNER", "KID", "ACTOR", "DETAILS"])
+        assertAlignedTable(table.stdout, headers: ["SEQ", "AT", "EVENT", "USER ID", "KID", "ACTOR", "DETAILS"])
         XCTAssertEqual(table.stdout.split(separator: "\n").count, entries.count + 1)
     }
 

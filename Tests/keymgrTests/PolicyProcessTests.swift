@@ -128,6 +128,103 @@ final class PolicyProcessTests: XCTestCase {
         XCTAssertEqual(Set(audit.compactMap { $0["actor"] as? String }), ["alice (uid 2001)", "kiosk (uid 2004)", "mallory (uid 2005)"])
     }
 
+    // MARK: Privacy: another person's identity is one that does not exist
+
+    /// Finding 5 of the person issue: through the agent, under the shipped policy, bob's commands on alice's identity
+    /// users (by name, id= value, full user id), keys (by kid and kid prefix) print byte for byte what they print for
+    /// names and kids that exist nowhere (once the name is replaced), exit 66, and name no kid, issuer or owner.
+    /// alice holds two keys (the "choose one with --kid" listing once leaked them).
+    func testAnotherPersonsIdentityLooksLikeNoneThroughTheAgent() throws {
+        try sandbox.bind("alice", ["--issuer", "https://other.example"])
+        try sandbox.bind("id=carol,ou=user,ou=am-config")
+        XCTAssertEqual(try sandbox.keymgr(["person", "link", "alice", "id=carol,ou=user,ou=am-config"],
+                                          extraEnvironment: nssEnvironment).status, 0)
+        let aliceKids = try sandbox.succeed(["list", "--user", "alice", "--json"]).array().compactMap { $0["kid"] as? String }
+        XCTAssertEqual(aliceKids.count, 2)
+        let aliceKid = aliceKids[0]
+        let absentKid = UUID().uuidString
+        var absentPrefix = String(UUID().uuidString.prefix(8))
+        while aliceKids.contains(where: { $0.hasPrefix(absentPrefix) }) { absentPrefix = String(UUID().uuidString.prefix(8)) }
+        try startAgent(policy: try String(contentsOf: PolicyTemplateTests.template, encoding: .utf8))
+
+        let commands: [[String]] = [
+            ["sign", "--user", "NAME"], ["sign", "--user", "NAME", "--challenge", "c"], ["list", "--user", "NAME"],
+            ["list", "--user", "NAME", "--json"], ["revoke", "--user", "NAME", "--yes"], ["export", "--user", "NAME"],
+            ["rebind", "--user", "NAME", "--auth-type", "none"], ["pin", "change", "--user", "NAME", "--pin-stdin"],
+            ["token", "show", "--user", "NAME"], ["audit", "--user", "NAME"],
+        ]
+        let kidCommands: [[String]] = [
+            ["sign", "--kid", "NAME"], ["revoke", "--kid", "NAME", "--yes"], ["export", "--kid", "NAME"],
+            ["rebind", "--user", "bob", "--kid", "NAME", "--auth-type", "none"],
+        ]
+        let pairs: [(String, String, [[String]])] = [
+            ("alice", "zed", commands), ("carol", "zed", commands),
+            ("id=carol,ou=user,ou=am-config", "id=zed,ou=user,ou=am-config", commands),
+            (aliceKid, absentKid, kidCommands), (String(aliceKid.prefix(8)), absentPrefix, kidCommands),
+        ]
+        for (theirs, nobodys, templates) in pairs {
+            for template in templates {
+                let seen = try run("bob", template.map { $0 == "NAME" ? theirs : $0 }, stdin: "000000\n111111\n")
+                let absent = try run("bob", template.map { $0 == "NAME" ? nobodys : $0 }, stdin: "000000\n111111\n")
+                let what = template.joined(separator: " ")
+                XCTAssertEqual(seen.status, absent.status, "\(what): \(seen.summary) / \(absent.summary)")
+                XCTAssertNotEqual(seen.status, 0, "\(what) with \(theirs): \(seen.summary)")
+                XCTAssertEqual(seen.stdout.replacingOccurrences(of: theirs, with: "NAME"),
+                               absent.stdout.replacingOccurrences(of: nobodys, with: "NAME"), what)
+                XCTAssertEqual(seen.stderr.replacingOccurrences(of: theirs, with: "NAME"),
+                               absent.stderr.replacingOccurrences(of: nobodys, with: "NAME"), what)
+                for secret in aliceKids.map({ String($0.prefix(8)) }) + ["other.example", "NONE", "alice (uid"] where secret != theirs.prefix(8) {
+                    XCTAssertFalse(seen.stderr.contains(secret), "\(what) names \(secret): \(seen.summary)")
+                }
+            }
+        }
+        // Nothing of alice's changed.
+        XCTAssertEqual(try sandbox.succeed(["list", "--user", "alice", "--json"]).array().count, 2)
+    }
+
+    /// Finding 3: the kiosk account relabels alice's identity as mallory by binding a PIN key for it with --username;
+    /// mallory (a login of her own) still cannot reach alice's NONE key, and alice's identity keeps its name.
+    func testABindsUsernameNeverMovesAnIdentityIntoAnotherPersonsScope() throws {
+        try startAgent(policy: try String(contentsOf: PolicyTemplateTests.template, encoding: .utf8))
+        let relabel = try run("kiosk", ["bind", "--user", "alice", "--username", "mallory", "--auth-type", "app-pin",
+                                        "--pin-stdin", "--issuer", "https://kiosk.example"], stdin: "135790\n")
+        XCTAssertEqual(relabel.status, 0, relabel.summary)
+        let users = try sandbox.succeed(["users", "--json"]).array()
+        let alice = try XCTUnwrap(users.first { $0["userId"] as? String == "alice" })
+        XCTAssertTrue(alice["username"] is NSNull, "alice's identity keeps its username: \(alice)")
+        XCTAssertEqual(alice["owner"] as? String, "alice")
+        for name in ["alice", "mallory"] {
+            let attempt = try run("mallory", ["sign", "--user", name])
+            XCTAssertEqual(attempt.status, 66, attempt.summary)
+        }
+        XCTAssertEqual(try run("mallory", ["users", "--json"]).array().count, 0)
+    }
+
+    /// Every hint in a refusal names a command the caller may run: each `keymgr …` a refusal under the shipped policy
+    /// suggests is run as the same person, and the policy lets it run (no 77).
+    func testEveryHintNamesACommandTheCallerMayRun() throws {
+        try startAgent(policy: try String(contentsOf: PolicyTemplateTests.template, encoding: .utf8))
+        let refusals: [(String, [String])] = [
+            ("bob", ["list", "--user", "zed"]), ("bob", ["sign", "--user", "zed"]), ("bob", ["sign", "--user", "alice"]),
+            ("bob", ["sign", "--kid", UUID().uuidString]), ("bob", ["revoke", "--kid", UUID().uuidString, "--yes"]),
+            ("mallory", ["sign", "--user", "mallory"]), ("kiosk", ["sign", "--user", "nobody-here"]),
+        ]
+        var hints = 0
+        for (login, arguments) in refusals {
+            let refused = try run(login, arguments)
+            XCTAssertNotEqual(refused.status, 0, refused.summary)
+            for hint in refused.stderr.components(separatedBy: "`keymgr ").dropFirst() {
+                guard let end = hint.firstIndex(of: "`") else { continue }
+                let suggested = hint[..<end].split(separator: " ").map(String.init)
+                guard !suggested.contains(where: { $0.contains("…") || $0 == "NAME" }) else { continue }
+                hints += 1
+                let tried = try run(login, suggested + (suggested.first == "bind" ? ["--auth-type", "none"] : []))
+                XCTAssertNotEqual(tried.status, 77, "\(login) was told to run `keymgr \(suggested.joined(separator: " "))`: \(tried.summary)")
+            }
+        }
+        XCTAssertGreaterThan(hints, 2)
+    }
+
     // MARK: Another person's PIN key
 
     func testAnotherPersonsPINKeyNeedsItsPINUnlessTheRuleAllowsEverything() throws {

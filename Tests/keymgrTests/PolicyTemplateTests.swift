@@ -59,7 +59,7 @@ final class PolicyTemplateTests: XCTestCase {
         XCTAssertNil(decide(policy, person("erin"), "admin revoke"))
         // The sync timer's user syncs every user, and does nothing else.
         XCTAssertEqual(decide(policy, person("keymgr", uid: 999), "sync")?.users, .all)
-        XCTAssertNil(decide(policy, person("keymgr", uid: 999), "revoke"))
+        XCTAssertNil(decide(policy, person("keymgr", uid: 999), "admin revoke"))
         XCTAssertNil(decide(policy, person("alice"), "sync"))
         // The kiosk: any user, PIN keys only.
         let kiosk = try XCTUnwrap(decide(policy, person("kiosk"), "sign"))
@@ -67,7 +67,8 @@ final class PolicyTemplateTests: XCTestCase {
         XCTAssertEqual(kiosk.authTypes, [.applicationPIN])
         XCTAssertNotNil(decide(policy, person("kiosk"), "bind", .applicationPIN))
         XCTAssertNil(decide(policy, person("kiosk"), "bind", AuthType.none))
-        XCTAssertNil(decide(policy, person("kiosk"), "revoke"))
+        // A shared account revokes only identity users linked to it (none: its binds link nothing).
+        XCTAssertEqual(decide(policy, person("kiosk"), "revoke")?.users, .limited(includesSelf: true, ids: []))
         // A person with an account: their own identity only, and no administration.
         let alice = try XCTUnwrap(decide(policy, person("alice"), "sign"))
         XCTAssertEqual(alice.users, .limited(includesSelf: true, ids: []))

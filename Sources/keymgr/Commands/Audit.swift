@@ -184,12 +184,12 @@ struct AuditEntriesOutput: CommandOutput {
             }
         case .table:
             var table = StreamedTable(
-                columns: [.whole("SEQ"), .time("AT"), .whole("EVENT"), TableColumn("USER ID", .cut(min: 8)), TableColumn("OWNER"),
-                          .whole("KID"), TableColumn("ACTOR", .cut(min: 6)), TableColumn("DETAILS", .cut(min: 12))],
+                columns: [.whole("SEQ"), .time("AT"), .whole("EVENT"), TableColumn("USER ID", .cut(min: 8)), .whole("KID"),
+                          TableColumn("ACTOR", .cut(min: 6)), TableColumn("DETAILS", .cut(min: 12))],
                 wide: wide)
             try manager.forEachAuditEntry(filter) { entry in
                 table.add([String(entry.seq), HumanText.time(ISOTime.date(from: entry.at)), entry.event, HumanText.text(entry.userId),
-                           HumanText.text(entry.owner), HumanText.kid(entry.kid, wide: wide), entry.actor, HumanText.details(entry.details)], into: &out)
+                           HumanText.kid(entry.kid, wide: wide), entry.actor, HumanText.details(entry.details)], into: &out)
             }
             guard table.finish(into: &out) else {
                 if !quiet { StandardStream.error.write("no matching audit entries\n") }
