@@ -4,24 +4,33 @@ import Synchronization
 /// keys may have, and whether another person's APPLICATION_PIN key needs that key's PIN to be rebound or revoked.
 ///
 /// The agent's worker sets `AccessScope.current` once, after the policy allowed the command and before it runs;
-/// the `KeyManager` facade checks it in every operation that reads or acts on a user or key, so a command that
-/// names no user (or forgot to declare one) still cannot reach outside it. Nil (embedded mode): no limit.
+/// the `KeyManager` facade checks it in every operation that reads or acts on a user or key (`reach(_:in:)`, the one
+/// place that decides), so a command that names no user (or forgot to declare one) still cannot reach outside it.
+/// Nil (embedded mode): no limit.
+///
+/// Who owns an identity user is decided by the person links (`person_links`, docs/data-model.md), never by a name:
+/// a username is display text, and a login name that happens to equal a user id grants nothing.
 package struct AccessScope: Sendable, Equatable {
     /// The identity users a scope covers.
     package enum Users: Sendable, Equatable {
-        /// Every user of the store.
+        /// Every user of the store (`for = "*"`).
         case all
-        /// The users whose user id, universalId `id=` value or username is one of these names.
-        case named(Set<String>)
+        /// The caller's own identity users (when `includesSelf`: those linked to the caller's uid, and those the
+        /// policy's `[self]` table maps the login to) and the identity users `ids` names (a user id, or a universalId's
+        /// `id=` value).
+        case limited(includesSelf: Bool, ids: Set<String>)
     }
 
     /// The command path the policy allowed (`sign`, `pin change`), for messages and the audit log.
     package var operation: String
     /// Who asks, for messages: `alice (uid 1001)`.
     package var caller: String
-    /// The names that are the caller's own identity users: the login name and what the policy's `[self]` table maps
-    /// it to. Keys of other users are "another person's".
-    package var selfNames: Set<String>
+    /// The caller's uid, as the kernel reported it: whose person links count as "self".
+    package var callerUid: UInt32
+    /// The caller's login name, recorded in a link a bind makes.
+    package var callerLogin: String
+    /// The identity user ids the policy's `[self]` table maps the caller's login to (an administrator's links).
+    package var selfIds: Set<String>
     /// The users this request may read or act on.
     package var users: Users
     /// The auth types of keys this request may use or bind; nil: any.
@@ -34,33 +43,19 @@ package struct AccessScope: Sendable, Equatable {
     /// Why the users are limited, for messages: `for = "self"`.
     package var usersReason: String
 
-    package init(operation: String, caller: String, selfNames: Set<String>, users: Users, authTypes: Set<AuthType>?,
-                othersPINKeysNeedPIN: Bool, rule: String, usersReason: String = "") {
+    package init(operation: String, caller: String, callerUid: UInt32, callerLogin: String, selfIds: Set<String> = [],
+                 users: Users, authTypes: Set<AuthType>?, othersPINKeysNeedPIN: Bool, rule: String,
+                 usersReason: String = "") {
         self.operation = operation
         self.caller = caller
-        self.selfNames = selfNames
+        self.callerUid = callerUid
+        self.callerLogin = callerLogin
+        self.selfIds = selfIds
         self.users = users
         self.authTypes = authTypes
         self.othersPINKeysNeedPIN = othersPINKeysNeedPIN
         self.rule = rule
         self.usersReason = usersReason
-    }
-
-    /// Whether the existing user `userId` (stored with `username`) is in this scope.
-    package func allows(userId: String, username: String?) -> Bool {
-        switch users {
-        case .all: true
-        case .named(let names): Self.matches(names, userId: userId, username: username)
-        }
-    }
-
-    /// Whether a user that does not exist yet may be created as `userId`: only its user id (or its `id=` value)
-    /// counts, never a username the request itself supplies.
-    package func allowsNewUser(_ userId: String) -> Bool { allows(userId: userId, username: nil) }
-
-    /// Whether `userId` (stored with `username`) is one of the caller's own identity users.
-    package func isSelf(userId: String, username: String?) -> Bool {
-        Self.matches(selfNames, userId: userId, username: username)
     }
 
     /// Whether keys of `authType` may be used or bound.
@@ -69,10 +64,29 @@ package struct AccessScope: Sendable, Equatable {
     /// Whether every user is in scope (nothing to filter).
     package var coversAllUsers: Bool { users == .all }
 
-    private static func matches(_ names: Set<String>, userId: String, username: String?) -> Bool {
-        if names.contains(userId) { return true }
-        if let username, names.contains(username) { return true }
-        if let id = UniversalId.idValue(userId), names.contains(id) { return true }
+    /// Whether the scope's `for` includes the caller's own identity users (`"self"`).
+    package var includesSelf: Bool {
+        if case .limited(let includesSelf, _) = users { return includesSelf }
+        return false
+    }
+
+    /// Whether a bind under this scope links a new identity user to the caller: only a `for` that is the caller's own
+    /// (`"self"`). A shared account's rule (`for = "*"` or a list) links nothing to it.
+    package var bindLinksToCaller: Bool { includesSelf && operation == "bind" }
+
+    /// Whether `userId` is one of `ids` by its user id or its universalId's `id=` value (never by a username).
+    static func names(_ ids: Set<String>, _ userId: String) -> Bool {
+        if ids.contains(userId) { return true }
+        if let id = UniversalId.idValue(userId), ids.contains(id) { return true }
+        return false
+    }
+
+    /// Whether the policy's `[self]` table maps the caller to `userId`.
+    package func mapsToSelf(_ userId: String) -> Bool { Self.names(selfIds, userId) }
+
+    /// Whether `for` lists `userId` by name.
+    package func lists(_ userId: String) -> Bool {
+        if case .limited(_, let ids) = users { return Self.names(ids, userId) }
         return false
     }
 

@@ -25,7 +25,8 @@ extension AgentPolicy {
         }
         let rule = rules[index]
         let ruleName = "rule \(index + 1) (\(file):\(rule.line))"
-        let selfNames = Set([caller.login] + (selfMap[caller.login] ?? []))
+        // The administrator's links the policy itself makes; the store's person links are read by the facade.
+        let selfIds = Set(selfMap[caller.login] ?? [])
         if let authType, let allowed = rule.authTypes, !allowed.contains(authType) {
             return .denied(reason: "\(ruleName) lets \(who) use only keys of "
                 + allowed.map(\.rawValue).sorted().joined(separator: ", ") + ", not \(authType.rawValue): choose one of those")
@@ -37,12 +38,13 @@ extension AgentPolicy {
             users = .all
             usersReason = ""
         case .named(let includesSelf, let names):
-            users = .named(Set(names).union(includesSelf ? selfNames : []))
+            users = .limited(includesSelf: includesSelf, ids: Set(names))
             let listed = names.map { "\"\($0)\"" }
             usersReason = "for = [" + ((includesSelf ? ["\"self\""] : []) + listed).joined(separator: ", ") + "]"
         }
         return .allowed(AccessScope(
-            operation: operation, caller: who, selfNames: selfNames, users: users, authTypes: rule.authTypes,
+            operation: operation, caller: who, callerUid: caller.uid, callerLogin: caller.login, selfIds: selfIds,
+            users: users, authTypes: rule.authTypes,
             othersPINKeysNeedPIN: !rule.allowsEverything, rule: ruleName, usersReason: usersReason))
     }
 

@@ -61,6 +61,8 @@ public struct UserKey: Sendable, Equatable {
     /// An APPLICATION_PIN key that is active or locked, as `list` reads it: the wrong PINs it still takes before it
     /// locks (0 when locked). Nil for other keys, and where the PIN record was not read.
     public var pinAttemptsLeft: Int?
+    /// The login of the person who owns the key's identity user (a person link), when `list` read it.
+    public var owner: String?
 
     public init(kid: String, userId: String, username: String?, authType: AuthType, status: KeyStatus, serverState: KeyServerState,
                 createdAt: Date, lastUsedAt: Date?, deviceName: String?, serverLastAccessAt: Date?, issuer: String,
@@ -88,6 +90,8 @@ public struct UserSummary: Sendable, Equatable {
     /// Active or locked keys the user holds here.
     public var activeKeys: Int
     public var createdAt: Date
+    /// The login of the person linked to this identity user, if any.
+    public var owner: String?
 }
 
 /// What `keymgr status` reports.
@@ -282,6 +286,8 @@ public struct AuditEntry: Sendable, Equatable {
     public var details: JSONValue
     public var hash: String
     public var prevHash: String
+    /// The login of the person linked to `userId` now (a person link), if any.
+    public var owner: String? = nil
 }
 
 /// The outcome of `master rotate`.
@@ -307,6 +313,7 @@ extension UserKey {
                   lastUsedAt: row.lastUsedAt, deviceName: row.deviceName, serverLastAccessAt: row.serverLastAccessAt,
                   issuer: row.issuer, revokedAt: row.revokedAt, revokeReason: row.revokeReason)
         pinAttemptsLeft = row.pinAttemptsLeft
+        owner = row.owner
     }
 }
 

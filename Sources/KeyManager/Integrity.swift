@@ -237,6 +237,9 @@ enum StoreUpgrade: Equatable {
 }
 
 extension KeyManager {
+    /// The schema version (migration 0007) that brought person links.
+    static let personLinksSchema = 7
+
     /// Upgrades a store made before the MACs, or stamped under an older schema, in ONE transaction under the master
     /// key: a store older than the integrity MACs gets its device row, keys, PIN records and server profiles MAC'd and
     /// its audit chain keyed and anchored; then every row of every table keymgr trusts is stamped with its row MAC and
@@ -262,6 +265,9 @@ extension KeyManager {
                 // Re-read inside the transaction: another keymgr may have upgraded meanwhile; a check that does not
                 // open means a rotation elsewhere committed, after it upgraded (the next write reloads the key).
                 guard let found = version(device) else { return [] }
+                // Person links came with schema 7: a store stamped before it (or never) gets them once, now.
+                let stampedUnder = try writer.stampedSchemaVersion() ?? 0
+                let needsLinks = found != .schema || stampedUnder < Self.personLinksSchema
                 if found == .schema {
                     guard try writer.rowStampState() == .olderSchema else { return [] }
                     // Checked under the columns they were stamped with before anything is written.
@@ -292,6 +298,7 @@ extension KeyManager {
                 }
                 details["rows"] = .string(found == .schema ? "re-stamped after a migration" : "stamped")
                 try writer.appendAudit(auditEvent("store.integrityStamped", details: details))
+                if needsLinks { _ = try linkMigratedPeople(writer) }
                 try writer.stampAllRows(keys: keys.integrity.rowKeys)
                 return writer.appendedAudit
             }

@@ -36,13 +36,14 @@ extension KeyManager {
                                event: filter.event, newest: filter.newest, newestFirst: filter.newestFirst)
         let decoder = JSONDecoder()
         try read { reader in
+            let owners = Dictionary(try reader.personLinks().map { ($0.userId, $0.login) }, uniquingKeysWith: { first, _ in first })
             try reader.forEachAuditEvent(query) { record in
                 if let allowed, !(record.userId.map(allowed.contains) ?? false) { return }
                 let details = JSONValue.parseCommon(record.details)
                     ?? (try? decoder.decode(JSONValue.self, from: Data(record.details.utf8))) ?? .object([:])
                 try body(AuditEntry(seq: record.seq, at: record.at, event: record.event, userId: record.userId,
                                     kid: record.kid, actor: record.actor, details: details,
-                                    hash: record.hash, prevHash: record.prevHash))
+                                    hash: record.hash, prevHash: record.prevHash, owner: record.userId.flatMap { owners[$0] }))
             }
         }
     }

@@ -18,7 +18,7 @@ extension KeyManager {
         let current = try selectKey(userId: userId, kid: kid, statuses: KeyStatus.usable, issuer: nil, verb: "rebind",
                                     using: false)
         try authorizeBinding(userId: current.key.userId, authType: authType)
-        try requireOwnersPIN(current.key, username: current.username, pin: currentPIN)
+        try requireOwnersPIN(current.key, pin: currentPIN)
         var request = BindRequest(userId: current.key.userId)
         request.username = current.username
         request.authType = authType
@@ -33,7 +33,7 @@ extension KeyManager {
         guard AccessScope.current != nil else { return false }
         let current = try selectKey(userId: userId, kid: kid, statuses: KeyStatus.usable, issuer: nil, verb: "rebind",
                                     using: false)
-        return needsOwnersPIN(current.key, username: current.username)
+        return try needsOwnersPIN(current.key)
     }
 
     func bind(_ request: BindRequest, newPIN: SecretProvider, event: String) throws -> BindResult {
@@ -118,7 +118,7 @@ extension KeyManager {
 
     private func commit(_ pending: PendingBinding, event: String, registeredAs deviceName: String?) throws -> BindResult {
         let (kid, userId, created) = (pending.kid, pending.userId, pending.createdAt)
-        let (record, username, retiredAny) = try write { writer -> (UserKeyRecord, String?, Bool) in
+        let (record, username, owner, retiredAny) = try write { writer -> (UserKeyRecord, String?, String?, Bool) in
             // Sealed inside the transaction, under the master key the store holds now (a rotation may have run).
             let slot = SealedSlot.privateKey(kid: kid, userId: userId)
             let sealedKey = try pending.pinLayer.map { try hierarchy.seal(SecretBytes($0.inner), in: slot) }
@@ -130,7 +130,22 @@ extension KeyManager {
                 createdAt: created)
             row.keyBackend = pending.backend.rawValue
             let record = try stamped(row)
-            try writer.upsertUser(userId: userId, username: pending.username, at: created)
+            // Decided again inside the transaction: another bind may have made (and linked) this user meanwhile.
+            let reach = try self.reach(userId, in: writer)
+            guard reach != .hidden else { throw noSuchUser(userId) }
+            let scope = AccessScope.current
+            let existed = try writer.user(id: userId) != nil
+            // A username is display text: a bind rewrites it only for the identity's owner (or embedded, or an
+            // administrator whose rule allows everything), never for a shared account acting on someone else's.
+            let mayRename = !existed || scope == nil || reach == .own || scope?.othersPINKeysNeedPIN == false
+            try writer.upsertUser(userId: userId, username: mayRename ? pending.username : nil, at: created)
+            if reach == .claimable, let scope, scope.bindLinksToCaller {
+                try writer.insert(PersonLinkRecord(userId: userId, uid: scope.callerUid, login: scope.callerLogin,
+                                                   linkedBy: .bind, createdAt: created))
+                try writer.appendAudit(auditEvent("person.linked", userId: userId, details: [
+                    "login": .string(scope.callerLogin), "uid": .int(Int64(scope.callerUid)), "reason": .string("bind"),
+                ]))
+            }
             let retired = try retireUsableKeys(writer, userId: userId, issuer: pending.issuer, supersededBy: kid, at: created)
             try writer.insert(record)
             if let pinLayer = pending.pinLayer {
@@ -147,12 +162,14 @@ extension KeyManager {
             if deviceName != nil {
                 try writer.appendAudit(auditEvent("key.registered", userId: userId, kid: kid))
             }
-            return (record, try writer.user(id: userId)?.username, !retired.isEmpty)
+            return (record, try writer.user(id: userId)?.username, try writer.personLink(userId: userId)?.login, !retired.isEmpty)
         }
         // A superseded key's sealed blob must not linger in -wal either.
         if retiredAny { store.checkpointDestroyedData() }
         logger.debug("bound key", metadata: ["kid": .string(kid), "authType": .string(pending.authType.rawValue)])
-        return BindResult(key: UserKey(record, username: username), jwk: pending.jwk, jws: pending.jws)
+        var key = UserKey(record, username: username)
+        key.owner = owner
+        return BindResult(key: key, jwk: pending.jwk, jws: pending.jws)
     }
 
     /// Revokes keys: the one `kid`, or every usable key of `userId`. Destroys their key material, PINs, and the
@@ -167,7 +184,7 @@ extension KeyManager {
     /// person's APPLICATION_PIN key (unless the deciding rule allows everything).
     package func revocationNeedsPIN(userId: String?, kid: String?) throws -> Bool {
         guard AccessScope.current != nil else { return false }
-        return try revocationTargetRows(userId: userId, kid: kid).contains { needsOwnersPIN($0.key, username: $0.username) }
+        return try revocationTargetRows(userId: userId, kid: kid).contains { try needsOwnersPIN($0.key) }
     }
 
     /// The revocation targets with their usernames, each checked against the agent's policy.
@@ -175,25 +192,27 @@ extension KeyManager {
         guard userId != nil || kid != nil else { throw KeyManagerError(.usage, "name the key to revoke with --user or --kid") }
         if let userId, kid == nil { try authorize(userId: userId) }
         let targets = try read { reader in
-            try Self.revocationTargets(userId: userId, kid: kid, in: reader).map {
+            try Self.revocationTargets(userId: userId, kid: kid, in: reader, visible: try visibility(in: reader)).map {
                 (key: $0, username: try reader.user(id: $0.userId)?.username)
             }
         }
-        for target in targets { try authorize(target.key, username: target.username, using: false) }
+        for target in targets { try authorize(target.key, using: false) }
         return targets
     }
 
     /// The active or locked keys `kid` (a kid or unique prefix) or else `userId` names.
-    static func revocationTargets(userId: String?, kid: String?, in reader: StoreReader) throws -> [UserKeyRecord] {
+    /// `visible`: whether the caller may see a user's keys (`visibility(in:)`); what it may not see is not there.
+    static func revocationTargets(userId: String?, kid: String?, in reader: StoreReader,
+                                  visible: (String) throws -> Bool) throws -> [UserKeyRecord] {
         var targets: [UserKeyRecord]
         if let kid {
-            guard let key = try Self.key(named: kid, in: reader), userId == nil || key.userId == userId else {
+            guard let key = try Self.key(named: kid, in: reader, visible: visible), userId == nil || key.userId == userId else {
                 throw KeyManagerError(.clientNotRegistered, "no key \(kid)\(userId.map { " for user \($0)" } ?? "") on this device: see `keymgr list --status all`")
             }
             targets = [key]
         } else {
-            targets = try reader.keys(userId: userId, statuses: [.active, .locked])
-            if targets.isEmpty, let userId, try reader.user(id: userId) == nil {
+            targets = try userId.map(visible) ?? true ? try reader.keys(userId: userId, statuses: [.active, .locked]) : []
+            if targets.isEmpty, let userId, try !visible(userId) || reader.user(id: userId) == nil {
                 throw KeyManagerError(.clientNotRegistered, "no user \(userId) on this device: see `keymgr users`")
             }
         }
@@ -219,13 +238,13 @@ extension KeyManager {
                 return read
             } }
             for target in try revocationTargetRows(userId: userId, kid: kid) {
-                try requireOwnersPIN(target.key, username: target.username, pin: once)
+                try requireOwnersPIN(target.key, pin: once)
             }
         }
         let at = now()
         let reason = reason ?? "revoked by \(actor)"
         let revokedKeys = try write { writer in
-            let targets = try Self.revocationTargets(userId: userId, kid: kid, in: writer)
+            let targets = try Self.revocationTargets(userId: userId, kid: kid, in: writer, visible: try visibility(in: writer))
             var revoked: [UserKey] = []
             for var key in targets {
                 destroy(&key, status: .revoked, reason: reason, at: at)

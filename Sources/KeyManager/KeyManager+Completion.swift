@@ -25,9 +25,13 @@ extension KeyManager {
         let scope = AccessScope.current
         if AgentCaller.current != nil && scope == nil { return [] }
         if let scope, !scope.coversAllUsers {
-            guard case .users = subject else { return [] }
+            guard case .users = subject, location.home.hasDatabase,
+                  let store = try? Store.open(home: location.home, create: false, access: .readOnly, digest: SHA256.hash)
+            else { return [] }
+            // The caller's linked identity users and those the rule names, by user id (a username decides nothing).
+            let mine = scope.includesSelf ? Set(((try? store.read { try $0.personLinks(uid: scope.callerUid) }) ?? []).map(\.userId)) : []
             return completions(of: .users, prefix: prefix, home: location, unscoped: ())
-                .filter { scope.allows(userId: $0, username: $0) }
+                .filter { scope.lists($0) || (scope.includesSelf && (mine.contains($0) || scope.mapsToSelf($0))) }
         }
         return completions(of: subject, prefix: prefix, home: location, unscoped: ())
     }

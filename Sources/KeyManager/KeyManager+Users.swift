@@ -3,37 +3,37 @@ import Storage
 
 extension KeyManager {
     /// The userId that `name` (what a person typed after `--user`) stands for, as the CLI contract (docs/cli.md) says:
-    /// the user whose userId is `name`, else whose universalId's `id=` value is `name`, else whose username is
+    /// the one user whose userId is `name`, or whose universalId's `id=` value is `name`, or whose username is
     /// `name`. A name nobody on this device matches comes back unchanged (a new user, or a "no key" error later).
     ///
     /// A journey stores the userId the server gives (`id=dave,ou=user,ou=am-config`), so this is how
     /// `--user dave` finds a journey-bound dave.
-    /// - Throws: `usage` listing the matches when `name` fits several users at the first stage that matches.
+    /// - Throws: `usage` (64) naming every match when `name` fits several users in any of those ways (one user's id
+    ///   and another's username, say): never a silent pick, since a username is anyone's to set.
     public func resolveUser(_ name: String) throws -> String {
-        // Under the agent's policy, only users in its scope are candidates (a name is never resolved to, nor listed
-        // as, a user the caller may not see); an exact user id is left for the operation to allow or deny.
-        let scope = AccessScope.current
-        return try read { reader in
-            if try reader.user(id: name) != nil { return name }
+        // Under the agent's policy, only users in its scope are candidates: a name is never resolved to, nor listed
+        // as, a user the caller may not see.
+        try read { reader in
             // Only the users that could match are read (and their rows checked), not every user of the store; a name
-            // a universal id would escape (`,`, `\`, …) is looked for among all of them.
+            // a universal id would escape (`,`, `\`, …) is looked for among all of them, unless it is a full id itself.
             let plain = name.unicodeScalars.allSatisfy { CharacterSet.alphanumerics.contains($0) || "._-@".unicodeScalars.contains($0) }
-            let users = plain ? try reader.users(matching: name) : try reader.users()
-            let stages: [(String, (UserRecord) -> Bool)] = [
-                ("whose user id is id=\(name),…", { UniversalId.idValue($0.userId) == name }),
-                ("named \(name)", { $0.username == name }),
-            ]
-            for (description, matches) in stages {
-                let found = users.filter { matches($0) && (scope?.allows(userId: $0.userId, username: $0.username) ?? true) }
-                guard found.count <= 1 else {
-                    let list = found.map { user in user.userId + (user.username.map { " (\($0))" } ?? "") }
-                        .joined(separator: ", ")
-                    throw KeyManagerError(.usage, "--user \(name) matches \(found.count) users \(description): \(list); "
-                        + "give the full user id with --user, or choose a key with --kid")
-                }
-                if let user = found.first { return user.userId }
+            var users = try reader.users(matching: name)
+            if !plain && !name.contains("=") {
+                let known = Set(users.map(\.userId))
+                users += try reader.users().filter { !known.contains($0.userId) && UniversalId.idValue($0.userId) == name }
             }
-            return name
+            let found = try users.filter { user in
+                guard user.userId == name || UniversalId.idValue(user.userId) == name || user.username == name else { return false }
+                return try reach(user.userId, in: reader) != .hidden
+            }
+            guard found.count <= 1 else {
+                let list = found.map { user in
+                    user.userId + (user.username.map { " (username \($0))" } ?? "")
+                }.joined(separator: ", ")
+                throw KeyManagerError(.usage, "--user \(name) matches \(found.count) users (by user id, id= value or "
+                    + "username): \(list); give the full user id with --user, or choose a key with --kid")
+            }
+            return found.first?.userId ?? name
         }
     }
 

@@ -240,12 +240,14 @@ public final class KeyManager: Sendable {
     /// Every user on this device, with how many usable keys each holds.
     /// Under the agent's policy, only the users its scope covers.
     public func users() throws -> [UserSummary] {
-        let scope = AccessScope.current
-        return try read { reader in
+        try read { reader in
+            let visible = try visibleUsers(in: reader)
             let usable = try reader.keys(statuses: [.active, .locked])
             let perUser = Dictionary(grouping: usable, by: \.userId).mapValues(\.count)
-            return try reader.users().filter { scope?.allows(userId: $0.userId, username: $0.username) ?? true }.map {
-                UserSummary(userId: $0.userId, username: $0.username, activeKeys: perUser[$0.userId] ?? 0, createdAt: $0.createdAt)
+            let owners = Dictionary(try reader.personLinks().map { ($0.userId, $0.login) }, uniquingKeysWith: { first, _ in first })
+            return try reader.users().filter { visible?.contains($0.userId) ?? true }.map {
+                UserSummary(userId: $0.userId, username: $0.username, activeKeys: perUser[$0.userId] ?? 0, createdAt: $0.createdAt,
+                            owner: owners[$0.userId])
             }
         }
     }

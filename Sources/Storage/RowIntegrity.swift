@@ -374,6 +374,9 @@ extension StoreReader {
         return schema < EmbeddedMigration.latestVersion ? .olderSchema : .current
     }
 
+    /// The schema version the store's rows were last stamped under (from the committed row sets); nil when never.
+    package func stampedSchemaVersion() throws -> Int? { try committedRowSets()?.schema }
+
     /// Whether some row other than the device row holds under `keys`: proof that a master key is this store's when
     /// the device row (whose check value would say so) was edited.
     package func someRowHolds(keys: RowIntegrityKeys) throws -> Bool {

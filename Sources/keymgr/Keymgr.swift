@@ -28,7 +28,7 @@ struct Keymgr: ParsableCommand {
         subcommands: [
             Init.self, Status.self, Users.self, List.self, Bind.self, Sign.self, Rebind.self, Revoke.self,
             Pin.self, Audit.self, Server.self, SyncCommand.self, Admin.self, Master.self, Dcr.self, Token.self, Dpop.self,
-            Login.self, Config.self, Export.self, TPM.self, DoctorCommand.self, AgentCommand.self,
+            Login.self, Config.self, Export.self, TPM.self, DoctorCommand.self, AgentCommand.self, Person.self,
         ])
 
     @OptionGroup var globals: GlobalOptions

@@ -3,19 +3,23 @@ import Foundation
 import Storage
 import XCTest
 
-/// The agent's policy enforced in the facade: with `AccessScope.current` set as the agent's worker sets it, every
-/// operation on a user or key outside the scope is `denied` (and audited as `agent.denied`), and listings show only
-/// the users in scope. Nil (embedded mode) changes nothing.
+/// The agent's policy enforced in the facade: with `AccessScope.current` set as the agent's worker sets it, an
+/// identity user out of scope is one that does not exist (66, the same words), a refused auth type or another person's
+/// PIN key without its PIN is `denied` (and audited as `agent.denied`), and listings show only the users in scope.
+/// Who owns an identity user is its person link, never a name. Nil (embedded mode) changes nothing.
 final class AccessScopeTests: KeyManagerTestCase {
     override func setUpWithError() throws {
         try super.setUpWithError()
-        // alice: NONE; bob: APPLICATION_PIN (username bobby); carol: NONE.
+        // alice: NONE, linked to alice (uid 1001); bob: APPLICATION_PIN (username bobby), linked to bob (uid 1002);
+        // carol: NONE, nobody's.
         try bind("alice")
         var request = BindRequest(userId: "bob")
         request.username = "bobby"
         request.authType = .applicationPIN
         _ = try manager.bind(request, newPIN: pin("482916"))
         try bind("carol")
+        try manager.link(userId: "alice", uid: 1001, login: "alice")
+        try manager.link(userId: "bob", uid: 1002, login: "bob")
     }
 
     override func tearDownWithError() throws {
@@ -23,17 +27,29 @@ final class AccessScopeTests: KeyManagerTestCase {
         try super.tearDownWithError()
     }
 
-    /// alice's scope: `for = "self"`, any auth type, another person's PIN key needs its PIN.
-    func selfScope(_ login: String = "alice", operation: String = "sign") -> AccessScope {
-        AccessScope(operation: operation, caller: "\(login) (uid 1001)", selfNames: [login], users: .named([login]),
-                    authTypes: nil, othersPINKeysNeedPIN: true, rule: "rule 2 (policy.toml:5)", usersReason: "for = [\"self\"]")
+    /// A person's scope: `for = "self"`, any auth type, another person's PIN key needs its PIN.
+    func selfScope(_ login: String = "alice", uid: UInt32 = 1001, operation: String = "sign") -> AccessScope {
+        AccessScope(operation: operation, caller: "\(login) (uid \(uid))", callerUid: uid, callerLogin: login,
+                    users: .limited(includesSelf: true, ids: []), authTypes: nil, othersPINKeysNeedPIN: true,
+                    rule: "rule 2 (policy.toml:5)", usersReason: "for = [\"self\"]")
     }
 
-    func denials() throws -> [AuditEntry] {
+    /// A rule for every identity user (`for = "*"`).
+    func everyoneScope(_ login: String, uid: UInt32, operation: String, authTypes: Set<AuthType>? = nil,
+                       othersPINKeysNeedPIN: Bool = true) -> AccessScope {
+        AccessScope(operation: operation, caller: "\(login) (uid \(uid))", callerUid: uid, callerLogin: login, users: .all,
+                    authTypes: authTypes, othersPINKeysNeedPIN: othersPINKeysNeedPIN, rule: "rule 3 (policy.toml:9)")
+    }
+
+    func unscoped<T>(_ body: () throws -> T) rethrows -> T {
         let scope = AccessScope.current
         AccessScope.current = nil
         defer { AccessScope.current = scope }
-        return try manager.auditEntries(AuditFilter(event: "agent.denied"))
+        return try body()
+    }
+
+    func denials() throws -> [AuditEntry] {
+        try unscoped { try manager.auditEntries(AuditFilter(event: "agent.denied")) }
     }
 
     func assertDenied(_ target: String, operation: String = "sign", file: StaticString = #filePath, line: UInt = #line,
@@ -49,8 +65,34 @@ final class AccessScopeTests: KeyManagerTestCase {
         if let last = entries.last, case .object(let details) = last.details {
             XCTAssertEqual(details["target"], .string(target), file: file, line: line)
             XCTAssertEqual(details["operation"], .string(operation), file: file, line: line)
-            XCTAssertNotNil(details["reason"], file: file, line: line)
         }
+    }
+
+    /// What `body` throws, as (code, message).
+    func failure(_ body: () throws -> Void) -> (KeyManagerError.Code?, String) {
+        do {
+            try body()
+            return (nil, "")
+        } catch let error as KeyManagerError {
+            return (error.code, error.message)
+        } catch {
+            return (nil, "\(error)")
+        }
+    }
+
+    /// Another person's `name` and a name nobody has get the same exit and the same words (the name aside).
+    func assertLooksAbsent(_ name: String, as absent: String, file: StaticString = #filePath, line: UInt = #line,
+                           _ body: (String) throws -> Void) {
+        let theirs = failure { try body(name) }
+        let nobodys = failure { try body(absent) }
+        XCTAssertEqual(theirs.0, .clientNotRegistered, theirs.1, file: file, line: line)
+        XCTAssertEqual(theirs.0, nobodys.0, file: file, line: line)
+        XCTAssertEqual(theirs.1.replacingOccurrences(of: name, with: "NAME"), nobodys.1.replacingOccurrences(of: absent, with: "NAME"),
+                       file: file, line: line)
+    }
+
+    func kid(of userId: String) throws -> String {
+        try XCTUnwrap(unscoped { try manager.keys(userId: userId, statuses: KeyStatus.usable).first?.kid })
     }
 
     func testWithoutAScopeNothingChanges() throws {
@@ -59,47 +101,121 @@ final class AccessScopeTests: KeyManagerTestCase {
         XCTAssertEqual(try denials().count, 0)
     }
 
-    func testSelfScopeActsOnlyOnTheCallersUser() throws {
+    func testAnotherPersonsIdentityIsIndistinguishableFromNone() throws {
         AccessScope.current = selfScope()
         XCTAssertEqual(try sign("alice").kid.isEmpty, false)
-        assertDenied("carol") { _ = try self.sign("carol") }
-        assertDenied("bob") { _ = try self.sign("bob", pin: "482916") }
-        let carolKid = try XCTUnwrap({ AccessScope.current = nil; defer { AccessScope.current = selfScope() }
-            return try manager.keys(userId: "carol", statuses: KeyStatus.usable).first?.kid }())
-        // By kid too: the key's owner decides, whatever the command named.
-        assertDenied("carol") { _ = try self.manager.sign(SignRequest(userId: nil, kid: carolKid), pin: self.noPIN) }
-        assertDenied("carol") { _ = try self.manager.exportPublicKey(userId: nil, kid: carolKid) }
-        assertDenied("carol") { _ = try self.manager.keys(userId: "carol", statuses: KeyStatus.usable) }
-        assertDenied("carol") { _ = try self.manager.revocationTargets(userId: "carol", kid: nil) }
-        assertDenied("carol") { _ = try self.manager.revoke(userId: nil, kid: carolKid, reason: nil) }
-        assertDenied("carol") { _ = try self.manager.tokenSet(userId: "carol", serverName: "default") }
-        assertDenied("carol") { _ = try self.manager.registration(userId: "carol", serverName: "default") }
-        assertDenied("carol") { _ = try self.manager.login(forUser: "carol") }
-        assertDenied("carol") { _ = try self.manager.auditEntries(AuditFilter(userId: "carol")) }
-        // Binding a new user is judged by its id, never by the username the bind gives it.
-        var request = BindRequest(userId: "mallory")
-        request.username = "alice"
-        assertDenied("mallory") { _ = try self.manager.bind(request, newPIN: self.noPIN) }
+        for name in ["carol", "bob"] {
+            assertLooksAbsent(name, as: "zed") { _ = try self.sign($0, pin: "482916") }
+            assertLooksAbsent(name, as: "zed") { _ = try self.manager.keys(userId: $0, statuses: KeyStatus.usable) }
+            assertLooksAbsent(name, as: "zed") { _ = try self.manager.revocationTargets(userId: $0, kid: nil) }
+            assertLooksAbsent(name, as: "zed") { _ = try self.manager.tokenSet(userId: $0, serverName: "default") }
+            assertLooksAbsent(name, as: "zed") { _ = try self.manager.registration(userId: $0, serverName: "default") }
+            assertLooksAbsent(name, as: "zed") { _ = try self.manager.login(forUser: $0) }
+            assertLooksAbsent(name, as: "zed") { _ = try self.manager.auditEntries(AuditFilter(userId: $0)) }
+        }
+        // By kid and by kid prefix too: the key's owner decides, whatever the command named.
+        let carolKid = try kid(of: "carol")
+        let nobodysKid = UUID().uuidString
+        assertLooksAbsent(carolKid, as: nobodysKid) { _ = try self.manager.sign(SignRequest(userId: nil, kid: $0), pin: self.noPIN) }
+        assertLooksAbsent(carolKid, as: nobodysKid) { _ = try self.manager.exportPublicKey(userId: nil, kid: $0) }
+        assertLooksAbsent(carolKid, as: nobodysKid) { _ = try self.manager.revoke(userId: nil, kid: $0, reason: nil) }
+        let prefix = String(carolKid.prefix(8))
+        assertLooksAbsent(prefix, as: "ZZZZZZZZ") { _ = try self.manager.sign(SignRequest(userId: nil, kid: $0), pin: self.noPIN) }
+        XCTAssertFalse(failure { _ = try self.sign("carol") }.1.contains(carolKid), "no kid of another person is named")
+        XCTAssertEqual(try denials().count, 0, "nothing looked like a denial")
         // Nothing of carol's changed.
         AccessScope.current = nil
         XCTAssertEqual(try manager.keys(userId: "carol", statuses: KeyStatus.usable).count, 1)
     }
 
-    func testListingsShowOnlyUsersInScope() throws {
+    /// Finding 3: a name grants nothing. carol's login equals the identity user id "carol", but nobody linked it to
+    /// her; a username given by a bind is display text.
+    func testANameGrantsNothingAndABindNeverRelabelsAnotherPersonsIdentity() throws {
+        AccessScope.current = selfScope("carol", uid: 1003)
+        XCTAssertEqual(try manager.users().map(\.userId), [])
+        assertCode(.clientNotRegistered) { _ = try self.sign("carol") }
+        // A shared kiosk account binds a PIN key for alice, calling her mallory.
+        AccessScope.current = everyoneScope("kiosk", uid: 1004, operation: "bind", authTypes: [.applicationPIN])
+        var relabel = BindRequest(userId: "alice")
+        relabel.username = "mallory"
+        relabel.authType = .applicationPIN
+        _ = try manager.bind(relabel, newPIN: pin("135790"))
+        AccessScope.current = nil
+        XCTAssertNil(try manager.users().first { $0.userId == "alice" }?.username, "alice's identity keeps its username")
+        XCTAssertEqual(try manager.users().first { $0.userId == "alice" }?.owner, "alice", "and its owner")
+        // mallory (a login of her own) sees none of it.
+        AccessScope.current = selfScope("mallory", uid: 1005)
+        XCTAssertEqual(try manager.users().map(\.userId), [])
+        XCTAssertEqual(try manager.resolveUser("mallory"), "mallory")
+        assertCode(.clientNotRegistered) { _ = try self.sign("mallory", pin: "135790") }
+        assertCode(.clientNotRegistered) { _ = try self.sign("alice", pin: "135790") }
+    }
+
+    func testAPersonsBindOfANewIdentityLinksItToThemAndNothingElseDoes() throws {
+        AccessScope.current = selfScope("dave", uid: 1006, operation: "bind")
+        XCTAssertEqual(try bind("dave").key.owner, "dave")
+        // Someone else's identity user, or one nobody owns, is not theirs to bind.
+        assertDenied("alice", operation: "bind") { try self.bind("alice") }
+        assertDenied("carol", operation: "bind") { try self.bind("carol") }
+        AccessScope.current = selfScope("dave", uid: 1006)
+        XCTAssertEqual(try manager.users().map(\.userId), ["dave"])
+        XCTAssertEqual(try sign("dave").kid.isEmpty, false)
+        // A shared account's bind links nothing.
+        AccessScope.current = everyoneScope("kiosk", uid: 1004, operation: "bind", authTypes: [.applicationPIN])
+        XCTAssertNil(try bind("erin", .applicationPIN, pin: "730519").key.owner)
+        AccessScope.current = nil
+        let links = try manager.personLinks()
+        XCTAssertEqual(links.map(\.userId), ["alice", "bob", "dave"])
+        XCTAssertEqual(links.first { $0.userId == "dave" }?.linkedBy, "bind")
+        XCTAssertEqual(try manager.auditEntries(AuditFilter(event: "person.linked")).compactMap(\.userId), ["alice", "bob", "dave"])
+    }
+
+    func testALinkIsNeverMovedAndUnlinkBreaksIt() throws {
+        XCTAssertThrowsError(try manager.link(userId: "alice", uid: 1005, login: "mallory")) { error in
+            XCTAssertEqual((error as? KeyManagerError)?.code, .usage)
+            XCTAssertTrue("\(error)".contains("person unlink alice alice"), "\(error)")
+        }
+        XCTAssertEqual(try manager.link(userId: "alice", uid: 1001, login: "alice").login, "alice", "linking again changes nothing")
+        assertCode(.clientNotRegistered) { try self.manager.unlinkPerson(login: "mallory", userId: "alice") }
+        try manager.unlinkPerson(login: "alice", userId: "alice")
+        AccessScope.current = selfScope()
+        XCTAssertEqual(try manager.users().map(\.userId), [])
+        AccessScope.current = nil
+        XCTAssertEqual(try manager.link(userId: "alice", uid: 1005, login: "mallory").login, "mallory")
+        assertCode(.clientNotRegistered) { _ = try self.manager.link(userId: "nobody-here", uid: 1005, login: "mallory") }
+        XCTAssertEqual(try manager.auditEntries(AuditFilter(event: "person.unlinked")).compactMap(\.userId), ["alice"])
+    }
+
+    func testThePolicysSelfTableAndAListCount() throws {
+        AccessScope.current = AccessScope(operation: "sign", caller: "hank (uid 1007)", callerUid: 1007, callerLogin: "hank",
+                                          selfIds: ["carol"], users: .limited(includesSelf: true, ids: []), authTypes: nil,
+                                          othersPINKeysNeedPIN: true, rule: "rule 2 (policy.toml:5)")
+        XCTAssertEqual(try manager.users().map(\.userId), ["carol"])
+        AccessScope.current = AccessScope(operation: "sign", caller: "hank (uid 1007)", callerUid: 1007, callerLogin: "hank",
+                                          users: .limited(includesSelf: false, ids: ["bob"]), authTypes: nil,
+                                          othersPINKeysNeedPIN: true, rule: "rule 2 (policy.toml:5)")
+        XCTAssertEqual(try manager.users().map(\.userId), ["bob"])
+        XCTAssertEqual(try manager.resolveUser("bobby"), "bob")
+    }
+
+    func testListingsShowOnlyUsersInScopeWithTheirOwner() throws {
         AccessScope.current = selfScope()
         XCTAssertEqual(try manager.users().map(\.userId), ["alice"])
+        XCTAssertEqual(try manager.users().map(\.owner), ["alice"])
         XCTAssertEqual(Set(try manager.keys(userId: nil, statuses: Set(KeyStatus.allCases)).map(\.userId)), ["alice"])
+        XCTAssertEqual(Set(try manager.keys(userId: nil, statuses: Set(KeyStatus.allCases)).map(\.owner)), ["alice"])
         XCTAssertEqual(Set(try manager.allKeys().map(\.userId)), ["alice"])
         let audit = try manager.auditEntries()
         XCTAssertFalse(audit.isEmpty)
         XCTAssertEqual(Set(audit.compactMap(\.userId)), ["alice"])
+        XCTAssertEqual(Set(audit.compactMap(\.owner)), ["alice"])
         XCTAssertTrue(audit.allSatisfy { $0.userId == "alice" }, "entries about no user (the store's settings) are not shown")
-        // The caller's user found by username.
-        AccessScope.current = selfScope("bobby")
+        // bob's own user, found by its username too.
+        AccessScope.current = selfScope("bob", uid: 1002)
         XCTAssertEqual(try manager.users().map(\.userId), ["bob"])
         XCTAssertEqual(try manager.resolveUser("bobby"), "bob")
         // A user out of scope is not resolved to, nor listed in an ambiguity.
-        AccessScope.current = selfScope("dave")
+        AccessScope.current = selfScope("dave", uid: 1006)
         XCTAssertEqual(try manager.users().map(\.userId), [])
         XCTAssertEqual(try manager.resolveUser("bobby"), "bobby")
     }
@@ -109,21 +225,20 @@ final class AccessScopeTests: KeyManagerTestCase {
         AccessScope.current = selfScope()
         XCTAssertEqual(KeyManager.completions(of: .users, prefix: "", home: home), ["alice"])
         XCTAssertEqual(KeyManager.completions(of: .kids, prefix: "", home: home), [], "kids name no user: none in a limited scope")
-        AccessScope.current = AccessScope(operation: "list", caller: "root (uid 0)", selfNames: ["root"], users: .all,
-                                          authTypes: nil, othersPINKeysNeedPIN: false, rule: "rule 1 (policy.toml:1)")
+        AccessScope.current = selfScope("carol", uid: 1003)
+        XCTAssertEqual(KeyManager.completions(of: .users, prefix: "", home: home), [], "a name that matches is not a link")
+        AccessScope.current = everyoneScope("root", uid: 0, operation: "list", othersPINKeysNeedPIN: false)
         XCTAssertEqual(KeyManager.completions(of: .kids, prefix: "", home: home).count, 3)
     }
 
     func testExportIsNotAUseOfTheKey() throws {
-        AccessScope.current = AccessScope(operation: "export", caller: "kiosk (uid 1003)", selfNames: ["kiosk"], users: .all,
-                                          authTypes: [.applicationPIN], othersPINKeysNeedPIN: true, rule: "rule 3 (policy.toml:9)")
+        AccessScope.current = everyoneScope("kiosk", uid: 1004, operation: "export", authTypes: [.applicationPIN])
         XCTAssertEqual(try manager.exportPublicKey(userId: "alice", kid: nil).userId, "alice")
     }
 
     func testAnotherPersonsPINKeyNeedsItsPINToBeRevoked() throws {
         // A helpdesk rule for everyone, not may = ["*"].
-        AccessScope.current = AccessScope(operation: "revoke", caller: "hank (uid 1002)", selfNames: ["hank"], users: .all,
-                                          authTypes: nil, othersPINKeysNeedPIN: true, rule: "rule 3 (policy.toml:9)")
+        AccessScope.current = everyoneScope("hank", uid: 1007, operation: "revoke")
         XCTAssertTrue(try manager.revocationNeedsPIN(userId: "bob", kid: nil))
         XCTAssertFalse(try manager.revocationNeedsPIN(userId: "carol", kid: nil), "a NONE key needs no PIN")
         assertDenied("bob", operation: "revoke") { _ = try self.manager.revoke(userId: "bob", kid: nil, reason: nil) }
@@ -134,8 +249,7 @@ final class AccessScopeTests: KeyManagerTestCase {
     }
 
     func testAnotherPersonsPINKeyNeedsItsPINToBeRebound() throws {
-        AccessScope.current = AccessScope(operation: "rebind", caller: "hank (uid 1002)", selfNames: ["hank"], users: .all,
-                                          authTypes: nil, othersPINKeysNeedPIN: true, rule: "rule 3 (policy.toml:9)")
+        AccessScope.current = everyoneScope("hank", uid: 1007, operation: "rebind")
         XCTAssertTrue(try manager.rebindNeedsCurrentPIN(userId: "bob", kid: nil))
         assertDenied("bob", operation: "rebind") {
             _ = try self.manager.rebind(userId: "bob", kid: nil, authType: .none, newPIN: self.noPIN)
@@ -148,29 +262,27 @@ final class AccessScopeTests: KeyManagerTestCase {
         // Nor may a bind supersede another person's PIN key.
         AccessScope.current = nil
         _ = try manager.rebind(userId: "bob", kid: nil, authType: .applicationPIN, newPIN: pin("730519"))
-        AccessScope.current = AccessScope(operation: "bind", caller: "hank (uid 1002)", selfNames: ["hank"], users: .all,
-                                          authTypes: nil, othersPINKeysNeedPIN: true, rule: "rule 3 (policy.toml:9)")
+        AccessScope.current = everyoneScope("hank", uid: 1007, operation: "bind")
         assertDenied("bob", operation: "bind") { try self.bind("bob") }
-        // The owner rebinds their own PIN key without being asked for it again.
-        AccessScope.current = selfScope("bob", operation: "rebind")
+        // The owner (by link, whatever the username) rebinds their own PIN key without being asked for it again.
+        AccessScope.current = selfScope("bob", uid: 1002, operation: "rebind")
         XCTAssertFalse(try manager.rebindNeedsCurrentPIN(userId: "bob", kid: nil))
         XCTAssertEqual(try manager.rebind(userId: "bob", kid: nil, authType: .none, newPIN: noPIN).key.userId, "bob")
     }
 
     func testAllowEverythingNeedsNoPIN() throws {
-        AccessScope.current = AccessScope(operation: "revoke", caller: "root (uid 0)", selfNames: ["root"], users: .all,
-                                          authTypes: nil, othersPINKeysNeedPIN: false, rule: "rule 1 (policy.toml:1)")
+        AccessScope.current = everyoneScope("root", uid: 0, operation: "revoke", othersPINKeysNeedPIN: false)
         XCTAssertFalse(try manager.revocationNeedsPIN(userId: "bob", kid: nil))
         XCTAssertEqual(try manager.revoke(userId: "bob", kid: nil, reason: nil).map(\.userId), ["bob"])
         XCTAssertEqual(try denials().count, 0)
     }
 
     func testAuthTypesLimitUseAndBinding() throws {
-        AccessScope.current = AccessScope(operation: "sign", caller: "kiosk (uid 1003)", selfNames: ["kiosk"], users: .all,
-                                          authTypes: [.applicationPIN], othersPINKeysNeedPIN: true, rule: "rule 3 (policy.toml:9)")
+        AccessScope.current = everyoneScope("kiosk", uid: 1004, operation: "sign", authTypes: [.applicationPIN])
         XCTAssertEqual(try sign("bob", pin: "482916").kid.isEmpty, false)
         assertDenied("alice") { _ = try self.sign("alice") }
-        assertDenied("dave") { try self.bind("dave", .none) }
+        AccessScope.current = everyoneScope("kiosk", uid: 1004, operation: "bind", authTypes: [.applicationPIN])
+        assertDenied("dave", operation: "bind") { try self.bind("dave", .none) }
         XCTAssertEqual(try bind("dave", .applicationPIN, pin: "730519").key.authType, .applicationPIN)
     }
 }

@@ -92,7 +92,7 @@ final class PolicyDecisionTests: XCTestCase {
         // The kiosk rule does not hold `status`: the later rule for everyone decides it (for = "self").
         let status = try XCTUnwrap(scope(caller("kiosk"), "status"))
         XCTAssertEqual(status.rule, "rule 5 (/etc/keymgr/policy.toml:21)")
-        XCTAssertEqual(status.users, .named(["kiosk"]))
+        XCTAssertEqual(status.users, .limited(includesSelf: true, ids: []))
         // `sign` is held by the kiosk rule, which comes first.
         XCTAssertEqual(scope(caller("kiosk"), "sign")?.rule, "rule 3 (/etc/keymgr/policy.toml:10)")
         // No rule holds `revoke` for an ordinary person.
@@ -101,33 +101,31 @@ final class PolicyDecisionTests: XCTestCase {
     }
 
     func testForSelfAndSelfTable() throws {
+        // "self" is the caller's linked identity users (the facade reads the links): the login name maps nothing.
         let alice = try XCTUnwrap(scope(caller("alice"), "sign"))
-        XCTAssertTrue(alice.allows(userId: "alice", username: nil))
-        XCTAssertTrue(alice.allows(userId: "u-17", username: "alice"))
-        XCTAssertTrue(alice.allows(userId: "id=alice,ou=user,o=alpha", username: nil))
-        XCTAssertFalse(alice.allows(userId: "bob", username: nil))
-        XCTAssertFalse(alice.allows(userId: "bob", username: "bobby"))
+        XCTAssertEqual(alice.users, .limited(includesSelf: true, ids: []))
+        XCTAssertEqual(alice.callerUid, 1000)
+        XCTAssertEqual(alice.callerLogin, "alice")
+        XCTAssertFalse(alice.mapsToSelf("alice"), "a user id equal to the login is not a link")
+        XCTAssertFalse(alice.mapsToSelf("id=alice,ou=user,o=alpha"))
         XCTAssertTrue(alice.othersPINKeysNeedPIN)
         XCTAssertEqual(alice.usersReason, "for = [\"self\"]")
-        // A new user counts by its id, never by the username a bind would give it.
-        XCTAssertTrue(alice.allowsNewUser("alice"))
-        XCTAssertFalse(alice.allowsNewUser("mallory"))
-        // [self] maps jdoe to more identity users.
+        XCTAssertFalse(alice.bindLinksToCaller, "only a bind links")
+        // [self] maps jdoe to more identity users: an administrator's links, by user id or id= value.
         let jdoe = try XCTUnwrap(scope(caller("jdoe"), "sign"))
-        XCTAssertTrue(jdoe.allows(userId: "john.doe", username: nil))
-        XCTAssertTrue(jdoe.allows(userId: "id=jd,ou=user", username: nil))
-        XCTAssertTrue(jdoe.allows(userId: "jdoe", username: nil))
-        XCTAssertFalse(jdoe.allows(userId: "alice", username: nil))
-        XCTAssertTrue(jdoe.isSelf(userId: "john.doe", username: nil))
+        XCTAssertTrue(jdoe.mapsToSelf("john.doe"))
+        XCTAssertTrue(jdoe.mapsToSelf("id=jd,ou=user"))
+        XCTAssertFalse(jdoe.mapsToSelf("jdoe"))
+        XCTAssertFalse(jdoe.mapsToSelf("alice"))
     }
 
     func testForList() throws {
         let helpdesk = try XCTUnwrap(scope(caller("hank", groups: [991]), "revoke"))
-        XCTAssertTrue(helpdesk.allows(userId: "alice", username: nil))
-        XCTAssertTrue(helpdesk.allows(userId: "u-2", username: "bob"))
-        XCTAssertFalse(helpdesk.allows(userId: "carol", username: nil))
-        XCTAssertFalse(helpdesk.allows(userId: "hank", username: nil), "a list without \"self\" does not include the caller")
-        XCTAssertFalse(helpdesk.isSelf(userId: "alice", username: nil))
+        XCTAssertTrue(helpdesk.lists("alice"))
+        XCTAssertTrue(helpdesk.lists("id=bob,ou=user"))
+        XCTAssertFalse(helpdesk.lists("u-2"), "a list names user ids, never usernames")
+        XCTAssertFalse(helpdesk.lists("carol"))
+        XCTAssertFalse(helpdesk.includesSelf, "a list without \"self\" does not include the caller")
         XCTAssertEqual(helpdesk.usersReason, "for = [\"alice\", \"bob\"]")
     }
 

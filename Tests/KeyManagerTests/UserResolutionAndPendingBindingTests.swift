@@ -24,15 +24,23 @@ final class UserResolutionTests: KeyManagerTestCase {
         XCTAssertNil(try manager.resolveUser(nil as String?))
     }
 
-    func testAnEarlierStageWinsOverALaterOne() throws {
-        // "dave" is one user's id and another's username: the user id decides.
+    /// Finding 5 of the person issue: a username is anyone's to set, so a name that is one identity's user id (or id=
+    /// value) and another's username is ambiguous (64, naming both), never a silent pick.
+    func testANameMatchingOneUsersIdAndAnothersUsernameIsAmbiguous() throws {
         try bind("dave", username: "someone")
         try bind("u-2", username: "dave")
-        XCTAssertEqual(try manager.resolveUser("dave"), "dave")
-        // "erin" is an id= value and another user's username: the id= value decides.
         try bind("id=erin,ou=user,ou=am-config", username: nil)
         try bind("u-3", username: "erin")
-        XCTAssertEqual(try manager.resolveUser("erin"), "id=erin,ou=user,ou=am-config")
+        for (name, both) in [("dave", ["dave", "u-2"]), ("erin", ["id=erin,ou=user,ou=am-config", "u-3"])] {
+            XCTAssertThrowsError(try manager.resolveUser(name)) { error in
+                let failure = error as? KeyManagerError
+                XCTAssertEqual(failure?.code, .usage)
+                for userId in both { XCTAssertTrue(failure?.message.contains(userId) == true, failure?.message ?? "") }
+            }
+        }
+        // The full user id is never ambiguous.
+        XCTAssertEqual(try manager.resolveUser("u-2"), "u-2")
+        XCTAssertEqual(try manager.resolveUser("id=erin,ou=user,ou=am-config"), "id=erin,ou=user,ou=am-config")
     }
 
     func testSeveralMatchesAtOneStageAreAUsageErrorListingThem() throws {

@@ -114,14 +114,14 @@ final class CommandTests: XCTestCase {
         let users = try sandbox.succeed(["users", "--json"]).array()
         XCTAssertEqual(users.map { $0["userId"] as? String }, ["alice", "bob"])
         for user in users {
-            XCTAssertEqual(Set(user.keys), ["userId", "username", "keys", "createdAt"])
+            XCTAssertEqual(Set(user.keys), ["userId", "username", "owner", "keys", "createdAt"])
             XCTAssertEqual(user["keys"] as? Int, 1)
             assertTimestamp(user["createdAt"], "createdAt")
         }
         XCTAssertEqual(users[0]["username"] as? String, "Alice")
         assertNull(users[1]["username"], "username")
         let usersTable = try sandbox.succeed(["users"])
-        assertAlignedTable(usersTable.stdout, headers: ["USER ID", "USERNAME", "KEYS", "CREATED"])
+        assertAlignedTable(usersTable.stdout, headers: ["USER ID", "USERNAME", "OWNER", "KEYS", "CREATED"])
         XCTAssertEqual(usersTable.stdout.split(separator: "\n").count, 3)
 
         let keys = try sandbox.succeed(["list", "--json"]).array()
@@ -142,10 +142,10 @@ final class CommandTests: XCTestCase {
         XCTAssertEqual(try sandbox.succeed(["list", "--status", "active", "--status", "revoked", "--json"]).array().count, 2)
 
         let table = try sandbox.succeed(["list", "--status", "all", "--wide"])
-        assertAlignedTable(table.stdout, headers: ["KID", "USER ID", "USERNAME", "AUTH TYPE", "STATUS", "SERVER", "CREATED", "LAST USED"])
+        assertAlignedTable(table.stdout, headers: ["KID", "USER ID", "USERNAME", "OWNER", "AUTH TYPE", "STATUS", "SERVER", "CREATED", "LAST USED"])
         XCTAssertTrue(table.stdout.contains(alice["kid"] as? String ?? "?"), "--wide shows whole kids")
         let narrow = try sandbox.succeed(["list", "--status", "all"])
-        assertAlignedTable(narrow.stdout, headers: ["KID", "USER ID", "USERNAME", "AUTH TYPE", "STATUS", "SERVER", "LAST USED"])
+        assertAlignedTable(narrow.stdout, headers: ["KID", "USER ID", "USERNAME", "OWNER", "AUTH TYPE", "STATUS", "SERVER", "LAST USED"])
         XCTAssertFalse(narrow.stdout.contains(alice["kid"] as? String ?? "?"), "kids are shortened by default")
         XCTAssertTrue(narrow.stdout.contains(String((alice["kid"] as? String ?? "?").prefix(8))))
         let none = try sandbox.succeed(["list", "--user", "nobody"])
@@ -253,7 +253,7 @@ final class CommandTests: XCTestCase {
         XCTAssertGreaterThanOrEqual(entries.count, 4)
         var previousHash = String(repeating: "0", count: 64)
         for (index, entry) in entries.enumerated() {
-            XCTAssertEqual(Set(entry.keys), ["seq", "at", "event", "userId", "kid", "actor", "details", "hash", "prevHash"])
+            XCTAssertEqual(Set(entry.keys), ["seq", "at", "event", "userId", "owner", "kid", "actor", "details", "hash", "prevHash"])
             XCTAssertEqual(entry["seq"] as? Int, index + 1)
             assertTimestamp(entry["at"], "at")
             XCTAssertFalse((entry["event"] as? String ?? "").isEmpty)

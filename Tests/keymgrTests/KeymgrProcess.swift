@@ -163,7 +163,7 @@ final class Sandbox {
 // MARK: - Assertions
 
 /// The members of the key object (docs/cli.md, JSON).
-let keyObjectFields: Set<String> = ["kid", "userId", "username", "authType", "status", "serverState", "createdAt",
+let keyObjectFields: Set<String> = ["kid", "userId", "username", "owner", "authType", "status", "serverState", "createdAt",
                                     "lastUsedAt", "deviceName"]
 
 /// keymgr's timestamp text: ISO 8601 UTC with milliseconds.

@@ -51,7 +51,7 @@ final class PolicyTemplateTests: XCTestCase {
 
     func testTheShippedTemplateParsesAndDecidesAsItsCommentsSay() throws {
         let policy = try template()
-        XCTAssertEqual(policy.rules.count, 4)
+        XCTAssertEqual(policy.rules.count, 5)
         // Administrators: everything, without another person's PIN.
         let root = try XCTUnwrap(decide(policy, person("root", uid: 0), "master rotate"))
         XCTAssertFalse(root.othersPINKeysNeedPIN)
@@ -59,7 +59,7 @@ final class PolicyTemplateTests: XCTestCase {
         XCTAssertNil(decide(policy, person("erin"), "admin revoke"))
         // The sync timer's user syncs every user, and does nothing else.
         XCTAssertEqual(decide(policy, person("keymgr", uid: 999), "sync")?.users, .all)
-        XCTAssertNil(decide(policy, person("keymgr", uid: 999), "revoke"))
+        XCTAssertNil(decide(policy, person("keymgr", uid: 999), "admin revoke"))
         XCTAssertNil(decide(policy, person("alice"), "sync"))
         // The kiosk: any user, PIN keys only.
         let kiosk = try XCTUnwrap(decide(policy, person("kiosk"), "sign"))
@@ -67,15 +67,22 @@ final class PolicyTemplateTests: XCTestCase {
         XCTAssertEqual(kiosk.authTypes, [.applicationPIN])
         XCTAssertNotNil(decide(policy, person("kiosk"), "bind", .applicationPIN))
         XCTAssertNil(decide(policy, person("kiosk"), "bind", AuthType.none))
-        XCTAssertNil(decide(policy, person("kiosk"), "revoke"))
+        // A shared account revokes only identity users linked to it (none: its binds link nothing).
+        XCTAssertEqual(decide(policy, person("kiosk"), "revoke")?.users, .limited(includesSelf: true, ids: []))
         // A person with an account: their own identity only, and no administration.
         let alice = try XCTUnwrap(decide(policy, person("alice"), "sign"))
-        XCTAssertEqual(alice.users, .named(["alice"]))
+        XCTAssertEqual(alice.users, .limited(includesSelf: true, ids: []))
         XCTAssertTrue(alice.othersPINKeysNeedPIN)
         for operation in ["status", "users", "list", "pin change", "token print", "login"] {
             XCTAssertNotNil(decide(policy, person("alice"), operation), operation)
         }
-        for operation in ["bind", "rebind", "revoke", "server set", "admin devices", "master rotate", "config set", "sync"] {
+        // Finding 4: people bind, rebind and revoke their own NONE and PIN keys.
+        for (operation, type) in [("bind", AuthType.none), ("bind", .applicationPIN), ("rebind", .none), ("revoke", nil)] {
+            let own = try XCTUnwrap(decide(policy, person("alice"), operation, type), operation)
+            XCTAssertEqual(own.users, .limited(includesSelf: true, ids: []), operation)
+        }
+        XCTAssertNil(decide(policy, person("alice"), "bind", .biometricOnly))
+        for operation in ["server set", "admin devices", "master rotate", "config set", "sync", "person link"] {
             XCTAssertNil(decide(policy, person("alice"), operation), operation)
         }
     }
@@ -85,11 +92,11 @@ final class PolicyTemplateTests: XCTestCase {
         let alice = person("alice")
         try AgentGate.authorize(try Keymgr.parseAsRoot(["sign", "--user", "alice"]), caller: alice)
         XCTAssertEqual(AccessScope.current?.operation, "sign")
-        XCTAssertEqual(AccessScope.current?.users, .named(["alice"]))
-        XCTAssertThrowsError(try AgentGate.authorize(try Keymgr.parseAsRoot(["revoke", "--user", "bob"]), caller: alice)) { error in
+        XCTAssertEqual(AccessScope.current?.users, .limited(includesSelf: true, ids: []))
+        XCTAssertThrowsError(try AgentGate.authorize(try Keymgr.parseAsRoot(["server", "show"]), caller: alice)) { error in
             XCTAssertEqual((error as? any KeymgrFailure)?.code, .denied)
             XCTAssertEqual(KeyManagerError.Code.denied.exitStatus, 77)
-            XCTAssertTrue("\(error)".contains("lets alice (uid 1001) run `keymgr revoke`"), "\(error)")
+            XCTAssertTrue("\(error)".contains("lets alice (uid 1001) run `keymgr server show`"), "\(error)")
         }
         XCTAssertNil(AccessScope.current, "a denied command leaves no scope behind")
         // The kiosk binding a NONE key: refused by the deciding rule before any PIN is asked.

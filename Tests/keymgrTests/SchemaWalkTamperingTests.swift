@@ -84,6 +84,8 @@ final class SchemaWalkTamperingTests: ServerTestCase {
         XCTAssertEqual(loggedIn.status, 0, loggedIn.summary)
         XCTAssertEqual(try tokens(made.erin)["tokenType"] as? String, "DPoP")
         // Keys the server never saw make some users fail (exit 2); the run is recorded all the same.
+        // A person link (root: a login every machine has): who owns an identity user decides what the agent lets them do.
+        try sandbox.succeed(["person", "link", "root", "pat"])
         let synced = try sandbox.keymgr(["sync", "--json"])
         XCTAssertTrue([0, 2].contains(synced.status), synced.summary)
         XCTAssertEqual(try attack("SELECT COUNT(*) FROM sync_state"), "1")
@@ -192,6 +194,7 @@ final class SchemaWalkTamperingTests: ServerTestCase {
         case "registrations": return (["dcr", "show", "--user", row["user_id"] ?? made.dave], "")
         case "tokens": return (["token", "show", "--user", row["user_id"] ?? made.dave], "")
         case "audit_events": return (["audit", "verify"], "")
+        case "person_links": return (["person", "list"], "")
         default: return nil
         }
     }

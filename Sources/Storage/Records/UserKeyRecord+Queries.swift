@@ -76,8 +76,10 @@ extension StoreReader {
             SELECT k.kid, k.user_id, u.username, k.auth_type, k.status, k.server_state, k.device_name,
                    k.server_last_access_at, k.created_at, k.last_used_at, k.issuer, k.revoked_at, k.revoke_reason,
                    CASE WHEN p.kid IS NOT NULL AND k.status IN ('active', 'locked')
-                        THEN MAX(p.pin_retry - p.failed_attempts, 0) END
+                        THEN MAX(p.pin_retry - p.failed_attempts, 0) END,
+                   l.login
             FROM user_keys k JOIN users u ON u.user_id = k.user_id LEFT JOIN app_pins p ON p.kid = k.kid
+                 LEFT JOIN person_links l ON l.user_id = k.user_id
             WHERE k.status IN (\(placeholders))
             """
         if let userId {
@@ -87,7 +89,7 @@ extension StoreReader {
         sql += " ORDER BY k.user_id, k.created_at, k.kid"
         let rows = try Row.fetchCursor(db, sql: sql, arguments: arguments)
         while let row = try rows.next() {
-            try body(ListedKey(
+            var listed = ListedKey(
                 kid: try row.decode(atIndex: 0), userId: try row.decode(atIndex: 1), username: try row.decode(atIndex: 2),
                 authType: try Self.value(row, 3, UserKeyRecord.AuthType.init(rawValue:)),
                 status: try Self.value(row, 4, UserKeyRecord.Status.init(rawValue:)),
@@ -96,7 +98,9 @@ extension StoreReader {
                 serverLastAccessAt: try Self.date(row, 7), createdAt: try Self.requiredDate(row, 8),
                 lastUsedAt: try Self.date(row, 9), issuer: try row.decode(atIndex: 10),
                 revokedAt: try Self.date(row, 11), revokeReason: try row.decode(atIndex: 12),
-                pinAttemptsLeft: try row.decode(atIndex: 13)))
+                pinAttemptsLeft: try row.decode(atIndex: 13))
+            listed.owner = try row.decode(atIndex: 14)
+            try body(listed)
         }
     }
 

@@ -95,6 +95,8 @@ package struct ListedKey: Sendable, Equatable {
     package var revokeReason: String?
     /// An APPLICATION_PIN key that is active or locked: the wrong PINs it still takes before it locks (0: locked).
     package var pinAttemptsLeft: Int?
+    /// The login of the person linked to the key's identity user (`person_links`), if any.
+    package var owner: String?
 
     package init(kid: String, userId: String, username: String?, authType: UserKeyRecord.AuthType,
                 status: UserKeyRecord.Status, serverState: UserKeyRecord.ServerState, deviceName: String?,

@@ -40,7 +40,7 @@ struct Audit: KeymgrCommand {
             abstract: "List audit entries, oldest first.",
             usage: "keymgr audit [list] [<options>] [-n <n>] [--reverse] [--event <name>]",
             discussion: """
-                --format json (or --json) prints [{"seq", "at", "event", "userId", "kid", "actor", "details", "hash", "prevHash"}]; \
+                --format json (or --json) prints [{"seq", "at", "event", "userId", "owner", "kid", "actor", "details", "hash", "prevHash"}]; \
                 csv prints the same fields under a header line. `actor` is the OS user who ran keymgr. The table \
                 shows details as name=value pairs. Entries are printed as they are read, so a log of any length \
                 takes the same memory; -n reads only the newest entries, however long the log.

@@ -9,7 +9,8 @@ struct List: KeymgrCommand {
         usage: "keymgr list [<options>] [--user <id>] [--status <status> ...]",
         discussion: """
             With --json: an array of key objects \
-            {"kid", "userId", "username", "authType", "status", "serverState", "createdAt", "lastUsedAt", "deviceName"}, \
+            {"kid", "userId", "username", "owner", "authType", "status", "serverState", "createdAt", "lastUsedAt", "deviceName"} \
+            (owner: the login of the person linked to the key's identity user, or null), \
             and "pinAttemptsLeft" for an active or locked APPLICATION_PIN key: the wrong PINs it still takes before it \
             locks (0: locked).
 
@@ -79,9 +80,9 @@ struct KeyListOutput: CommandOutput {
     func text(on console: Console) throws {
         let keys = try manager.keys(userId: userId, statuses: statuses)
         // Short kids unless --wide; CREATED only when there is room; ids and names cut before anything else.
-        console.table([.whole("KID"), TableColumn("USER ID", .cut(min: 8)), TableColumn("USERNAME"), .whole("AUTH TYPE"),
-                       .whole("STATUS"), .whole("SERVER"), TableColumn("CREATED", .optional), .time("LAST USED")],
-                      keys.map { [HumanText.kid($0.kid, wide: wide), $0.userId, HumanText.text($0.username),
+        console.table([.whole("KID"), TableColumn("USER ID", .cut(min: 8)), TableColumn("USERNAME"), TableColumn("OWNER"),
+                       .whole("AUTH TYPE"), .whole("STATUS"), .whole("SERVER"), TableColumn("CREATED", .optional), .time("LAST USED")],
+                      keys.map { [HumanText.kid($0.kid, wide: wide), $0.userId, HumanText.text($0.username), HumanText.text($0.owner),
                                   $0.authType.rawValue, $0.status.rawValue, $0.serverState.rawValue,
                                   HumanText.time($0.createdAt), HumanText.time($0.lastUsedAt)] },
                       empty: empty, wide: wide)

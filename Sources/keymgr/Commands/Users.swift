@@ -7,7 +7,8 @@ struct Users: KeymgrCommand {
         commandName: "users",
         abstract: "List the users known on this device.",
         discussion: """
-            KEYS counts each user's active keys. With --json: [{"userId", "username", "keys", "createdAt"}].
+            KEYS counts each user's active keys; OWNER is the login of the person linked to the identity user. \
+            With --json: [{"userId", "username", "owner", "keys", "createdAt"}].
 
             Example:
               keymgr users
@@ -31,8 +32,9 @@ struct UsersOutput: DocumentOutput {
     var document: [UserJSON] { users.map(UserJSON.init) }
 
     func text(on console: Console) {
-        console.table([TableColumn("USER ID", .cut(min: 8)), TableColumn("USERNAME"), .whole("KEYS"), .time("CREATED")],
-                      users.map { [$0.userId, HumanText.text($0.username), String($0.activeKeys), HumanText.time($0.createdAt)] },
+        console.table([TableColumn("USER ID", .cut(min: 8)), TableColumn("USERNAME"), TableColumn("OWNER"), .whole("KEYS"),
+                       .time("CREATED")],
+                      users.map { [$0.userId, HumanText.text($0.username), HumanText.text($0.owner), String($0.activeKeys), HumanText.time($0.createdAt)] },
                       empty: "no users on this device", wide: wide)
     }
 }

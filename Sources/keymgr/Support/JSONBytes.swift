@@ -108,7 +108,7 @@ struct JSONBytes {
 
 extension JSONBytes {
     /// One key as `KeyJSON` encodes it without `jwk` and `jws`:
-    /// `{"authType","createdAt","deviceName","kid","lastUsedAt","serverState","status","userId","username"}`.
+    /// `{"authType","createdAt","deviceName","kid","lastUsedAt","owner","serverState","status","userId","username"}`.
     mutating func key(_ key: UserKey) {
         raw("{")
         member("authType"); string(key.authType.rawValue); raw(",")
@@ -116,6 +116,7 @@ extension JSONBytes {
         member("deviceName"); string(key.deviceName); raw(",")
         member("kid"); string(key.kid); raw(",")
         member("lastUsedAt"); time(key.lastUsedAt); raw(",")
+        member("owner"); string(key.owner); raw(",")
         if let left = key.pinAttemptsLeft { member("pinAttemptsLeft"); text(String(left)); raw(",") }
         member("serverState"); string(key.serverState.rawValue); raw(",")
         member("status"); string(key.status.rawValue); raw(",")
@@ -163,6 +164,7 @@ extension JSONBytes {
         member("event"); string(entry.event); raw(",")
         member("hash"); string(entry.hash); raw(",")
         member("kid"); string(entry.kid); raw(",")
+        member("owner"); string(entry.owner); raw(",")
         member("prevHash"); string(entry.prevHash); raw(",")
         member("seq"); text(String(entry.seq)); raw(",")
         member("userId"); string(entry.userId)

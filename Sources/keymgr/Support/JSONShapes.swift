@@ -33,6 +33,8 @@ struct KeyJSON: Encodable {
     let createdAt: Date
     @Nullable var lastUsedAt: Date?
     @Nullable var deviceName: String?
+    /// The login of the person who owns the key's identity user (a person link), or null.
+    @Nullable var owner: String?
     /// An active or locked APPLICATION_PIN key as `list` shows it: wrong PINs left before it locks (absent otherwise).
     let pinAttemptsLeft: Int?
     /// Bind and rebind only: the public JWK (absent members left out, as RFC 7517 expects).
@@ -50,6 +52,7 @@ struct KeyJSON: Encodable {
         createdAt = key.createdAt
         lastUsedAt = key.lastUsedAt
         deviceName = key.deviceName
+        owner = key.owner
         pinAttemptsLeft = key.pinAttemptsLeft
         self.jwk = jwk.map { $0.jsonObject() }
         self.jws = jws
@@ -196,12 +199,15 @@ struct UserJSON: Encodable {
     @Nullable var username: String?
     let keys: Int
     let createdAt: Date
+    /// The login of the person linked to this identity user, or null.
+    @Nullable var owner: String?
 
     init(_ user: UserSummary) {
         userId = user.userId
         username = user.username
         keys = user.activeKeys
         createdAt = user.createdAt
+        owner = user.owner
     }
 }
 
@@ -212,6 +218,8 @@ struct AuditEntryJSON: Encodable {
     let event: String
     @Nullable var userId: String?
     @Nullable var kid: String?
+    /// The login of the person linked to the entry's identity user (now), or null.
+    @Nullable var owner: String?
     let actor: String
     let details: JSONValue
     let hash: String
@@ -223,6 +231,7 @@ struct AuditEntryJSON: Encodable {
         event = entry.event
         userId = entry.userId
         kid = entry.kid
+        owner = entry.owner
         actor = entry.actor
         details = entry.details
         hash = entry.hash
