@@ -24,7 +24,7 @@ final class PersonLinkMigrationTests: KeyManagerTestCase {
         try makeSchema6Store()
 
         manager = try reopen()
-        XCTAssertEqual(try manager.status().schemaVersion, 7)
+        XCTAssertEqual(try manager.status().schemaVersion, EmbeddedMigration.latestVersion)
         let links = try manager.personLinks()
         XCTAssertEqual(links.map { "\($0.userId) -> \($0.login) (uid \($0.uid))" }, [
             "bin -> bin (uid 2)", "id=daemon,ou=user,ou=am-config -> daemon (uid 1)", "u-65534 -> nobody (uid 65534)",
