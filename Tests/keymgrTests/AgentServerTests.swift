@@ -87,7 +87,7 @@ final class AgentHarness {
         process.standardInput = FileHandle.nullDevice
         try process.run()
         agent = process
-        let deadline = Date().addingTimeInterval(30)
+        let deadline = Date().addingTimeInterval(120)
         while Date() < deadline {
             if !process.isRunning {
                 XCTFail("the agent exited at start (\(process.terminationStatus)): \(log(contents: agentLog))", file: file, line: line)
@@ -99,7 +99,7 @@ final class AgentHarness {
             }
             usleep(20_000)
         }
-        XCTFail("the agent did not listen within 30 s: \(log(contents: agentLog))", file: file, line: line)
+        XCTFail("the agent did not listen within 120 s: \(log(contents: agentLog))", file: file, line: line)
         return process
     }
 
