@@ -39,13 +39,20 @@ final class DoctorTests: XCTestCase {
         XCTAssertTrue((check["fix"] as? String ?? "").contains(fix), "\(check)", file: file, line: line)
     }
 
+    /// A line fits 80 columns, or holds only one word longer than that (a temporary directory's path) after its
+    /// status and name or its indent.
+    static func fits(_ line: Substring) -> Bool {
+        line.count <= 80 || line.split(separator: " ").count <= 3
+    }
+
     func testAHealthyStorePassesEveryCheckAndTheTextIsOneLineEach() throws {
         let (status, checks) = try doctor()
         XCTAssertEqual(status, 0, "\(checks)")
         XCTAssertEqual(Set(checks.keys), ["store.files", "store.schema", "store.integrity", "masterKey", "disk", "sync"])
         let text = try sandbox.succeed(["doctor"]).stdout.split(separator: "\n")
-        XCTAssertEqual(text.count, 6)
-        XCTAssertTrue(text.allSatisfy { $0.hasPrefix("ok ") }, "\(text)")
+        XCTAssertEqual(text.filter { !$0.hasPrefix(" ") }.count, 6, "one line a check (continued when wider)")
+        XCTAssertTrue(text.filter { !$0.hasPrefix(" ") }.allSatisfy { $0.hasPrefix("ok ") }, "\(text)")
+        XCTAssertTrue(text.allSatisfy(Self.fits), "\(text)")
     }
 
     func testADatabaseFileOthersMayReadIsNamed() throws {
@@ -95,6 +102,13 @@ final class DoctorTests: XCTestCase {
         try sandbox.succeed(["server", "set", "--dialect", "oauth", "--base-url", "http://127.0.0.1:9",
                              "--token-endpoint", "http://127.0.0.1:9/token"])
         try assertFails("sync", message: "no sync has finished", fix: "keymgr sync")
+        // At 80 columns: the failure, then its fix, each wrapped.
+        let text = try sandbox.keymgr(["doctor"])
+        XCTAssertEqual(text.status, 1)
+        let lines = text.stdout.split(separator: "\n")
+        XCTAssertTrue(lines.allSatisfy(Self.fits), text.stdout)
+        XCTAssertTrue(lines.contains { $0.hasPrefix("FAIL  sync") }, text.stdout)
+        XCTAssertTrue(lines.contains { $0.trimmingCharacters(in: .whitespaces).hasPrefix("fix: run `keymgr sync`") }, text.stdout)
     }
 
     func testAnUnreachableTPMIsNamedWithoutTouchingAnythingDAProtected() throws {
