@@ -89,6 +89,9 @@ final class TPMBadDaysTests: XCTestCase {
             XCTAssertTrue(status.stderr.contains("warning") && status.stderr.contains(tcti)
                           && status.stderr.contains("path=") && status.stderr.contains("0700"), status.summary)
         }
+        let doctor = try sandbox.keymgr(["doctor"])
+        XCTAssertEqual(doctor.status, 1, doctor.summary)
+        XCTAssertTrue(doctor.stdout.contains("FAIL  tpm") && doctor.stdout.contains("network"), doctor.summary)
         // A Unix socket is no network TCTI: no warning.
         let local = try Sandbox()
         try local.initialise(["--key-backend", "tpm", "--tpm-tcti", tpm.tcti])

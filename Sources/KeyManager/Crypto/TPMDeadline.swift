@@ -1,7 +1,5 @@
-import Dispatch
 import Foundation
 import Glibc
-import Synchronization
 
 /// W10: every TPM operation (`TPMConnection.with`, and so every command in it) has a deadline. libtss2's socket
 /// TCTIs wait for an answer without one (ESYS's synchronous calls pass "block forever", and swtpm's TCTI reads with
@@ -13,7 +11,10 @@ import Synchronization
 /// (the rollback counter's check) fails the transaction; the counter's step after a commit leaves the store one step
 /// ahead, which the next write accepts and repairs. A kernel device (`device:/dev/tpmrm0`) has no socket to shut
 /// down: its driver's own command timeouts bound it.
-final class TPMDeadline: Sendable {
+///
+/// The watchdog is a thread of its own for the operation (no Dispatch: keymgr's agent forks, and libdispatch's pool
+/// does not survive a fork), ended as soon as the operation is.
+final class TPMDeadline: @unchecked Sendable {
     private enum State { case running, finished, fired }
 
     /// Seconds an operation may take: `KEYMGR_TPM_TIMEOUT` (1 to 600), else 30.
@@ -23,7 +24,9 @@ final class TPMDeadline: Sendable {
         return value
     }()
 
-    private let state = Mutex(State.running)
+    /// Guards `state`, and wakes the watchdog when the operation ends.
+    private let condition = NSCondition()
+    private var state = State.running
     private let tcti: String
 
     private init(tcti: String) {
@@ -33,25 +36,30 @@ final class TPMDeadline: Sendable {
     /// Starts the watchdog for one operation on `tcti`.
     static func start(tcti: String) -> TPMDeadline {
         let deadline = TPMDeadline(tcti: tcti)
-        DispatchQueue.global().asyncAfter(deadline: .now() + .seconds(seconds)) { deadline.fire() }
+        let limit = Date().addingTimeInterval(TimeInterval(seconds))
+        Thread { deadline.watch(until: limit) }.start()
         return deadline
     }
 
-    private func fire() {
-        state.withLock { state in
-            guard state == .running else { return }
-            state = .fired
-            Self.shutDownSockets(reaching: tcti)
+    private func watch(until limit: Date) {
+        condition.lock()
+        defer { condition.unlock() }
+        while state == .running {
+            if !condition.wait(until: limit), state == .running {
+                state = .fired
+                Self.shutDownSockets(reaching: tcti)
+            }
         }
     }
 
     /// Ends the watchdog; true when the deadline had passed and the operation's connection was cut.
     func finish() -> Bool {
-        state.withLock { state in
-            if state == .fired { return true }
-            state = .finished
-            return false
-        }
+        condition.lock()
+        defer { condition.unlock() }
+        if state == .fired { return true }
+        state = .finished
+        condition.signal()
+        return false
     }
 
     /// The failure an operation cut at its deadline ends with.

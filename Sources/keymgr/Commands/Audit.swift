@@ -9,7 +9,7 @@ struct Audit: KeymgrCommand {
     static let configuration = CommandConfiguration(
         commandName: "audit",
         abstract: "Show the audit log, or verify the whole store: every row's MAC, each table's set of rows, the audit chain.",
-        usage: "keymgr audit [list] [<options>] [-n <n>] | keymgr audit verify [--journal FILE | --input FILE] | keymgr audit archive --before DATE --output FILE",
+        usage: "keymgr audit [list] [<options>] [-n <n>] | keymgr audit verify",
         discussion: """
             `keymgr audit [options]` is `keymgr audit list [options]` (see `keymgr audit list --help`).
 
@@ -112,6 +112,7 @@ struct Audit: KeymgrCommand {
         static let configuration = CommandConfiguration(
             commandName: "verify",
             abstract: "Check the whole store: every row, each table's set of rows, and the audit chain.",
+            usage: "keymgr audit verify [--journal <file> | --input <file>] [--json]",
             discussion: """
                 Checks every row of every table keymgr trusts against its MAC under the master key, each table's set \
                 of rows against the one the store committed (so a deleted row, or a deleted row put back, shows), \
@@ -131,7 +132,7 @@ struct Audit: KeymgrCommand {
                 Example:
                   keymgr audit verify --json
                   keymgr audit verify --input /var/backups/keymgr/audit-2026-09.jsonl
-                  journalctl -o json SYSLOG_IDENTIFIER=keymgr > keymgr.json && keymgr audit verify --journal keymgr.json
+                  keymgr audit verify --journal keymgr.json
                 """)
 
         @OptionGroup var globals: GlobalOptions

@@ -48,12 +48,38 @@ struct DoctorOutput: DocumentOutput {
                  checks: checks.map { Document.Check(name: $0.name, ok: $0.ok, message: $0.message, fix: $0.fix) })
     }
 
+    /// One check a line (wrapped to the table width, continued under the message), the fix on a line of its own.
     func text(on console: Console) {
         let width = checks.map(\.name.count).max() ?? 0
-        console.answer(checks.map { check in
-            let line = (check.ok ? "ok    " : "FAIL  ") + check.name + String(repeating: " ", count: width - check.name.count + 2)
-                + TextTable.printable(check.message)
-            return check.fix.map { line + ": " + TextTable.printable($0) } ?? line
-        }.joined(separator: "\n"))
+        let indent = 6 + width + 2
+        let columns = max(TableWidth.current, indent + 20)
+        var lines: [String] = []
+        for check in checks {
+            let head = (check.ok ? "ok    " : "FAIL  ") + check.name + String(repeating: " ", count: width - check.name.count + 2)
+            lines += Self.wrapped(TextTable.printable(check.message), first: head, indent: indent, columns: columns)
+            if let fix = check.fix {
+                lines += Self.wrapped("fix: " + TextTable.printable(fix), first: String(repeating: " ", count: indent),
+                                      indent: indent + 5, columns: columns)
+            }
+        }
+        console.answer(lines.joined(separator: "\n"))
+    }
+
+    /// `text` after `first`, broken between words so no line is wider than `columns` (a word wider stays whole).
+    static func wrapped(_ text: String, first: String, indent: Int, columns: Int) -> [String] {
+        var lines: [String] = []
+        var line = first
+        var empty = true
+        for word in text.split(separator: " ", omittingEmptySubsequences: true) {
+            if !empty && line.count + 1 + word.count > columns {
+                lines.append(line)
+                line = String(repeating: " ", count: indent)
+                empty = true
+            }
+            line += (empty ? "" : " ") + word
+            empty = false
+        }
+        lines.append(line)
+        return lines
     }
 }
