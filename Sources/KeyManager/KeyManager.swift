@@ -340,6 +340,12 @@ public final class KeyManager: Sendable {
     /// rollback counter's one step (`stepRollback`), taken on the TPM once it committed.
     @discardableResult
     func write<T>(_ body: (StoreWriter) throws -> T) throws -> T {
+        try writeWithDevice { writer, _ in try body(writer) }
+    }
+
+    /// `write`, `body` also given the device row the transaction checked the master key against (no second read).
+    @discardableResult
+    func writeWithDevice<T>(_ body: (StoreWriter, DeviceRecord) throws -> T) throws -> T {
         var attempts = 0
         while true {
             let keys = masterKeys
@@ -351,7 +357,7 @@ public final class KeyManager: Sendable {
                 let result = try Self.mapped {
                     try store.write(audit: keys.integrity.auditKeys, rows: keys.integrity.rowKeys) { writer in
                         let device = try requireCurrentMasterKey(writer, keys)
-                        let result = try body(writer)
+                        let result = try body(writer, device)
                         // Checked at the end: a store behind the counter throws, and the whole transaction with it.
                         // Only a TPM store has one (the key backend is fixed at init): no second device read otherwise.
                         if device.keyBackend == KeyBackendKind.tpm.rawValue {
