@@ -18,9 +18,9 @@ extension KeyManager {
         let jws = try JOSEClaims.signingJWS(kid: key.kid, userId: key.userId, challenge: challenge,
                                             issuer: request.issuer ?? key.issuer, issuedAt: signedAt,
                                             expiresIn: request.expiresIn, custom: request.claims, key: unlocked.privateKey)
-        try write { writer in
+        try writeWithDevice { writer, device in
             // The signature leaves only if this commits: a recorded tampering finding for the user stops it here.
-            try refuseIfTampered(try Self.requireDevice(writer), userId: key.userId)
+            try refuseIfTampered(device, userId: key.userId)
             // Only what this use changes is written: a PIN changed or a key re-sealed meanwhile is never undone.
             guard try verifiedKey(writer, kid: key.kid) != nil, try writer.markUsed(kid: key.kid, at: signedAt) else {
                 throw KeyManagerError(.clientNotRegistered, "key \(key.kid) was revoked while signing: bind the user again")

@@ -18,7 +18,9 @@ public struct ClientState: Sendable {
 extension KeyManager {
     /// The user's tokens at the server with their strings opened (and the DPoP key when `withDPoPKey`), all from
     /// one read of the row; nil when there are none. What `tokenSet`, `tokenSecrets` and `dpopKey` give, read once.
-    public func tokenState(userId: String, serverName: String, withDPoPKey: Bool) throws -> TokenState? {
+    /// `releasing` (the strings go to the caller, as `token print`'s do) refuses while a tampering finding concerns
+    /// the user; a refresh, which sends them only to the server, passes false and spares the device row's read.
+    public func tokenState(userId: String, serverName: String, withDPoPKey: Bool, releasing: Bool = true) throws -> TokenState? {
         try authorize(userId: userId)
         let slot = { (column: String) in SealedSlot.tokenSecret(column, userId: userId, serverName: serverName) }
         let open = { (sealed: Data?, column: String) throws -> String? in
@@ -27,7 +29,7 @@ extension KeyManager {
         // Opened inside the read (see registrationSecrets).
         let opened = try read { reader -> (TokenSet, TokenSecrets, SecretBytes?)? in
             guard let record = try reader.tokenSet(userId: userId, serverName: serverName) else { return nil }
-            try refuseIfTampered(try Self.requireDevice(reader), userId: userId)
+            if releasing { try refuseIfTampered(try Self.requireDevice(reader), userId: userId) }
             let secrets = TokenSecrets(accessToken: try open(record.sealedAccessToken, "access_token"),
                                        refreshToken: try open(record.sealedRefreshToken, "refresh_token"),
                                        idToken: try open(record.sealedIdToken, "id_token"))

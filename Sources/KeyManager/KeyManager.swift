@@ -353,6 +353,12 @@ public final class KeyManager: Sendable {
     /// nothing that decides security, so it neither steps the counter nor waits on the TPM.
     @discardableResult
     func write<T>(steppingRollback: Bool = true, _ body: (StoreWriter) throws -> T) throws -> T {
+        try writeWithDevice(steppingRollback: steppingRollback) { writer, _ in try body(writer) }
+    }
+
+    /// `write`, `body` also given the device row the transaction checked the master key against (no second read).
+    @discardableResult
+    func writeWithDevice<T>(steppingRollback: Bool = true, _ body: (StoreWriter, DeviceRecord) throws -> T) throws -> T {
         var attempts = 0
         while true {
             let keys = masterKeys
@@ -365,7 +371,7 @@ public final class KeyManager: Sendable {
                 let result = try Self.mapped {
                     try store.write(audit: keys.integrity.auditKeys, rows: keys.integrity.rowKeys) { writer in
                         let device = try requireCurrentMasterKey(writer, keys)
-                        let result = try body(writer)
+                        let result = try body(writer, device)
                         appended = writer.appendedAudit
                         // Checked at the end: a store behind the counter throws, and the whole transaction with it.
                         // Only a TPM store has one (the key backend is fixed at init): no second device read otherwise.

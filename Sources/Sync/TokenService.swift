@@ -120,7 +120,9 @@ public struct TokenService: Sendable {
             seen = set.revision
         }
         defer { lock.release() }
-        guard let current = try manager.tokenState(userId: userId, serverName: serverName, withDPoPKey: bound) else {
+        // Not `releasing`: `accessToken` checked before it asked for a refresh; `token refresh` prints no token.
+        guard let current = try manager.tokenState(userId: userId, serverName: serverName, withDPoPKey: bound,
+                                                   releasing: false) else {
             throw SyncError(.clientNotRegistered, "\(userId) has no tokens: run `keymgr login --user \(userId)`")
         }
         if let seen, current.set.revision != seen {

@@ -89,8 +89,9 @@ final class OAuthInteropTests: SyncTestCase {
     }
 
     /// Tokens bound under an earlier setting, then the server stops binding: the refresh carries the proof, the
-    /// answer is Bearer, and the bound profile keeps the tokens it had.
-    func testABoundRefreshAnsweredWithBearerTokensKeepsTheStoredTokens() async throws {
+    /// answer is Bearer and refused; the server spent the old refresh token (RFC 6749 §6), so the bound profile
+    /// discards the tokens it had (issue 35) rather than keep ones the server retired.
+    func testABoundRefreshAnsweredWithBearerTokensDiscardsTheStoredTokens() async throws {
         let unbound = try await login()
         XCTAssertEqual(unbound.tokenType, "Bearer")
         let secrets = try manager.tokenSecrets(userId: "alice", serverName: "default")
@@ -103,9 +104,8 @@ final class OAuthInteropTests: SyncTestCase {
         try configure(.bound)
         await server.clearRecordedRequests()
         await assertServerRejected { _ = try await tokenService().refresh(userId: "alice", seen: nil) }
-        let after = try XCTUnwrap(try manager.tokenSet(userId: "alice", serverName: "default"))
-        XCTAssertEqual(after.revision, bound.revision, "nothing stored")
-        XCTAssertEqual(after.jkt, key.thumbprint)
+        XCTAssertNotNil(bound.jkt)
+        XCTAssertNil(try manager.tokenSet(userId: "alice", serverName: "default"), "nothing stored, the old tokens discarded")
         let refreshes = await tokenAndResourceRequests()
         XCTAssertEqual(refreshes.count, 1)
         XCTAssertNotNil(refreshes.first?.headers["dpop"], "the refresh carried a proof")

@@ -136,6 +136,9 @@ final class TamperingTests: XCTestCase {
         try assertJSONError(unknown, status: 1, code: "tampered")
         XCTAssertFalse(FileManager.default.fileExists(atPath: marker.path), "no verifier was needed to refuse")
         try attack(sandbox, "UPDATE user_keys SET auth_type = 'BIOMETRIC_ONLY'")
+        // The first refusal recorded the finding: cy's key stays refused until an administrator clears it.
+        try assertJSONError(try sandbox.keymgr(["sign", "--user", "cy", "--json"]), status: 1, code: "tampered")
+        try sandbox.succeed(["audit", "clear-tampering"])
         XCTAssertEqual(try sandbox.keymgr(["sign", "--user", "cy"]).status, 0)
         XCTAssertTrue(FileManager.default.fileExists(atPath: marker.path), "the gate is back")
     }
