@@ -263,4 +263,34 @@ final class AgentFairShareTests: XCTestCase {
         let signed = try harness.sandbox.keymgr(["audit", "--json", "--event", "key.signed"]).array()
         XCTAssertEqual(signed.compactMap { $0["actor"] as? String }, ["alice (uid 4242)", "root (uid 0)"])
     }
+
+    /// A process's nice value (/proc/PID/stat, field 19).
+    private static func nice(_ pid: Int32) -> Int? {
+        guard let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
+              let close = stat.lastIndex(of: ")") else { return nil }
+        let fields = stat[stat.index(after: close)...].split(separator: " ")
+        return fields.count > 16 ? Int(fields[16]) : nil
+    }
+
+    func testTheWorkersOfAShareHoldingMoreYieldTheProcessorToAPersonHoldingFewer() throws {
+        let harness = try AgentHarness(policy: AgentHarness.policy(allowing: ["root", "alice"]))
+        try harness.start()
+        // root alone, with two requests: nothing yields.
+        let held = [try harness.launchHeldRequest(), try harness.launchHeldRequest()]
+        defer { for client in held { kill(client.processIdentifier, SIGKILL) } }
+        XCTAssertTrue(AgentHarness.eventually { harness.workers.count == 2 })
+        let roots = harness.workers
+        XCTAssertEqual(roots.map(Self.nice), [0, 0])
+
+        // alice asks: root's workers yield to hers.
+        let mark = try marks(harness).appendingPathComponent("alice")
+        let alice = try harness.launch([harness.socket.path, "sign", "--user", "pinny", "--pin-fd", "3"],
+                                       environment: ["AGENT_HOLD_PIPE": "1", "AGENT_SENT_MARK": mark.path],
+                                       as: AgentHarness.people[0].uid)
+        defer { kill(alice.processIdentifier, SIGKILL) }
+        XCTAssertTrue(AgentHarness.eventually { harness.workers.count == 3 })
+        let hers = try XCTUnwrap(Set(harness.workers).subtracting(roots).first)
+        XCTAssertEqual(Self.nice(hers), 0)
+        XCTAssertEqual(roots.map(Self.nice), [10, 10])
+    }
 }
