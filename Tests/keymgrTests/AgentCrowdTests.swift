@@ -91,9 +91,10 @@ final class AgentCrowdTests: XCTestCase {
         let held = try harness.launch([harness.socket.path, "sign", "--user", "pinny", "--pin-fd", "3"],
                                       environment: ["AGENT_HOLD_PIPE": "1", "AGENT_SENT_MARK": mark.path])
         defer { kill(held.processIdentifier, SIGKILL) }
-        XCTAssertTrue(AgentHarness.eventually { FileManager.default.fileExists(atPath: mark.path) && harness.workers.count == 1 })
-        let worker = try XCTUnwrap(harness.workers.first)
-        XCTAssertEqual(AgentHarness.processName(worker), "keymgr-worker")
+        XCTAssertTrue(AgentHarness.eventually {
+            FileManager.default.fileExists(atPath: mark.path)
+                && harness.workers.contains { AgentHarness.processName($0) == "keymgr-worker" }
+        }, "the worker serving it is keymgr-worker: \(harness.workers.map(AgentHarness.processName))")
     }
 }
 
@@ -278,8 +279,10 @@ final class AgentFairShareTests: XCTestCase {
         // root alone, with two requests: nothing yields.
         let held = [try harness.launchHeldRequest(), try harness.launchHeldRequest()]
         defer { for client in held { kill(client.processIdentifier, SIGKILL) } }
-        XCTAssertTrue(AgentHarness.eventually { harness.workers.count == 2 })
-        let roots = harness.workers
+        // (Named: not a warm worker the agent has just forked and that has not named itself yet.)
+        func serving() -> [Int32] { harness.workers.filter { AgentHarness.processName($0) == "keymgr-worker" } }
+        XCTAssertTrue(AgentHarness.eventually { serving().count == 2 })
+        let roots = serving()
         XCTAssertEqual(roots.map(Self.nice), [0, 0])
 
         // alice asks: root's workers yield to hers.
@@ -288,9 +291,11 @@ final class AgentFairShareTests: XCTestCase {
                                        environment: ["AGENT_HOLD_PIPE": "1", "AGENT_SENT_MARK": mark.path],
                                        as: AgentHarness.people[0].uid)
         defer { kill(alice.processIdentifier, SIGKILL) }
-        XCTAssertTrue(AgentHarness.eventually { harness.workers.count == 3 })
-        let hers = try XCTUnwrap(Set(harness.workers).subtracting(roots).first)
-        XCTAssertEqual(Self.nice(hers), 0)
-        XCTAssertEqual(roots.map(Self.nice), [10, 10])
+        XCTAssertTrue(AgentHarness.eventually { roots.map(Self.nice) == [10, 10] },
+                      "root's workers yield: \(roots.map(Self.nice))")
+        // Hers (a worker serving, not a warm worker the agent just forked and has not named yet) does not.
+        XCTAssertTrue(AgentHarness.eventually {
+            Set(serving()).subtracting(roots).contains { Self.nice($0) == 0 }
+        }, "alice's worker runs at nice 0")
     }
 }
