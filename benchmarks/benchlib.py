@@ -279,17 +279,17 @@ def small_store(directory, argon2=None):
     return home
 
 
-def start_agent(home, name, directory, options=()):
+def start_agent(home, name, directory, options=(), policy_extra=""):
     """`keymgr-core agent` serving `home` on a socket of its own in `directory`, in the foreground as this user, with
     a policy that lets this user do everything (its cost is part of every request; its rules are not what is
-    measured) and the agent options given. Waits until it answers a `status`; stops it at exit. Returns (process,
+    measured), then `policy_extra`, and the agent options given. Waits until it answers a `status`; stops it at exit. Returns (process,
     socket path)."""
     keymgr, core = tool("keymgr"), tool("keymgr-core")
     socket_path = os.path.join(directory, f"{name}.sock")
     policy = os.path.join(directory, f"{name}-policy.toml")
     with open(policy, "w") as handle:
         # This user may do everything, for every identity user (`for` defaults to "*").
-        handle.write(f'[[rule]]\nwho = ["user:{pwd.getpwuid(os.getuid()).pw_name}"]\nmay = ["*"]\n')
+        handle.write(f'[[rule]]\nwho = ["user:{pwd.getpwuid(os.getuid()).pw_name}"]\nmay = ["*"]\n' + policy_extra)
     os.chmod(policy, 0o600)
     log = open(os.path.join(directory, f"{name}-agent.log"), "w")
     process = subprocess.Popen([core, "agent", "--home", home, "--socket", socket_path, "--policy", policy, *options],

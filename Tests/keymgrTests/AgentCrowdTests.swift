@@ -91,9 +91,10 @@ final class AgentCrowdTests: XCTestCase {
         let held = try harness.launch([harness.socket.path, "sign", "--user", "pinny", "--pin-fd", "3"],
                                       environment: ["AGENT_HOLD_PIPE": "1", "AGENT_SENT_MARK": mark.path])
         defer { kill(held.processIdentifier, SIGKILL) }
-        XCTAssertTrue(AgentHarness.eventually { FileManager.default.fileExists(atPath: mark.path) && harness.workers.count == 1 })
-        let worker = try XCTUnwrap(harness.workers.first)
-        XCTAssertEqual(AgentHarness.processName(worker), "keymgr-worker")
+        XCTAssertTrue(AgentHarness.eventually {
+            FileManager.default.fileExists(atPath: mark.path)
+                && harness.workers.contains { AgentHarness.processName($0) == "keymgr-worker" }
+        }, "the worker serving it is keymgr-worker: \(harness.workers.map(AgentHarness.processName))")
     }
 }
 
@@ -262,5 +263,39 @@ final class AgentFairShareTests: XCTestCase {
         XCTAssertEqual(rootSign.terminationStatus, 0, harness.agentOutput)
         let signed = try harness.sandbox.keymgr(["audit", "--json", "--event", "key.signed"]).array()
         XCTAssertEqual(signed.compactMap { $0["actor"] as? String }, ["alice (uid 4242)", "root (uid 0)"])
+    }
+
+    /// A process's nice value (/proc/PID/stat, field 19).
+    private static func nice(_ pid: Int32) -> Int? {
+        guard let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
+              let close = stat.lastIndex(of: ")") else { return nil }
+        let fields = stat[stat.index(after: close)...].split(separator: " ")
+        return fields.count > 16 ? Int(fields[16]) : nil
+    }
+
+    func testTheWorkersOfAShareHoldingMoreYieldTheProcessorToAPersonHoldingFewer() throws {
+        let harness = try AgentHarness(policy: AgentHarness.policy(allowing: ["root", "alice"]))
+        try harness.start()
+        // root alone, with two requests: nothing yields.
+        let held = [try harness.launchHeldRequest(), try harness.launchHeldRequest()]
+        defer { for client in held { kill(client.processIdentifier, SIGKILL) } }
+        // (Named: not a warm worker the agent has just forked and that has not named itself yet.)
+        func serving() -> [Int32] { harness.workers.filter { AgentHarness.processName($0) == "keymgr-worker" } }
+        XCTAssertTrue(AgentHarness.eventually { serving().count == 2 })
+        let roots = serving()
+        XCTAssertEqual(roots.map(Self.nice), [0, 0])
+
+        // alice asks: root's workers yield to hers.
+        let mark = try marks(harness).appendingPathComponent("alice")
+        let alice = try harness.launch([harness.socket.path, "sign", "--user", "pinny", "--pin-fd", "3"],
+                                       environment: ["AGENT_HOLD_PIPE": "1", "AGENT_SENT_MARK": mark.path],
+                                       as: AgentHarness.people[0].uid)
+        defer { kill(alice.processIdentifier, SIGKILL) }
+        XCTAssertTrue(AgentHarness.eventually { roots.map(Self.nice) == [10, 10] },
+                      "root's workers yield: \(roots.map(Self.nice))")
+        // Hers (a worker serving, not a warm worker the agent just forked and has not named yet) does not.
+        XCTAssertTrue(AgentHarness.eventually {
+            Set(serving()).subtracting(roots).contains { Self.nice($0) == 0 }
+        }, "alice's worker runs at nice 0")
     }
 }

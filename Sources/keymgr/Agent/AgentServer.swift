@@ -27,6 +27,8 @@ final class AgentServer {
         /// The share it counts against (`AgentServer.share(of:)`): the caller's uid, or the one for uids no user has.
         let share: UInt32
         var state: State = .serving
+        /// Whether it runs at `AgentServer.yieldingNice` (it never goes back: only root may lower a nice value).
+        var yielding = false
 
         enum State {
             /// Serving its client.
@@ -56,6 +58,8 @@ final class AgentServer {
     /// The most refused connections kept at once; beyond it one is closed at once.
     static let maxRefused = 64
     static let refusedLinger: Double = 10
+    /// The nice value of the workers of a share holding more than another share being served (`yieldCPU`).
+    static let yieldingNice: Int32 = 10
     /// The most connections waiting for a place, and how long one waits before it is answered busy.
     static let maxQueued = 64
     static let queueWait: Double = 10
@@ -283,6 +287,7 @@ final class AgentServer {
         if let handed = warm.handOver(connection: connection, uid: caller.uid, gid: caller.gid, pid: caller.pid,
                                       groups: caller.groups) {
             workers.append(Worker(pid: handed, connection: connection, share: share))
+            yieldCPU()
             return
         }
         let child = fork()
@@ -300,6 +305,23 @@ final class AgentServer {
         // Its own process group from the parent's side too, so a kill right after the fork reaches it.
         _ = setpgid(child, child)
         workers.append(Worker(pid: child, connection: connection, share: share))
+        yieldCPU()
+    }
+
+    /// Places are shared fairly, and so is the processor: while several shares are served, the workers of a share
+    /// holding more of them than the share holding the fewest run at nice `yieldingNice`, so one uid flooding the
+    /// agent at its limit does not take the processor from a person's one request. A worker once niced stays so
+    /// (it serves one request); with one share served (one person, however many requests) nothing is niced.
+    private func yieldCPU() {
+        var held: [UInt32: Int] = [:]
+        for worker in workers where worker.state == .serving { held[worker.share, default: 0] += 1 }
+        guard held.count > 1, let fewest = held.values.min() else { return }
+        for index in workers.indices where workers[index].state == .serving && !workers[index].yielding
+            && held[workers[index].share, default: 0] > fewest {
+            // Its threads too: the worker is one thread when forked, but a command may start more.
+            _ = setpriority(__priority_which_t(PRIO_PGRP.rawValue), id_t(workers[index].pid), Self.yieldingNice)
+            workers[index].yielding = true
+        }
     }
 
     /// Answers busy with `message` and keeps the connection a while (`dropRefused`).
