@@ -10,13 +10,13 @@ final class JourneyCommandTests: ServerTestCase {
     /// `admin devices --all-known` lists the one server binding once.
     func testALocalBindThenAJourneyBindEndWithOneIdentity() throws {
         try start(users: ["bob"])
-        let local = try XCTUnwrap(try sandbox.bind("bob", ["--issuer", "https://other.example"])["kid"] as? String)
+        let local = try XCTUnwrap(try sandbox.bind("bob")["kid"] as? String)
         let journey = try XCTUnwrap(try register("bob")["kid"] as? String)
         let users = try sandbox.succeed(["users", "--json"]).array()
         XCTAssertEqual(users.compactMap { $0["userId"] as? String }, [universalId("bob")])
         let keys = try keys()
         XCTAssertEqual(keys[local]?["userId"] as? String, universalId("bob"), "the local key moved with its identity")
-        XCTAssertEqual(keys[local]?["status"] as? String, "active")
+        XCTAssertEqual(keys[local]?["status"] as? String, "superseded", "and the journey's key for its issuer replaced it")
         XCTAssertEqual(keys[journey]?["userId"] as? String, universalId("bob"))
         let adopted = try sandbox.succeed(["audit", "--event", "user.adopted", "--json"]).array()
         XCTAssertEqual(adopted.count, 1)
@@ -24,11 +24,24 @@ final class JourneyCommandTests: ServerTestCase {
 
         let signed = try sandbox.keymgr(["sign", "--journey", "SignIn", "--user", "bob", "--json"])
         XCTAssertEqual(signed.status, 0, signed.summary)
-        // The adopted key still signs: its private key opens under its new user id.
-        let moved = try sandbox.keymgr(["sign", "--kid", local, "--challenge", "c"])
-        XCTAssertEqual(moved.status, 0, moved.summary)
         let devices = try sandbox.succeed(["admin", "devices", "--all-known", "--json"]).array()
         XCTAssertEqual(devices.compactMap { $0["uuid"] as? String }, [journey], "the one server binding, once")
+        try sandbox.succeed(["audit", "verify"])
+    }
+
+    /// The adopted identity's keys for other issuers move with it, still usable: their sealed private keys are
+    /// re-sealed for the new user id in the adopting transaction.
+    func testAnAdoptedKeyOfAnotherIssuerStillSigns() throws {
+        try start(users: ["bob"])
+        let local = try XCTUnwrap(try sandbox.bind("bob", ["--issuer", "https://other.example"])["kid"] as? String)
+        let journey = try XCTUnwrap(try register("bob")["kid"] as? String)
+        XCTAssertEqual(try sandbox.succeed(["users", "--json"]).array().compactMap { $0["userId"] as? String }, [universalId("bob")])
+        XCTAssertEqual(try keys()[local]?["userId"] as? String, universalId("bob"))
+        XCTAssertEqual(try keys()[local]?["status"] as? String, "active")
+        let moved = try sandbox.keymgr(["sign", "--kid", local, "--challenge", "c"])
+        XCTAssertEqual(moved.status, 0, moved.summary)
+        let signed = try sandbox.keymgr(["sign", "--journey", "SignIn", "--user", "bob", "--kid", journey, "--json"])
+        XCTAssertEqual(signed.status, 0, signed.summary)
         try sandbox.succeed(["audit", "verify"])
     }
 
