@@ -70,9 +70,11 @@ final class StoreOpeningTests: StorageTestCase {
         _ = try openStore()
         let before = "SELECT rowid, name, dialect, base_url, hex(row_mac) FROM servers ORDER BY name"
         try rawConnection().write { db in
-            // The schema of version 5: the dialect constrained, as migrations 0001 to 0003 left it.
+            // The schema of version 5: the dialect constrained, as migrations 0001 to 0003 left it (and no person
+            // links, which migration 0007 adds).
             try db.execute(sql: """
                 PRAGMA foreign_keys = OFF;
+                DROP TABLE person_links;
                 DROP TABLE servers;
                 CREATE TABLE servers (
                     name TEXT PRIMARY KEY NOT NULL,
