@@ -71,8 +71,10 @@ extension KeyManager {
         let outcome = try write { writer in
             var outcome = DeviceRevocationOutcome()
             if revocation.failure == nil && revocation.thisDevice {
+                // The server's user is the same whether a local identity is `bob` or `id=bob,ou=user,…`.
+                let segment = { (id: String) in UniversalId.idValue(id) ?? id }
                 for kid in revocation.localKids {
-                    guard var key = try writer.key(kid: kid), key.userId == revocation.userId,
+                    guard var key = try writer.key(kid: kid), segment(key.userId) == segment(revocation.userId),
                           key.status == .active || key.status == .locked else { continue }
                     destroy(&key, status: .revoked, reason: reason, at: at)
                     if revocation.goneFromServer.contains(kid) { key.serverState = .deleted }

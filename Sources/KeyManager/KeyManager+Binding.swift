@@ -102,8 +102,11 @@ extension KeyManager {
 
     /// Stores a binding the server accepted, registered under `deviceName`, in one transaction: the user's previous
     /// usable keys for the same issuer are superseded (material destroyed, queued for deletion on the server).
-    public func commitBinding(_ pending: PendingBinding, deviceName: String) throws -> BindResult {
-        try commit(pending, event: "key.bound", registeredAs: deviceName)
+    ///
+    /// `adopting`: the person's local identity user the journey's user is (`bob` for `id=bob,ou=user,…`): moved into
+    /// the journey's, keys and all, in the same transaction, when that is safe (see `adopt`); else both stay.
+    public func commitBinding(_ pending: PendingBinding, deviceName: String, adopting: String? = nil) throws -> BindResult {
+        try commit(pending, event: "key.bound", registeredAs: deviceName, adopting: adopting)
     }
 
     /// Drops a binding the server refused: its key was never stored, so the user's current key stays as it was.
@@ -116,7 +119,8 @@ extension KeyManager {
         logger.debug("discarded a refused binding", metadata: ["kid": .string(pending.kid)])
     }
 
-    private func commit(_ pending: PendingBinding, event: String, registeredAs deviceName: String?) throws -> BindResult {
+    private func commit(_ pending: PendingBinding, event: String, registeredAs deviceName: String?,
+                        adopting: String? = nil) throws -> BindResult {
         let (kid, userId, created) = (pending.kid, pending.userId, pending.createdAt)
         let (record, username, owner, retiredAny) = try write { writer -> (UserKeyRecord, String?, String?, Bool) in
             // Sealed inside the transaction, under the master key the store holds now (a rotation may have run).
@@ -130,6 +134,7 @@ extension KeyManager {
                 createdAt: created)
             row.keyBackend = pending.backend.rawValue
             let record = try stamped(row)
+            if let adopting { _ = try adopt(adopting, into: userId, issuer: pending.issuer, writer: writer, at: created) }
             // Decided again inside the transaction: another bind may have made (and linked) this user meanwhile.
             let reach = try self.reach(userId, in: writer)
             guard reach != .hidden else { throw noSuchUser(userId) }

@@ -35,9 +35,9 @@ extension KeyManager {
                 .map { KeyListing(key: $0, username: nil) } : []
             if let issuer { candidates = candidates.filter { $0.key.issuer == issuer } }
             guard let first = candidates.first else {
-                // Through the agent the same words whether the user does not exist or is someone else's, so no hint
-                // to bind it (which someone else's would refuse).
-                guard AccessScope.current == nil else {
+                // Through the agent under a limited scope: the same words whether the user does not exist or is
+                // someone else's, so no hint to bind it (which someone else's would refuse).
+                guard AccessScope.current?.coversAllUsers != false else {
                     throw KeyManagerError(.clientNotRegistered, "user \(userId) has no key on this device that you may use: "
                         + "`keymgr list` shows yours")
                 }

@@ -25,16 +25,15 @@ enum PINThrottle {
 }
 
 extension KeyManager {
-    /// Whether the identity user `userId` is the caller's own: the caller's login is its user id, or its `id=` value.
-    /// Only this decides whose PIN attempts are throttled (the person-links work replaces it with the caller's links).
-    static func isCallersOwn(userId: String, login: String) -> Bool {
-        userId == login || UniversalId.idValue(userId) == login
-    }
+    /// Whether the identity user `userId` is the caller's own: linked to the caller's uid, or mapped to the caller's
+    /// login by the policy's `[self]` table (`reach`), never a matching name. Only this decides whose PIN attempts are
+    /// throttled.
+    func isCallersOwn(userId: String) throws -> Bool { try reach(userId) == .own }
 
     /// The caller whose PIN attempts on a key of `userId` are throttled: the agent's caller, unless the key is theirs.
     /// Nil when keymgr runs directly (embedded mode: one person, whose keys are all theirs).
-    func throttledCaller(forKeyOf userId: String) -> AgentCaller? {
-        guard let caller = AgentCaller.current, !Self.isCallersOwn(userId: userId, login: caller.login) else { return nil }
+    func throttledCaller(forKeyOf userId: String) throws -> AgentCaller? {
+        guard let caller = AgentCaller.current, try !isCallersOwn(userId: userId) else { return nil }
         return caller
     }
 

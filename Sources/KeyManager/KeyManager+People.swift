@@ -123,3 +123,95 @@ extension KeyManager {
         return made
     }
 }
+
+extension KeyManager {
+    /// One person, one identity: moves the local identity user `from` (a person's local bind, `bob`) into `into`
+    /// (the same person as the server names them after a journey, `id=bob,ou=user,…`), keys and all, inside
+    /// `writer`'s transaction. Secrets whose AAD names the user id are re-sealed; the link moves with them; `from`
+    /// is deleted. Audited as `user.adopted`.
+    ///
+    /// Adopts nothing (returns nil, and both identities stay, which `--user` then calls ambiguous) when it cannot be
+    /// done safely: `from` is another person's under the agent's policy, the two are linked to different people, a
+    /// software PIN key of another issuer would need its PIN to be re-sealed, or both hold a usable key or a
+    /// credential for the same issuer or server.
+    /// - Parameter issuer: the issuer of the key being bound, which supersedes `from`'s key for it.
+    /// - Returns: the kids moved.
+    func adopt(_ from: String, into: String, issuer: String, writer: StoreWriter, at: Date) throws -> [String]? {
+        guard from != into, try writer.user(id: from) != nil else { return nil }
+        let fromLink = try writer.personLink(userId: from)
+        let intoLink = try writer.personLink(userId: into)
+        if let scope = AccessScope.current, scope.othersPINKeysNeedPIN {
+            let reach = try reach(from, in: writer)
+            guard reach == .own || (reach == .granted && fromLink == nil) else { return nil }
+        }
+        if let fromLink, let intoLink, fromLink.uid != intoLink.uid { return nil }
+        let keys = try writer.keys(userId: from, statuses: Set(UserKeyRecord.Status.allCases))
+        let usable = keys.filter { $0.status == .active || $0.status == .locked }
+        // The PIN layer's AAD names the user id, and only the PIN opens it; a key this bind supersedes is destroyed.
+        guard !usable.contains(where: { $0.authType == .applicationPIN && $0.keyBackend == KeyBackendKind.software.rawValue
+                                        && $0.issuer != issuer }) else { return nil }
+        let intoIssuers = Set(try writer.keys(userId: into, statuses: [.active, .locked]).map(\.issuer))
+        guard !usable.contains(where: { intoIssuers.contains($0.issuer) }) else { return nil }
+        let registrations = try writer.registrations().filter { $0.userId == from }
+        let tokenSets = try writer.tokenSets().filter { $0.userId == from }
+        let intoServers = Set(try writer.registrations().filter { $0.userId == into }.map(\.serverName))
+            .union(try writer.tokenSets().filter { $0.userId == into }.map(\.serverName))
+        guard !(registrations.map(\.serverName) + tokenSets.map(\.serverName)).contains(where: intoServers.contains) else { return nil }
+
+        let username = try writer.user(id: from)?.username
+        try writer.upsertUser(userId: into, username: try writer.user(id: into)?.username == nil ? username : nil, at: at)
+        func reseal(_ value: Data?, _ old: SealedSlot, _ new: SealedSlot) throws -> Data? {
+            guard let value else { return nil }
+            return try hierarchy.seal(try hierarchy.open(value, in: old), in: new)
+        }
+        for var key in keys {
+            key.wrappedPrivateKey = try reseal(key.wrappedPrivateKey, .privateKey(kid: key.kid, userId: from),
+                                               .privateKey(kid: key.kid, userId: into))
+            key.userId = into
+            try writer.update(try stamped(key))
+        }
+        for var registration in registrations {
+            let server = registration.serverName
+            registration.sealedClientSecret = try reseal(registration.sealedClientSecret,
+                .registrationSecret("client_secret", userId: from, serverName: server),
+                .registrationSecret("client_secret", userId: into, serverName: server))
+            registration.sealedRegistrationAccessToken = try reseal(registration.sealedRegistrationAccessToken,
+                .registrationSecret("registration_access_token", userId: from, serverName: server),
+                .registrationSecret("registration_access_token", userId: into, serverName: server))
+            registration.userId = into
+            try writer.save(registration)
+        }
+        for var tokens in tokenSets {
+            let server = tokens.serverName
+            for (column, path) in [("access_token", \TokenRecord.sealedAccessToken), ("refresh_token", \.sealedRefreshToken),
+                                   ("id_token", \.sealedIdToken), ("dpop_key", \.sealedDpopKey)] {
+                tokens[keyPath: path] = try reseal(tokens[keyPath: path], .tokenSecret(column, userId: from, serverName: server),
+                                                   .tokenSecret(column, userId: into, serverName: server))
+            }
+            tokens.userId = into
+            try writer.save(tokens)
+        }
+        _ = try writer.deleteRegistrations(userId: from)
+        _ = try writer.deleteTokenSets(userId: from)
+        if registrations.count + tokenSets.count > 0 {
+            // Gone from `from` (the audit log's record of what it held), kept under `into`.
+            try writer.appendAudit(auditEvent("credentials.wiped", userId: from, details: [
+                "tokenSets": .int(Int64(tokenSets.count)), "registrations": .int(Int64(registrations.count)),
+                "reason": .string("adopted into \(into)"),
+            ]))
+        }
+        if let fromLink {
+            try writer.deletePersonLink(userId: from)
+            if intoLink == nil {
+                try writer.insert(PersonLinkRecord(userId: into, uid: UInt32(clamping: fromLink.uid), login: fromLink.login,
+                                                   linkedBy: fromLink.linkedBy, createdAt: fromLink.createdAt))
+            }
+        }
+        try writer.deleteUser(userId: from)
+        try writer.appendAudit(auditEvent("user.adopted", userId: into, details: [
+            "from": .string(from), "keys": .array(keys.map { .string($0.kid) }),
+            "registrations": .int(Int64(registrations.count)), "tokenSets": .int(Int64(tokenSets.count)),
+        ]))
+        return keys.map(\.kid)
+    }
+}

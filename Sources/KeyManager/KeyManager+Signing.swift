@@ -143,7 +143,7 @@ extension KeyManager {
             /// The guess as the caller's throttle counted it (another person's key through the agent).
             let throttle: PINThrottle.Mark?
         }
-        let throttled = throttledCaller(forKeyOf: key.userId)
+        let throttled = try throttledCaller(forKeyOf: key.userId)
         let outcome = try write { writer -> Guess? in
             guard let row = try verifiedKey(writer, kid: key.kid) else {
                 throw KeyManagerError(.clientNotRegistered, "key \(key.kid) was removed: bind the user again")

@@ -234,7 +234,19 @@ public struct AdminService: Sendable {
         let identity = try manager.deviceIdentity()
         let listed = try await devices.listDevices(userId: userId)
             .map { FleetBinding(userId: userId, device: $0, thisDeviceId: identity.deviceId) }
-        let localKeys = try manager.keys(userId: userId, statuses: Set(KeyStatus.allCases))
+        // This device's keys of the server's user: every local identity the server's path names alike (`bob` and
+        // `id=bob,ou=user,…` are one user there). A key revoked here must have been on the server: its binding is in
+        // the listing (deleted now), or it was registered and the complete listing no longer holds it (deleted
+        // before); a key never registered is never touched.
+        let segment = { (id: String) in UniversalId.idValue(id) ?? id }
+        let allListedKids = Set(listed.map(\.kid))
+        let localKeys = try manager.keys(userId: nil, statuses: Set(KeyStatus.allCases))
+            .filter { $0.userId == userId || segment($0.userId) == segment(userId) }
+        let revocable = { (key: UserKey, deleting: Set<String>) -> Bool in
+            guard KeyStatus.usable.contains(key.status) else { return false }
+            if deleting.contains(key.kid) { return true }
+            return key.userId == userId && key.serverState != .unregistered && !allListedKids.contains(key.kid)
+        }
         var plan = DeviceRevocationPlan(userId: userId, selector: selector, reason: reason)
         switch selector {
         case .deviceId(let text):
@@ -249,7 +261,8 @@ public struct AdminService: Sendable {
             plan.bindings = listed.filter { $0.deviceId == id }
             plan.thisDevice = id == identity.deviceId
             if plan.thisDevice {
-                plan.localKids = localKeys.filter { KeyStatus.usable.contains($0.status) }.map(\.kid)
+                let deleting = Set(plan.bindings.map(\.kid))
+                plan.localKids = localKeys.filter { revocable($0, deleting) }.map(\.kid)
             }
         case .binding(let text):
             let matches = Self.matching(text, in: listed.map(\.uuid))
@@ -262,7 +275,7 @@ public struct AdminService: Sendable {
                 plan.deviceId = binding.deviceId
                 plan.thisDevice = binding.thisDevice || localKeys.contains { $0.kid == uuid }
                 if plan.thisDevice {
-                    plan.localKids = localKeys.filter { $0.kid == uuid && KeyStatus.usable.contains($0.status) }.map(\.kid)
+                    plan.localKids = localKeys.filter { $0.kid == uuid && revocable($0, [binding.kid]) }.map(\.kid)
                 }
             } else {
                 // Not on the server (any more): it is this device's when a key here has that kid.
@@ -270,7 +283,7 @@ public struct AdminService: Sendable {
                 if local.count == 1, let kid = local.first {
                     plan.thisDevice = true
                     plan.deviceId = identity.deviceId
-                    plan.localKids = localKeys.filter { $0.kid == kid && KeyStatus.usable.contains($0.status) }.map(\.kid)
+                    plan.localKids = localKeys.filter { $0.kid == kid && revocable($0, []) }.map(\.kid)
                 }
             }
         }

@@ -47,8 +47,9 @@ public struct JourneyService: Sendable {
         let manager = manager
         let prepared = PreparedBinding()
         let pending: PendingBinding
+        let asked: String
         do {
-            let asked = try manager.resolveUser(userId)
+            asked = try manager.resolveUser(userId)
             pending = try await client.run(journey: journey, credentials: credentials, answering: "DeviceBindingCallback",
                                            sessionNotEnded: sessionNotEnded, screen: { callback in
                 try Self.refuseAnotherUser(binding: callback, asked: [userId, asked], login: credentials.username)
@@ -79,7 +80,10 @@ public struct JourneyService: Sendable {
             }
             throw error
         }
-        return try manager.commitBinding(pending, deviceName: identity.deviceName)
+        // One person, one identity: the local identity `--user` named (`bob`) is the one the server names
+        // `id=bob,ou=user,…`; the facade adopts it when that is safe.
+        let local = asked != pending.userId && (UniversalId.idValue(pending.userId) ?? pending.userId) == asked ? asked : nil
+        return try manager.commitBinding(pending, deviceName: identity.deviceName, adopting: local)
     }
 
     /// Runs `journey`, signing the server's challenge when it sends a DeviceSigningVerifierCallback.

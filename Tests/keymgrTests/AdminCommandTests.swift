@@ -185,6 +185,36 @@ final class AdminCommandTests: ServerTestCase {
         XCTAssertEqual(try sync()["writes"] as? Int, 0, "nothing left for sync to do")
     }
 
+    /// Finding 1 of the person issue: on the stolen device itself, `admin revoke --device-id THIS` revokes at once
+    /// exactly the keys whose server bindings it deleted (by kid), never a key that was not on the server.
+    func testOnTheStolenDeviceItselfOnlyTheKeysWhoseBindingsWereDeletedAreRevoked() throws {
+        try start(users: ["alice"])
+        let registered = try XCTUnwrap(try register("alice")["kid"] as? String)
+        // A second key of the same identity user, for another issuer, never on the server.
+        let local = try XCTUnwrap(try sandbox.bind("alice", ["--issuer", "https://other.example"])["kid"] as? String)
+        XCTAssertEqual(try keys()[local]?["userId"] as? String, universalId("alice"))
+        let revoked = try sandbox.succeed(["admin", "revoke", "--user", "alice", "--device-id", try deviceId(), "--reason", "stolen",
+                                           "--yes", "--json"]).object()
+        XCTAssertEqual(revoked["deletedOnServer"] as? [String], [registered])
+        XCTAssertEqual(revoked["revokedHere"] as? [String], [registered], "exactly the key whose binding was deleted")
+        XCTAssertEqual(try keys()[registered]?["status"] as? String, "revoked")
+        XCTAssertEqual(try keys()[local]?["status"] as? String, "active", "a key that was never on the server is untouched")
+        XCTAssertEqual(try server.devices().count, 0)
+    }
+
+    /// An ambiguous `--user` (one identity's id= value, another's username) refuses before anything is deleted on the
+    /// server, naming both.
+    func testAnAmbiguousUserIsRefusedBeforeAnythingIsDeletedOnTheServer() throws {
+        try start(users: ["bob"])
+        try sandbox.bind("u-9", ["--username", "bob"])
+        try register("bob")
+        let refused = try sandbox.keymgr(["admin", "revoke", "--user", "bob", "--device-id", try deviceId(), "--reason", "stolen", "--yes"])
+        XCTAssertEqual(refused.status, 64, refused.summary)
+        XCTAssertTrue(refused.stderr.contains("u-9") && refused.stderr.contains(universalId("bob")), refused.summary)
+        XCTAssertEqual(try server.devices().count, 1, "nothing was deleted on the server")
+        XCTAssertEqual(Set(try keys().values.compactMap { $0["status"] as? String }), ["active"])
+    }
+
     // MARK: stale bindings
 
     func testStaleFindsABindingAgedOnTheServerAndSkipsARecentOne() throws {

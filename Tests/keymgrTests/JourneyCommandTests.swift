@@ -4,6 +4,47 @@ import XCTest
 /// `keymgr bind --journey` and `keymgr sign --journey` against the reference server process.
 final class JourneyCommandTests: ServerTestCase {
 
+    /// Findings 1-2 of the person issue: a person who bound locally (`bob`) and then through a journey (which the
+    /// server answers with `id=bob,ou=user,…`) ends with one identity user: the journey adopts the local one, keys and
+    /// all (their sealed private keys re-sealed for the new user id). Then `sign --journey SignIn --user bob` works and
+    /// `admin devices --all-known` lists the one server binding once.
+    func testALocalBindThenAJourneyBindEndWithOneIdentity() throws {
+        try start(users: ["bob"])
+        let local = try XCTUnwrap(try sandbox.bind("bob")["kid"] as? String)
+        let journey = try XCTUnwrap(try register("bob")["kid"] as? String)
+        let users = try sandbox.succeed(["users", "--json"]).array()
+        XCTAssertEqual(users.compactMap { $0["userId"] as? String }, [universalId("bob")])
+        let keys = try keys()
+        XCTAssertEqual(keys[local]?["userId"] as? String, universalId("bob"), "the local key moved with its identity")
+        XCTAssertEqual(keys[local]?["status"] as? String, "superseded", "and the journey's key for its issuer replaced it")
+        XCTAssertEqual(keys[journey]?["userId"] as? String, universalId("bob"))
+        let adopted = try sandbox.succeed(["audit", "--event", "user.adopted", "--json"]).array()
+        XCTAssertEqual(adopted.count, 1)
+        XCTAssertEqual((adopted.first?["details"] as? [String: Any])?["from"] as? String, "bob")
+
+        let signed = try sandbox.keymgr(["sign", "--journey", "SignIn", "--user", "bob", "--json"])
+        XCTAssertEqual(signed.status, 0, signed.summary)
+        let devices = try sandbox.succeed(["admin", "devices", "--all-known", "--json"]).array()
+        XCTAssertEqual(devices.compactMap { $0["uuid"] as? String }, [journey], "the one server binding, once")
+        try sandbox.succeed(["audit", "verify"])
+    }
+
+    /// The adopted identity's keys for other issuers move with it, still usable: their sealed private keys are
+    /// re-sealed for the new user id in the adopting transaction.
+    func testAnAdoptedKeyOfAnotherIssuerStillSigns() throws {
+        try start(users: ["bob"])
+        let local = try XCTUnwrap(try sandbox.bind("bob", ["--issuer", "https://other.example"])["kid"] as? String)
+        let journey = try XCTUnwrap(try register("bob")["kid"] as? String)
+        XCTAssertEqual(try sandbox.succeed(["users", "--json"]).array().compactMap { $0["userId"] as? String }, [universalId("bob")])
+        XCTAssertEqual(try keys()[local]?["userId"] as? String, universalId("bob"))
+        XCTAssertEqual(try keys()[local]?["status"] as? String, "active")
+        let moved = try sandbox.keymgr(["sign", "--kid", local, "--challenge", "c"])
+        XCTAssertEqual(moved.status, 0, moved.summary)
+        let signed = try sandbox.keymgr(["sign", "--journey", "SignIn", "--user", "bob", "--kid", journey, "--json"])
+        XCTAssertEqual(signed.status, 0, signed.summary)
+        try sandbox.succeed(["audit", "verify"])
+    }
+
     func testBindThroughTheJourneyRegistersTheKeyOnTheServer() throws {
         try start(users: ["alice"])
         let outcome = try sandbox.keymgr(["bind", "--journey", "RegisterDevice", "--user", "alice", "--password-fd", "0", "--json"],

@@ -219,7 +219,8 @@ final class PolicyProcessTests: XCTestCase {
                 let suggested = hint[..<end].split(separator: " ").map(String.init)
                 guard !suggested.contains(where: { $0.contains("…") || $0 == "NAME" }) else { continue }
                 hints += 1
-                let tried = try run(login, suggested + (suggested.first == "bind" ? ["--auth-type", "none"] : []))
+                let bind = suggested.first == "bind"
+                let tried = try run(login, suggested + (bind ? ["--auth-type", "app-pin", "--pin-stdin"] : []), stdin: "246813\n")
                 XCTAssertNotEqual(tried.status, 77, "\(login) was told to run `keymgr \(suggested.joined(separator: " "))`: \(tried.summary)")
             }
         }

@@ -32,6 +32,11 @@ extension StoreReader {
 }
 
 extension StoreWriter {
+    /// Deletes the user row of `userId` (its keys, registrations, token sets and link moved or deleted first).
+    package func deleteUser(userId: String) throws {
+        try db.execute(sql: "DELETE FROM users WHERE user_id = ?", arguments: [userId])
+    }
+
     /// Inserts the user, or updates the username (when given) and `updatedAt` of an existing one.
     package func upsertUser(userId: String, username: String?, at now: Date) throws {
         if var existing = try user(id: userId) {

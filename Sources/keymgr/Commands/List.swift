@@ -80,7 +80,7 @@ struct KeyListOutput: CommandOutput {
     func text(on console: Console) throws {
         let keys = try manager.keys(userId: userId, statuses: statuses)
         // Short kids unless --wide; CREATED only when there is room; ids and names cut before anything else.
-        console.table([.whole("KID"), TableColumn("USER ID", .cut(min: 8)), TableColumn("USERNAME"), TableColumn("OWNER"),
+        console.table([.whole("KID"), TableColumn("USER ID", .cut(min: 8)), TableColumn("USERNAME"), TableColumn("OWNER", .optional),
                        .whole("AUTH TYPE"), .whole("STATUS"), .whole("SERVER"), TableColumn("CREATED", .optional), .time("LAST USED")],
                       keys.map { [HumanText.kid($0.kid, wide: wide), $0.userId, HumanText.text($0.username), HumanText.text($0.owner),
                                   $0.authType.rawValue, $0.status.rawValue, $0.serverState.rawValue,

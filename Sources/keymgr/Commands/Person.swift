@@ -54,7 +54,8 @@ struct Person: ParsableCommand {
             commandName: "unlink",
             abstract: "Break the link of an identity user to a person.",
             discussion: """
-                Audited as person.unlinked. The policy's [self] table is changed only by editing the policy.
+                Audited as person.unlinked. With --json: {"login", "userId"}. The policy's [self] table is changed \
+                only by editing the policy.
 
                 Example:
                   keymgr person unlink alice id=alice,ou=user,ou=am-config
@@ -70,11 +71,7 @@ struct Person: ParsableCommand {
 
         func run() throws {
             try globals.openManager().unlinkPerson(login: login, userId: userId)
-            if globals.json {
-                try globals.render(PersonLinksOutput(links: [], verb: "unlinked"))
-            } else {
-                StandardStream.error.write("unlinked \(userId) from \(login)\n")
-            }
+            try globals.render(PersonUnlinkedOutput(login: login, userId: userId))
         }
     }
 
@@ -119,6 +116,16 @@ struct PersonLinkJSON: Encodable {
         linkedBy = link.linkedBy
         createdAt = link.createdAt
     }
+}
+
+/// `person unlink`: `{"login","userId"}`, or a line.
+struct PersonUnlinkedOutput: DocumentOutput {
+    let login: String
+    let userId: String
+
+    var document: [String: String] { ["login": login, "userId": userId] }
+
+    func text(on console: Console) { console.confirm("unlinked \(userId) from \(login)") }
 }
 
 /// `person`: the links' objects, or a table (`list`) or a line each (`link`).
