@@ -47,7 +47,7 @@ public struct DeviceLoginService: Sendable {
         let tokenClient = tokens.tokenClient
         defer { tokens.rememberClock() }
         while true {
-            try await Task.sleep(nanoseconds: UInt64(interval) * 1_000_000_000)
+            try await OwnThreads.sleep(seconds: TimeInterval(interval))
             guard Date() < deadline.addingTimeInterval(TimeInterval(interval)) else {
                 throw SyncError(.timeout, "the login code expired before it was approved: run `keymgr login` again")
             }

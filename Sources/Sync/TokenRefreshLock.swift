@@ -30,7 +30,7 @@ final class TokenRefreshLock {
                 lock.release()
                 throw SyncError(.busy, "another keymgr process has been refreshing these tokens for too long: try again")
             }
-            try await Task.sleep(nanoseconds: 20_000_000)
+            try await OwnThreads.sleep(seconds: 0.02)
         }
         return lock
     }

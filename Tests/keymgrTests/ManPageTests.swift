@@ -59,7 +59,7 @@ final class ManPageTests: XCTestCase {
         let rendered = try sandbox.run(URL(fileURLWithPath: "/usr/bin/man"), ["-l", page.path],
                                        extraEnvironment: ["MANWIDTH": "200", "MAN_KEEP_FORMATTING": "0", "PAGER": "cat"])
         XCTAssertEqual(rendered.stderr, "", "groff warned: \(rendered.stderr)")
-        let text = rendered.stdout.replacingOccurrences(of: "\u{8}.", with: "", options: .regularExpression)
+        let text = Self.plain(rendered.stdout)
         let files = try XCTUnwrap(text.range(of: "\nFILES\n")).upperBound
         let tail = String(text[files...])
         XCTAssertFalse(text.contains("PREFIX"), tail)
@@ -78,10 +78,17 @@ final class ManPageTests: XCTestCase {
                                        extraEnvironment: ["MANWIDTH": "80", "MAN_KEEP_FORMATTING": "0", "PAGER": "cat"])
         XCTAssertEqual(rendered.status, 0, rendered.summary)
         XCTAssertEqual(rendered.stderr, "", "groff warned: \(rendered.stderr)")
-        let text = rendered.stdout.replacingOccurrences(of: "\u{8}.", with: "", options: .regularExpression)
+        let text = Self.plain(rendered.stdout)
         for word in ["keymgr-policy", "/etc/keymgr/policy.toml", "--check-policy", "who", "may", "for", "authTypes", "[self]",
                      "SEE ALSO"] {
             XCTAssertTrue(text.contains(word), "keymgr-policy(5) does not mention \(word)")
         }
+    }
+
+    /// man's output without its overstrikes (bold `c\bc`, underline `_\bc`) and with groff's Unicode hyphen and
+    /// minus as `-`.
+    static func plain(_ text: String) -> String {
+        text.replacingOccurrences(of: "_\u{8}", with: "").replacingOccurrences(of: "\u{8}.", with: "", options: .regularExpression)
+            .replacingOccurrences(of: "\u{2010}", with: "-").replacingOccurrences(of: "\u{2212}", with: "-")
     }
 }

@@ -40,35 +40,57 @@ final class PolicyCheckTests: XCTestCase {
         XCTAssertEqual(stray.status, 64, stray.summary)
     }
 
-    /// systemd-socket-activate starts the agent for a waiting connection, as keymgr.socket does: with a policy that
+    /// The agent started for a waiting connection, as keymgr.socket starts it: with a policy that
     /// does not load, each request gets 78 naming the policy's file and line, and the agent stays (no dropped
     /// connection, no restart loop into systemd's start limit). It told systemd it was ready.
     func testUnderSocketActivationABrokenPolicyAnswersEveryRequest78() throws {
         let harness = try AgentHarness()
         try Self.unclosed.write(to: harness.policy, atomically: true, encoding: .utf8)
         let notify = try NotifySocket(path: harness.sandbox.root.appendingPathComponent("notify").path)
+        // As systemd does on a person's connection: the socket passed at descriptor 3 (LISTEN_FDS=1, LISTEN_PID), a
+        // connection already waiting on it when the agent starts.
+        let activate = harness.sandbox.root.appendingPathComponent("activate-waiting.py")
+        try """
+            import os, socket, sys
+            listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            listener.bind(sys.argv[1])
+            listener.listen(16)
+            waiting = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            waiting.connect(sys.argv[1])
+            if listener.fileno() != 3:
+                os.dup2(listener.fileno(), 3)
+            os.set_inheritable(3, True)
+            os.environ["LISTEN_FDS"] = "1"
+            os.environ["LISTEN_PID"] = str(os.getpid())
+            os.execv(sys.argv[2], sys.argv[2:])
+
+            """.write(to: activate, atomically: true, encoding: .utf8)
         let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/systemd-socket-activate")
-        process.arguments = ["-l", harness.socket.path, AgentHarness.coreBinary.path, "agent", "--home",
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/python3")
+        process.arguments = [activate.path, harness.socket.path, AgentHarness.coreBinary.path, "agent", "--home",
                              harness.sandbox.home.path, "--policy", harness.policy.path, "--idle-exit", "60"]
         var environment = harness.agentEnvironment
         environment["NOTIFY_SOCKET"] = notify.path
         process.environment = environment
-        process.standardOutput = FileHandle.nullDevice
-        process.standardError = FileHandle.nullDevice
+        let log = harness.sandbox.root.appendingPathComponent("activated.log")
+        _ = FileManager.default.createFile(atPath: log.path, contents: nil)
+        let output = try FileHandle(forWritingTo: log)
+        process.standardOutput = output
+        process.standardError = output
         try process.run()
         defer { if process.isRunning { process.terminate(); process.waitUntilExit() } }
-        XCTAssertTrue(AgentHarness.eventually { FileManager.default.fileExists(atPath: harness.socket.path) })
+        XCTAssertTrue(notify.messages(until: { $0.contains("READY=1") }).contains { $0.contains("READY=1") },
+                      "READY=1 once it serves")
+        let agentSaid = { (try? String(contentsOf: log, encoding: .utf8)) ?? "" }
 
         for arguments in [["status"], ["list", "--json"], ["users"]] {
             let answered = try harness.request(arguments)
-            XCTAssertEqual(answered.status, 78, answered.summary)
+            XCTAssertEqual(answered.status, 78, answered.summary + "\nagent: " + agentSaid())
             XCTAssertTrue(answered.stderr.contains("\(harness.policy.path):2: the array of who is not closed"), answered.summary)
             XCTAssertTrue(answered.stderr.contains("ask the device's administrator"), answered.summary)
             XCTAssertFalse(answered.stderr.contains("without an answer"), answered.summary)
         }
         XCTAssertTrue(process.isRunning, "the agent stays to answer the next request")
-        XCTAssertEqual(notify.messages(until: { $0.contains("READY=1") }).filter { $0.contains("READY=1") }.count, 1)
     }
 
     /// Started without a waiting connection (`systemctl start` or `restart`), the agent with a policy that does not
@@ -83,7 +105,9 @@ final class PolicyCheckTests: XCTestCase {
             listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
             listener.bind(sys.argv[1])
             listener.listen(16)
-            os.dup2(listener.fileno(), 3)
+            if listener.fileno() != 3:
+                os.dup2(listener.fileno(), 3)
+            os.set_inheritable(3, True)
             os.environ["LISTEN_FDS"] = "1"
             os.environ["LISTEN_PID"] = str(os.getpid())
             os.execv(sys.argv[2], sys.argv[2:])

@@ -259,7 +259,7 @@ final class PolicyProcessTests: XCTestCase {
         try sandbox.bind("carol", ["--auth-type", "app-pin", "--pin-stdin"], stdin: "735184\n")
         try startAgent(policy: """
             [[rule]]
-            who = ["user:root"]
+            who = ["group:keymgr-admins"]
             may = ["*"]
 
             [[rule]]
@@ -277,12 +277,12 @@ final class PolicyProcessTests: XCTestCase {
             try run(login, ["sign", "--user", user, "--challenge", "c", "--pin-stdin"], stdin: pin + "\n")
         }
         func attemptsLeft(_ user: String) throws -> Int? {
-            let keys = try run("root", ["list", "--json", "--user", user])
+            let keys = try run("erin", ["list", "--json", "--user", user])
             XCTAssertEqual(keys.status, 0, keys.summary)
             return try keys.array().first?["pinAttemptsLeft"] as? Int
         }
         XCTAssertEqual(try attemptsLeft("bob"), 5)
-        XCTAssertNil(try run("root", ["list", "--json", "--user", "alice"]).array().first?["pinAttemptsLeft"], "a NONE key has none")
+        XCTAssertNil(try run("erin", ["list", "--json", "--user", "alice"]).array().first?["pinAttemptsLeft"], "a NONE key has none")
 
         for (user, pin) in [("bob", "111111"), ("carol", "222222"), ("bob", "333333")] {
             let wrong = try sign("kiosk", user, pin)
@@ -310,7 +310,7 @@ final class PolicyProcessTests: XCTestCase {
         XCTAssertEqual(ownWrong.status, 77, ownWrong.summary)
         XCTAssertEqual(try sign("bob", "bob", "482916").status, 0)
 
-        // status: the kiosk sees its own throttle; root sees every PIN key's attempts left.
+        // status: the kiosk sees its own throttle; an administrator (erin) sees every PIN key's attempts left.
         let kioskStatus = try run("kiosk", ["status", "--json"])
         XCTAssertEqual(kioskStatus.status, 0, kioskStatus.summary)
         let throttle = try XCTUnwrap(try kioskStatus.object()["pinThrottle"] as? [[String: Any]])
@@ -319,13 +319,13 @@ final class PolicyProcessTests: XCTestCase {
         XCTAssertNotNil(throttle.first?["blockedUntil"] as? String, "\(throttle)")
         let bobStatus = try XCTUnwrap(try run("bob", ["status", "--json"]).object())
         XCTAssertEqual((bobStatus["pinThrottle"] as? [Any])?.count, 0, "bob is not held back: \(bobStatus)")
-        let rootStatus = try run("root", ["status", "--json"])
+        let rootStatus = try run("erin", ["status", "--json"])
         let pinKeys = try XCTUnwrap(try rootStatus.object()["pinKeys"] as? [[String: Any]])
         XCTAssertEqual(Dictionary(uniqueKeysWithValues: pinKeys.compactMap { key in
             (key["userId"] as? String).map { ($0, key["attemptsLeft"] as? Int ?? -1) } }), ["bob": 5, "carol": 4])
-        let human = try run("root", ["status"])
+        let human = try run("erin", ["status"])
         XCTAssertTrue(human.stdout.contains("4 wrong PINs left"), human.stdout)
-        let audit = try run("root", ["audit", "--event", "pin.throttled", "--json"])
+        let audit = try run("erin", ["audit", "--event", "pin.throttled", "--json"])
         XCTAssertEqual(try audit.array().count, 1, audit.summary)
     }
 

@@ -46,9 +46,10 @@ final class ReadsPerRequestTests: ServerTestCase {
     // MARK: Bounds (statements, PRAGMAs and transaction control included)
 
     /// Opening (the schema version; the device row and its stamps in one snapshot), then one snapshot of the device,
-    /// counts, schema version, last sync and the servers' clock skews (issue 35). Was 20: the schema version and the
-    /// stamps read apart.
-    static let statusBound = 17
+    /// counts, schema version and last sync. Was 20: the schema version and the stamps read apart. Then one for the
+    /// servers' clock skews (issue 35) and four more in the same snapshot for what status shows of the device (issue
+    /// 32): keys by state, PIN keys' attempts left, the server profiles and the wrong-PIN throttle.
+    static let statusBound = 21
     /// Opening, resolving the user, selecting the key (one snapshot), one write transaction. Was 41.
     static let signBound = 38
     /// As without a PIN, plus the transaction that counts the guess (it reads the device's Argon2 cost too). Was 59.

@@ -1,6 +1,6 @@
 import CCurl
-import Dispatch
 import Foundation
+import KeyManager
 
 /// `HTTPClient` over the system libcurl (with the system OpenSSL), called directly.
 ///
@@ -22,12 +22,9 @@ public final class CurlHTTPClient: HTTPClient {
 
     public func send(_ request: HTTPRequest) async throws -> HTTPResponse {
         let (timeout, maxBodyBytes) = (timeout, maxBodyBytes)
-        return try await withCheckedThrowingContinuation { continuation in
-            // A blocking transfer on a thread of its own: the caller's task waits without holding a thread.
-            DispatchQueue.global().async {
-                continuation.resume(with: Result { try Self.perform(request, timeout: timeout, maxBodyBytes: maxBodyBytes) })
-            }
-        }
+        // A blocking transfer on a thread of its own (not libdispatch's pool: OwnThreads says why): the caller's task
+        // waits without holding a thread.
+        return try await OwnThreads.run { try Self.perform(request, timeout: timeout, maxBodyBytes: maxBodyBytes) }
     }
 
     /// What libcurl hands back while a transfer runs (internal, not private: `make fuzz` feeds it header lines).

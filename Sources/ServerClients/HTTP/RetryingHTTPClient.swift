@@ -1,4 +1,5 @@
 import Foundation
+import KeyManager
 
 /// An `HTTPClient` that sends again when the server says it is busy (429 or 503), waiting as its `Retry-After`
 /// (seconds) advises, or backing off (0.5 s, 1 s, …) when it gives none; an advice longer than `maxRetryAfter` is not
@@ -22,7 +23,7 @@ public struct RetryingHTTPClient: HTTPClient {
             guard response.status == 429 || response.status == 503, attempt < maxAttempts else { return response }
             let advised = response.headers["retry-after"].flatMap(TimeInterval.init) ?? 0.25 * Double(1 << attempt)
             guard advised <= maxRetryAfter else { return response }
-            try await Task.sleep(nanoseconds: UInt64(max(0, advised) * 1_000_000_000))
+            try await OwnThreads.sleep(seconds: max(0, advised))
             attempt += 1
         }
     }

@@ -200,11 +200,13 @@ public struct PingAMJourneyClient: Sendable {
                                     _ work: @escaping @Sendable () throws -> T) async throws -> T {
         try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<T, any Error>) in
             let once = ResumeOnce(continuation)
-            DispatchQueue.global().asyncAfter(deadline: .now() + seconds) {
+            // Threads of keymgr's own, not libdispatch's pool and timers (OwnThreads says why).
+            OwnThreads.start {
+                Thread.sleep(forTimeInterval: seconds)
                 once.resume(with: .failure(KeyManagerError(.timeout, "\(what) allows \(Int(seconds)) s and they passed "
                     + "before keymgr could answer: try again, answering the prompt sooner (the server was told Timeout)")))
             }
-            DispatchQueue.global().async {
+            OwnThreads.start {
                 once.resume(with: Result { try work() })
             }
         }

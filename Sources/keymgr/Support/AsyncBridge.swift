@@ -7,16 +7,13 @@ import Synchronization
 /// The work runs in a detached task on the global executor while the calling thread blocks on a semaphore,
 /// which is safe here: the caller is the process's main thread, never one of the cooperative pool's.
 ///
-/// The task's priority is `.medium`, said so: left to itself, a task started from the main thread on Linux takes the
-/// thread's priority, user-initiated, and libdispatch then gives the pool thread that runs it a nice value of -2
-/// (`setpriority`). An unprivileged process may not raise its priority, so under the agent's unit (User=keymgr, no
-/// capabilities) each request that touched the network logged "Failed to set thread priority for worker thread …
-/// errno=13". Medium is nice 0, the process's own: nothing to refuse, and nothing for keymgr to gain from more.
+/// The task prefers keymgr's own thread (`OwnThreads.Executor`), and so do its child tasks: libdispatch's pool is
+/// not used, nor its monitor, whose thread asks for a priority the agent's unit may not have (OwnThreads says why).
 enum AsyncBridge {
     static func wait<Value: Sendable>(_ work: @escaping @Sendable () async throws -> Value) throws -> Value {
         let outcome = Outcome<Value>()
         let done = DispatchSemaphore(value: 0)
-        Task.detached(priority: .medium) {
+        Task.detached(executorPreference: OwnThreads.Executor.shared) {
             let result: Result<Value, any Error>
             do {
                 result = .success(try await work())
