@@ -32,7 +32,7 @@ final class AgentProtocolExampleTests: XCTestCase {
         try "[[rule]]\nwho = [\"user:\(login)\"]\nmay = [\"*\"]\n".write(to: policy, atomically: true, encoding: .utf8)
         XCTAssertEqual(chmod(policy.path, 0o600), 0)
         let log = sandbox.root.appendingPathComponent("agent.log")
-        FileManager.default.createFile(atPath: log.path, contents: nil)
+        _ = FileManager.default.createFile(atPath: log.path, contents: nil)
         let process = Process()
         process.executableURL = Sandbox.coreBinary
         process.arguments = ["agent", "--home", sandbox.home.path, "--socket", socketPath, "--policy", policy.path]

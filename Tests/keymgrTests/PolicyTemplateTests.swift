@@ -77,7 +77,7 @@ final class PolicyTemplateTests: XCTestCase {
             XCTAssertNotNil(decide(policy, person("alice"), operation), operation)
         }
         // Finding 4: people bind, rebind and revoke their own NONE and PIN keys.
-        for (operation, type) in [("bind", AuthType.none), ("bind", .applicationPIN), ("rebind", .none), ("revoke", nil)] {
+        for (operation, type) in [("bind", AuthType.none), ("bind", .applicationPIN), ("rebind", AuthType.none), ("revoke", nil)] as [(String, AuthType?)] {
             let own = try XCTUnwrap(decide(policy, person("alice"), operation, type), operation)
             XCTAssertEqual(own.users, .limited(includesSelf: true, ids: []), operation)
         }
