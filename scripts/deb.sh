@@ -9,11 +9,11 @@ set -eu
 binary=$1; core=$2; manpage=$3; version=$4; output=$5
 # A tree of its own and the package written aside, then moved into place: two builds at once (two tests) never mix.
 root=$(mktemp -d "$(dirname "$output")/deb-root.XXXXXX")
-trap 'rm -rf "$root" "$output.partial"' EXIT
+packaged_manpage=$(mktemp "$(dirname "$output")/keymgr.1.XXXXXX")
+trap 'rm -rf "$root" "$output.partial" "$packaged_manpage"' EXIT
 chmod 0755 "$root"
 mkdir -p "$root/DEBIAN"
 # keymgr(1) with this package's paths in FILES (the MANPAGE given was written for `make install`'s PREFIX).
-packaged_manpage=$(dirname "$output")/keymgr.1.usr
 python3 scripts/manpage.py --prefix /usr "$core" > "$packaged_manpage"
 make --no-print-directory install PREFIX=/usr DESTDIR="$(realpath "$root")" \
   SYSTEMD_UNIT_DIR=/usr/lib/systemd/system SYSUSERS_DIR=/usr/lib/sysusers.d TMPFILES_DIR=/usr/lib/tmpfiles.d \
