@@ -25,15 +25,18 @@ enum PINThrottle {
 }
 
 extension KeyManager {
-    /// Whether the identity user `userId` is the caller's own: linked to the caller's uid, or mapped to the caller's
-    /// login by the policy's `[self]` table (`reach`), never a matching name. Only this decides whose PIN attempts are
-    /// throttled.
-    func isCallersOwn(userId: String) throws -> Bool { try reach(userId) == .own }
+    /// Whether the identity user `userId` is `caller`'s own: linked to the caller's uid (a person link), or mapped to
+    /// the caller's login by the policy's `[self]` table, as `reach` decides it; never a matching name. Only this
+    /// decides whose PIN attempts are throttled.
+    func isCallersOwn(userId: String, caller: AgentCaller) throws -> Bool {
+        if AccessScope.current?.mapsToSelf(userId) == true { return true }
+        return try read { try $0.personLink(userId: userId) }?.uid == Int64(caller.uid)
+    }
 
     /// The caller whose PIN attempts on a key of `userId` are throttled: the agent's caller, unless the key is theirs.
     /// Nil when keymgr runs directly (embedded mode: one person, whose keys are all theirs).
     func throttledCaller(forKeyOf userId: String) throws -> AgentCaller? {
-        guard let caller = AgentCaller.current, try !isCallersOwn(userId: userId) else { return nil }
+        guard let caller = AgentCaller.current, try !isCallersOwn(userId: userId, caller: caller) else { return nil }
         return caller
     }
 

@@ -125,6 +125,18 @@ public struct RegistrationService: Sendable {
         return uri
     }
 
+    /// `dcr show --server`: reads the registration at the server first (`check`), then returns the copy stored from
+    /// its answer, as `KeyManager.clientRegistration` shows it.
+    /// - Throws: `clientNotRegistered` when the server no longer knows the client (401): it was wiped here.
+    public func readAtServer(userId: String, profile: String, revealing: Bool) async throws
+        -> (registration: Registration, secrets: RegistrationSecrets?) {
+        if try await check(userId: userId) == .wiped {
+            throw SyncError(.clientNotRegistered, "the server no longer knows \(userId)'s client (401): the registration, "
+                + "tokens and DPoP key were wiped here; run `keymgr dcr register --user \(userId) …`")
+        }
+        return try manager.clientRegistration(userId: userId, profile: profile, revealing: revealing)
+    }
+
     /// Reads the registration at the server (RFC 7592 GET), storing the registration access token and client
     /// secret the server rotated (Curity does on every read) in one transaction. A 401 means the client is gone:
     /// the registration, its tokens and DPoP key are wiped and audited (sync rule 5). Holds the user's lock, so no

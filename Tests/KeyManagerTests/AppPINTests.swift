@@ -54,6 +54,9 @@ final class AppPINTests: KeyManagerTestCase {
         try restampPIN(kid) { $0.verifier = eveVerifier; $0.failedAttempts = 0 }
         assertCode(.tampered) { _ = try self.sign("dora", pin: "135790") }
         try manager.store.write(audit: nil, rows: manager.integrity.rowKeys) { try $0.save(record) }
+        // The store was found tampered: no secret of dora's is released until an administrator clears the finding.
+        assertCode(.tampered) { _ = try self.sign("dora", pin: "482916") }
+        XCTAssertNotNil(try manager.clearTampering())
         _ = try sign("dora", pin: "482916")
     }
 

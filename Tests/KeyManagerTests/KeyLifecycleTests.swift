@@ -248,9 +248,9 @@ final class IntegrityUpgradeTests: KeyManagerTestCase {
                                                      in: .masterCheck(deviceId: deviceId))
         manager = nil
         try rawConnection().writeWithoutTransaction { db in
-            // Migration 0007's person links, 0004's key-backend columns, then 0003's row MACs.
+            // The migrations after 0006, 0004's key-backend columns, then 0003's row MACs.
+            try db.execute(sql: undoingMigrations(after: 6))
             try db.execute(sql: """
-                DROP TABLE person_links;
                 ALTER TABLE device DROP COLUMN key_backend;
                 ALTER TABLE device DROP COLUMN key_backend_reason;
                 ALTER TABLE device DROP COLUMN tpm_tcti;

@@ -74,3 +74,23 @@ class KeyManagerTestCase: XCTestCase {
         }
     }
 }
+
+/// SQL undoing the migrations after `version`, newest first, for tests that make the store an older keymgr left
+/// (a migration added later adds its undo here).
+func undoingMigrations(after version: Int) -> String {
+    let undo: [(version: Int, sql: String)] = [
+        (11, """
+            DROP TRIGGER audit_events_append_only_delete;
+            CREATE TRIGGER audit_events_append_only_delete BEFORE DELETE ON audit_events
+            BEGIN SELECT RAISE(ABORT, 'audit_events is append-only'); END;
+            ALTER TABLE device DROP COLUMN audit_base_seq;
+            ALTER TABLE device DROP COLUMN audit_base_hash;
+            ALTER TABLE device DROP COLUMN audit_base_mac;
+            ALTER TABLE device DROP COLUMN audit_base_anchor;
+            """),
+        (10, "DROP TABLE pin_throttle;"),
+        (8, "ALTER TABLE servers DROP COLUMN clock_offset_seconds;\nALTER TABLE device DROP COLUMN tampering;"),
+        (7, "DROP TABLE person_links;"),
+    ]
+    return undo.filter { $0.version > version }.map(\.sql).joined(separator: "\n") + "\n"
+}

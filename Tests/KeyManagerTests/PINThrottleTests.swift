@@ -78,6 +78,8 @@ final class PINThrottleTests: KeyManagerTestCase {
     }
 
     func testAPersonsOwnKeyKeepsItsOwnRule() throws {
+        // bob's own: his identity is linked to his uid (a name equal to his login would not make it his).
+        try manager.link(userId: "bob", uid: 2002, login: "bob")
         try serving(AgentCaller(uid: 2002, gid: 2002, pid: 1, groups: [], login: "bob")) {
             for attempt in 1...4 {
                 assertCode(.unAuthorize) { _ = try self.sign("bob", pin: "111111") }

@@ -355,7 +355,7 @@ final class AgentServerTests: XCTestCase {
             let direct = try sandbox.keymgr(command)
             let served = try harness.request(command)
             XCTAssertEqual(served.status, direct.status, "\(command)\n\(served.summary)\n\(direct.summary)")
-            XCTAssertEqual(served.stdout, direct.stdout, "stdout of \(command)")
+            XCTAssertEqual(servedAlike(served.stdout), servedAlike(direct.stdout), "stdout of \(command)")
             XCTAssertEqual(served.stderr, direct.stderr, "stderr of \(command)")
         }
 

@@ -34,6 +34,12 @@ final class InstallTests: XCTestCase {
         XCTAssertEqual(outcome.stderr, "")
     }
 
+    /// The documents `make install` puts in share/doc/keymgr: the README and every page of docs/.
+    static func installedDocuments() throws -> [String] {
+        let pages = try FileManager.default.contentsOfDirectory(atPath: packageRoot.appendingPathComponent("docs").path)
+        return ["README.md"] + pages.filter { $0.hasSuffix(".md") }
+    }
+
     /// Runs `make <arguments>` in the package root; a release build can take many minutes on a busy machine.
     private func make(_ arguments: [String]) throws -> Outcome {
         try sandbox.run(URL(fileURLWithPath: "/usr/bin/env"),
@@ -65,13 +71,16 @@ final class InstallTests: XCTestCase {
 
         let binary = prefix.appendingPathComponent("bin/keymgr")
         let core = prefix.appendingPathComponent("libexec/keymgr/keymgr-core")
+        // The README and docs/ go to the documentation directory, where keymgr(1) and the policy's comments send readers.
+        let documents = try Self.installedDocuments()
         let expected = [
             "bin/keymgr", "share/bash-completion/completions/keymgr", "share/zsh/site-functions/_keymgr",
             "share/fish/vendor_completions.d/keymgr.fish", "lib/systemd/system/keymgr-sync.service",
             "lib/systemd/system/keymgr-sync.timer", "share/man/man1/keymgr.1", "libexec/keymgr/keymgr-core",
             "lib/systemd/system/keymgr.socket", "lib/systemd/system/keymgr.service",
             "lib/sysusers.d/keymgr.conf", "lib/tmpfiles.d/keymgr.conf", "etc/keymgr/policy.toml",
-        ]
+            "share/man/man5/keymgr-policy.5",
+        ] + documents.map { "share/doc/keymgr/\($0)" }
         XCTAssertEqual(Set(regularFiles(under: prefix)), Set(expected.map { prefix.appendingPathComponent($0).path }))
         XCTAssertTrue(FileManager.default.isExecutableFile(atPath: binary.path))
         XCTAssertTrue(FileManager.default.isExecutableFile(atPath: core.path))
@@ -164,7 +173,7 @@ final class InstallTests: XCTestCase {
                      "etc/systemd/system/keymgr.socket"] {
             XCTAssertTrue(FileManager.default.fileExists(atPath: stage.appendingPathComponent(path).path), path)
         }
-        XCTAssertEqual(regularFiles(under: stage).count, 13, "\(regularFiles(under: stage))")
+        XCTAssertEqual(regularFiles(under: stage).count, 14 + (try Self.installedDocuments()).count, "\(regularFiles(under: stage))")
         let uninstall = try make(["uninstall"] + directories)
         XCTAssertEqual(uninstall.status, 0, uninstall.summary)
         XCTAssertEqual(regularFiles(under: stage), [])

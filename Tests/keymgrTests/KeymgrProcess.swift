@@ -247,3 +247,16 @@ func assertAlignedTable(_ text: String, headers: [String], file: StaticString = 
         }
     }
 }
+
+/// A command's stdout with the one thing that says who served it taken out (`status`'s `agent` line, or its `agent`
+/// member set to null), so that a run through the agent compares byte for byte with a direct one.
+func servedAlike(_ stdout: String) -> String {
+    if let object = try? JSONSerialization.jsonObject(with: Data(stdout.utf8)) as? [String: Any], object["agent"] != nil {
+        var alike = object
+        alike["agent"] = NSNull()
+        let data = (try? JSONSerialization.data(withJSONObject: alike, options: [.sortedKeys, .withoutEscapingSlashes])) ?? Data()
+        return String(decoding: data, as: UTF8.self)
+    }
+    return stdout.split(separator: "\n", omittingEmptySubsequences: false).filter { !$0.hasPrefix("agent ") }
+        .joined(separator: "\n")
+}

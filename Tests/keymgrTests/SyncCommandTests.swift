@@ -168,7 +168,7 @@ final class ServerCommandTests: XCTestCase {
 final class SyncCommandTests: ServerTestCase {
     static let reportFields: Set<String> = ["dryRun", "applied", "users", "inSync", "registered", "revoked",
                                             "serverDeleted", "orphans", "errors", "writes",
-                                            "registrationsWiped", "writesByKind", "unregistered"]
+                                            "registrationsWiped", "registrationsRefused", "writesByKind", "unregistered"]
 
     func testReportShapeAndEveryRuleThroughTheCLI() throws {
         try start(users: ["alice", "bob", "carol"])

@@ -148,6 +148,10 @@ final class SystemdDeploymentTests: XCTestCase {
                                              stdin: RefServerProcess.password + "\n")
         XCTAssertEqual(registered.status, 0, registered.summary)
         let kid = try XCTUnwrap(try registered.object()["kid"] as? String, registered.stdout)
+        // root's bind (a rule for everyone) links the identity to nobody: the administrator links it to alice, as the
+        // README's deployment section says.
+        let linked = try container.shell("keymgr person link alice id=alice,ou=user,ou=am-config")
+        XCTAssertEqual(linked.status, 0, linked.summary)
 
         // The people's block: alice runs every line; bob is refused alice's key.
         for line in section.people {

@@ -136,20 +136,14 @@ struct Dcr: ParsableCommand {
         var readServer = false
 
         func run() throws {
-            let manager: KeyManager
+            let found: (registration: Registration, secrets: RegistrationSecrets?)
             if readServer {
-                let context = try OAuthContext(globals, profile: server.profile)
-                let service = context.registrations
-                let user = user
-                if try AsyncBridge.wait({ try await service.check(userId: user) }) == .wiped {
-                    throw CommandFailure(.clientNotRegistered, "the server no longer knows \(user)'s client (401): the "
-                        + "registration, tokens and DPoP key were wiped here; run `keymgr dcr register --user \(user) …`")
-                }
-                manager = context.manager
+                let service = try OAuthContext(globals, profile: server.profile).registrations
+                let (user, profile, reveal) = (user, server.profile, reveal)
+                found = try AsyncBridge.wait { try await service.readAtServer(userId: user, profile: profile, revealing: reveal) }
             } else {
-                manager = try globals.openManager()
+                found = try globals.openManager().clientRegistration(userId: user, profile: server.profile, revealing: reveal)
             }
-            let found = try manager.clientRegistration(userId: user, profile: server.profile, revealing: reveal)
             try globals.render(RegistrationOutput(registration: found.registration, secrets: found.secrets, confirmation: nil))
         }
     }
