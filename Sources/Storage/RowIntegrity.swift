@@ -138,7 +138,27 @@ enum RowIntegrity {
     }
 
     /// Whether `values` (of `columns`) carry a MAC that holds.
+    ///
+    /// The device row of a store stamped under an older schema is also checked as it was stamped: a later migration's
+    /// `ADD COLUMN` appends device columns that stay NULL until keymgr first writes the row (and stamps it anew under
+    /// the latest schema). Only trailing NULLs are left out, and only while the row sets the MAC covers name an older
+    /// schema, so an edit of any value still shows.
     static func holds(table: String, columns: [String], values: [RowValue], keys: RowIntegrityKeys) throws -> Bool {
+        if try macHolds(table: table, columns: columns, values: values, keys: keys) { return true }
+        guard table == rootTable, let sets = columns.firstIndex(of: setsColumn), case .text(let text) = values[sets],
+              let schema = RowSets(String(decoding: text, as: UTF8.self))?.schema,
+              schema < EmbeddedMigration.latestVersion else { return false }
+        var count = columns.count
+        while count > 0, values[count - 1] == .null {
+            count -= 1
+            if try macHolds(table: table, columns: Array(columns[..<count]), values: Array(values[..<count]), keys: keys) {
+                return true
+            }
+        }
+        return false
+    }
+
+    private static func macHolds(table: String, columns: [String], values: [RowValue], keys: RowIntegrityKeys) throws -> Bool {
         guard let index = columns.firstIndex(of: macColumn), case .blob(let stored) = values[index] else { return false }
         return constantTimeEqual(stored, try keys.mac(encoding(table: table, columns: columns, values: values)))
     }

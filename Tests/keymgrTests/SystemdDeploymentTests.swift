@@ -163,14 +163,19 @@ final class SystemdDeploymentTests: XCTestCase {
             }
         }
         // bob types the same line: among the users he may see there is no alice (a name never finds, nor lists,
-        // another person's identity). Naming alice's key itself is refused by the policy.
+        // another person's identity). Naming alice's key itself finds nothing either: to bob it does not exist.
         let signLine = try XCTUnwrap(section.people.first { $0.hasPrefix("keymgr sign ") })
         let unseen = try container.shell(signLine + " --json", as: "bob", environment: ["CHALLENGE": challenge])
         XCTAssertEqual(unseen.status, 66, "bob sees no alice\n\(unseen.summary)")
         let refused = try container.shell("keymgr sign --kid \(kid) --challenge \"$CHALLENGE\" --json", as: "bob",
                                           environment: ["CHALLENGE": challenge])
-        XCTAssertEqual(refused.status, 77, "the policy: bob acts on his own identity only\n\(refused.summary)")
-        XCTAssertEqual((try? refused.object()["error"] as? [String: Any])?["code"] as? String, "denied", refused.summary)
+        XCTAssertEqual(refused.status, 66, "the policy: bob acts on his own identity only\n\(refused.summary)")
+        XCTAssertEqual((try? refused.object()["error"] as? [String: Any])?["code"] as? String, "clientNotRegistered",
+                       refused.summary)
+        // What his rule does not allow at all is refused, and audited as his.
+        let denied = try container.shell("keymgr sync --json", as: "bob")
+        XCTAssertEqual(denied.status, 77, denied.summary)
+        XCTAssertEqual((try? denied.object()["error"] as? [String: Any])?["code"] as? String, "denied", denied.summary)
         XCTAssertEqual(try container.shell("keymgr status", as: "bob").status, 0)
 
         // The audit names each person, from the kernel's account of the caller.
