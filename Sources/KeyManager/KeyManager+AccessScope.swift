@@ -27,8 +27,7 @@ extension KeyManager {
     package func reach(_ userId: String, in reader: StoreReader) throws -> Reach {
         guard let scope = AccessScope.current else { return .granted }
         let exists = try reader.user(id: userId) != nil
-        let linked = exists ? try reader.personLink(userId: userId) : nil
-        let own = scope.mapsToSelf(userId) || linked.map { $0.uid == Int64(scope.callerUid) } == true
+        let own = exists ? try owns(userId, uid: scope.callerUid, scope: scope, in: reader) : scope.mapsToSelf(userId)
         switch scope.users {
         case .all:
             return own ? .own : .granted
@@ -38,6 +37,13 @@ extension KeyManager {
             if includesSelf && !exists && scope.operation == "bind" { return .claimable }
             return .hidden
         }
+    }
+
+    /// Whether the identity user `userId` is the own of the caller with `uid`: linked to that uid (a person link), or
+    /// mapped to the caller's login by the policy's `[self]` table (`scope`); never a matching name.
+    func owns(_ userId: String, uid: UInt32, scope: AccessScope?, in reader: StoreReader) throws -> Bool {
+        if scope?.mapsToSelf(userId) == true { return true }
+        return try reader.personLink(userId: userId)?.uid == Int64(uid)
     }
 
     /// `reach(_:in:)` in a snapshot of its own.

@@ -29,8 +29,7 @@ extension KeyManager {
     /// the caller's login by the policy's `[self]` table, as `reach` decides it; never a matching name. Only this
     /// decides whose PIN attempts are throttled.
     func isCallersOwn(userId: String, caller: AgentCaller) throws -> Bool {
-        if AccessScope.current?.mapsToSelf(userId) == true { return true }
-        return try read { try $0.personLink(userId: userId) }?.uid == Int64(caller.uid)
+        try read { try owns(userId, uid: caller.uid, scope: AccessScope.current, in: $0) }
     }
 
     /// The caller whose PIN attempts on a key of `userId` are throttled: the agent's caller, unless the key is theirs.
