@@ -1,12 +1,10 @@
-import Synchronization
-
 /// What the agent's policy lets one request do: which identity users it may read or act on, which auth types its
 /// keys may have, and whether another person's APPLICATION_PIN key needs that key's PIN to be rebound or revoked.
 ///
-/// The agent's worker sets `AccessScope.current` once, after the policy allowed the command and before it runs;
-/// the `KeyManager` facade checks it in every operation that reads or acts on a user or key (`reach(_:in:)`, the one
-/// place that decides), so a command that names no user (or forgot to declare one) still cannot reach outside it.
-/// Nil (embedded mode): no limit.
+/// The policy's decision (`AgentPolicy.decide`), carried in the request's `RequestContext`; the `KeyManager` facade
+/// checks it in every operation that reads or acts on a user or key (`KeyManager.may`, the one place that decides),
+/// so a command that names no user (or forgot to declare one) still cannot reach outside it. No scope (embedded
+/// mode): no limit.
 ///
 /// Who owns an identity user is decided by the person links (`person_links`, docs/data-model.md), never by a name:
 /// a username is display text, and a login name that happens to equal a user id grants nothing.
@@ -21,8 +19,8 @@ package struct AccessScope: Sendable, Equatable {
         case limited(includesSelf: Bool, ids: Set<String>)
     }
 
-    /// The command path the policy allowed (`sign`, `pin change`), for messages and the audit log.
-    package var operation: String
+    /// The operation the policy allowed (`key.sign`); messages and the audit log name its command path (`sign`).
+    package var operation: RequestOperation
     /// Who asks, for messages: `alice (uid 1001)`.
     package var caller: String
     /// The caller's uid, as the kernel reported it: whose person links count as "self".
@@ -43,7 +41,7 @@ package struct AccessScope: Sendable, Equatable {
     /// Why the users are limited, for messages: `for = "self"`.
     package var usersReason: String
 
-    package init(operation: String, caller: String, callerUid: UInt32, callerLogin: String, selfIds: Set<String> = [],
+    package init(operation: RequestOperation, caller: String, callerUid: UInt32, callerLogin: String, selfIds: Set<String> = [],
                  users: Users, authTypes: Set<AuthType>?, othersPINKeysNeedPIN: Bool, rule: String,
                  usersReason: String = "") {
         self.operation = operation
@@ -72,7 +70,7 @@ package struct AccessScope: Sendable, Equatable {
 
     /// Whether a bind under this scope links a new identity user to the caller: only a `for` that is the caller's own
     /// (`"self"`). A shared account's rule (`for = "*"` or a list) links nothing to it.
-    package var bindLinksToCaller: Bool { includesSelf && operation == "bind" }
+    package var bindLinksToCaller: Bool { includesSelf && operation.createsIdentity }
 
     /// Whether `userId` is one of `ids` by its user id or its universalId's `id=` value (never by a username).
     static func names(_ ids: Set<String>, _ userId: String) -> Bool {
@@ -88,15 +86,5 @@ package struct AccessScope: Sendable, Equatable {
     package func lists(_ userId: String) -> Bool {
         if case .limited(_, let ids) = users { return Self.names(ids, userId) }
         return false
-    }
-
-    // Set once by the agent's worker before the command runs, read by the facade on any thread: a Mutex keeps it
-    // sound under strict concurrency, and its cost is nothing next to a store read.
-    private static let storage = Mutex<AccessScope?>(nil)
-
-    /// The scope of the request this process serves; nil when keymgr runs directly (embedded mode: no limit).
-    package static var current: AccessScope? {
-        get { storage.withLock { $0 } }
-        set { storage.withLock { $0 = newValue } }
     }
 }

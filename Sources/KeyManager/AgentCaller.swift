@@ -3,9 +3,9 @@ import Foundation
 /// The person a `keymgr agent` worker acts for, as the kernel reported them on the socket (`SO_PEERCRED`,
 /// `SO_PEERGROUPS`): nothing the client says about itself goes in here.
 ///
-/// Set once in the worker, before the command runs (`AgentCaller.current`). When set, the audit actor is
-/// `"<login> (uid <uid>)"` and a verifier's `{osUser}` is `<login>`; when nil (the CLI run directly, "embedded"),
-/// both are the OS user running keymgr, as before.
+/// The worker puts it in the request's `RequestContext`, which `KeyManager.open` takes. With a caller, the audit
+/// actor is `"<login> (uid <uid>)"` and a verifier's `{osUser}` is `<login>`; without one (the CLI run directly,
+/// "embedded"), both are the OS user running keymgr.
 package struct AgentCaller: Sendable, Equatable {
     package let uid: UInt32
     package let gid: UInt32
@@ -59,25 +59,5 @@ package struct AgentCaller: Sendable, Equatable {
         if owner == uid { return mode & (bit << 6) != 0 }
         if group == gid || groups.contains(group) { return mode & (bit << 3) != 0 }
         return mode & bit != 0
-    }
-
-    nonisolated(unsafe) private static var caller: AgentCaller?
-
-    /// The caller a worker serves, or nil when keymgr runs directly. Set once, before the command runs, while the
-    /// worker has one thread.
-    package static var current: AgentCaller? { caller }
-
-    /// Sets `current` (the agent's worker, once, before anything else reads it).
-    package static func serve(_ caller: AgentCaller) { Self.caller = caller }
-
-    /// Runs `body` with `caller` as `current`, then with none again: the agent's rehearsal on a scratch store
-    /// (`KeyManager.rehearseForWorkers`), whose managers must not look their actor up in the user database. A
-    /// lookup there can leave an nss module's descriptor open in the process that forks the workers, and a worker
-    /// closes every descriptor it did not open.
-    static func standingIn<T>(as caller: AgentCaller, _ body: () throws -> T) rethrows -> T {
-        let before = Self.caller
-        Self.caller = caller
-        defer { Self.caller = before }
-        return try body()
     }
 }

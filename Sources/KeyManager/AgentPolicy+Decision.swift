@@ -9,18 +9,18 @@ extension AgentPolicy {
         case denied(reason: String)
     }
 
-    /// Decides `operation` (a command path: `sign`, `pin change`) for `caller`.
+    /// Decides `operation` for `caller`.
     ///
     /// The first rule whose `who` matches the caller and whose `may` holds the operation decides; none: denied.
     /// `authType` is the auth type the command would bind (`bind`/`rebind --auth-type`), checked against the deciding
     /// rule's `authTypes` here so that a refused type is refused before any PIN is asked.
     ///
     /// - Parameter groupId: the gid of a group name (`getgrnam` unless a test injects another).
-    package func decide(caller: AgentCaller, operation: String, authType: AuthType? = nil,
+    package func decide(caller: AgentCaller, operation: RequestOperation, authType: AuthType? = nil,
                        groupId: (String) -> UInt32? = AgentPolicy.systemGroupId) -> Decision {
         let who = Self.describe(caller)
         guard let index = rules.firstIndex(where: { $0.allows(operation) && matches($0, caller, groupId) }) else {
-            return .denied(reason: "no rule of \(file) lets \(who) run `keymgr \(operation)`: "
+            return .denied(reason: "no rule of \(file) lets \(who) run `keymgr \(operation.commandPath)`: "
                 + "ask the device's administrator if you need it")
         }
         let rule = rules[index]
@@ -46,6 +46,16 @@ extension AgentPolicy {
             operation: operation, caller: who, callerUid: caller.uid, callerLogin: caller.login, selfIds: selfIds,
             users: users, authTypes: rule.authTypes,
             othersPINKeysNeedPIN: !rule.allowsEverything, rule: ruleName, usersReason: usersReason))
+    }
+
+    /// `decide` for a command path or an operation id (`sign`, `key.sign`); a name of neither is denied.
+    package func decide(caller: AgentCaller, operation name: String, authType: AuthType? = nil,
+                        groupId: (String) -> UInt32? = AgentPolicy.systemGroupId) -> Decision {
+        guard let operation = RequestOperation(named: name) else {
+            return .denied(reason: "no rule of \(file) lets \(Self.describe(caller)) run `keymgr \(name)`: "
+                + "ask the device's administrator if you need it")
+        }
+        return decide(caller: caller, operation: operation, authType: authType, groupId: groupId)
     }
 
     /// `alice (uid 1001)`.

@@ -1,5 +1,4 @@
 import Foundation
-import Synchronization
 
 /// The agent's policy (`/etc/keymgr/policy.toml`, docs/agent-policy.md): who may run which commands, for which
 /// identity users, with keys of which auth types.
@@ -31,7 +30,8 @@ package struct AgentPolicy: Sendable, Equatable {
         }
 
         package var who: [Subject]
-        /// Command paths (`sign`, `pin change`) or `*`.
+        /// Operation ids (`key.sign`), command paths that are their aliases (`sign`, `pin change`), or `*`, as
+        /// written.
         package var may: [String]
         package var users: Users
         /// nil: any auth type.
@@ -39,8 +39,10 @@ package struct AgentPolicy: Sendable, Equatable {
         /// The line of the rule's `[[rule]]` header.
         package var line: Int
 
-        /// Whether `may` holds `operation`.
-        package func allows(_ operation: String) -> Bool { may.contains("*") || may.contains(operation) }
+        /// Whether `may` holds `operation`, by its id or by its command path (an alias).
+        package func allows(_ operation: RequestOperation) -> Bool {
+            may.contains { $0 == "*" || $0 == operation.id || $0 == operation.commandPath }
+        }
 
         /// Whether the rule allows everything (`may = ["*"]`).
         package var allowsEverything: Bool { may.contains("*") }
@@ -58,18 +60,6 @@ package struct AgentPolicy: Sendable, Equatable {
         self.selfMap = selfMap
     }
 
-    // MARK: The policy the agent serves with
-
-    // Set once by the agent before it forks its first worker and read by the workers: a Mutex keeps it sound under
-    // strict concurrency.
-    private static let storage = Mutex<AgentPolicy?>(nil)
-
-    /// The policy the agent loaded at start; nil outside the agent.
-    package static var active: AgentPolicy? {
-        get { storage.withLock { $0 } }
-        set { storage.withLock { $0 = newValue } }
-    }
-
     // MARK: Loading
 
     /// The largest policy file read: a policy is a few dozen lines.
@@ -78,7 +68,8 @@ package struct AgentPolicy: Sendable, Equatable {
     /// Reads and validates the policy at `path`: a regular file, owned by root or by `agentUID` (the agent's own
     /// user), writable by no one else.
     ///
-    /// - Parameter commandPaths: every command path `may` can name (`sign`, `pin change`, …): the CLI's.
+    /// - Parameter commandPaths: the CLI's command paths (`sign`, `pin change`, …): `may` names the operations of
+    ///   these, by id or by path.
     /// - Throws: `config` naming the file (and the line) and what to do instead.
     package static func load(path: String, agentUID: UInt32, commandPaths: Set<String>) throws -> AgentPolicy {
         let fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK)
@@ -197,10 +188,14 @@ package struct AgentPolicy: Sendable, Equatable {
                     return subject
                 }
             case "may":
-                for path in list where path != "*" && !commandPaths.contains(path) {
-                    throw fail("may names \"\(path)\", which is not a keymgr command: write \"*\" or command paths as "
-                        + "typed after keymgr: \(commandPaths.sorted().map { "\"\($0)\"" }.joined(separator: ", "))",
-                        line: entry.line)
+                let served = RequestOperation.allCases.filter { commandPaths.contains($0.commandPath) }
+                for name in list where name != "*" {
+                    guard let operation = RequestOperation(named: name), served.contains(operation) else {
+                        throw fail("may names \"\(name)\", which is not a keymgr command: write \"*\" or command paths as "
+                            + "typed after keymgr: \(commandPaths.sorted().map { "\"\($0)\"" }.joined(separator: ", ")), "
+                            + "or operation ids: \(served.map { "\"\($0.id)\"" }.sorted().joined(separator: ", "))",
+                            line: entry.line)
+                    }
                 }
                 may = list
             case "for":
@@ -235,7 +230,7 @@ package struct AgentPolicy: Sendable, Equatable {
                        line: table.line)
         }
         guard let may else {
-            throw fail("this [[rule]] has no may: add may = [\"sign\", …] (command paths) or [\"*\"]", line: table.line)
+            throw fail("this [[rule]] has no may: add may = [\"key.sign\", …] (operation ids or command paths) or [\"*\"]", line: table.line)
         }
         return Rule(who: who, may: may, users: users, authTypes: authTypes, line: table.line)
     }

@@ -25,7 +25,7 @@ extension KeyManager {
     /// a user id or username that equals the caller's login. Every lookup whose result could tell the caller
     /// something asks this first, and treats `.hidden` as "no such user".
     package func reach(_ userId: String, in reader: StoreReader) throws -> Reach {
-        guard let scope = AccessScope.current else { return .granted }
+        guard let scope = context.scope else { return .granted }
         let exists = try reader.user(id: userId) != nil
         let own = exists ? try owns(userId, uid: scope.callerUid, scope: scope, in: reader) : scope.mapsToSelf(userId)
         switch scope.users {
@@ -34,7 +34,7 @@ extension KeyManager {
         case .limited(let includesSelf, _):
             if includesSelf && own { return .own }
             if scope.lists(userId) { return .granted }
-            if includesSelf && !exists && scope.operation == "bind" { return .claimable }
+            if includesSelf && !exists && scope.operation.createsIdentity { return .claimable }
             return .hidden
         }
     }
@@ -48,7 +48,7 @@ extension KeyManager {
 
     /// `reach(_:in:)` in a snapshot of its own.
     package func reach(_ userId: String) throws -> Reach {
-        guard AccessScope.current != nil else { return .granted }
+        guard context.scope != nil else { return .granted }
         return try read { try reach(userId, in: $0) }
     }
 
@@ -63,10 +63,10 @@ extension KeyManager {
     /// - Throws: `clientNotRegistered` (66) when it does not: the same as for a user that does not exist; `denied`
     ///   when a bind names an identity user someone else owns.
     package func authorize(userId: String) throws {
-        guard let scope = AccessScope.current, !scope.coversAllUsers else { return }
+        guard let scope = context.scope, !scope.coversAllUsers else { return }
         let (decided, exists) = try read { reader in (try self.reach(userId, in: reader), try reader.user(id: userId) != nil) }
         guard decided == .hidden else { return }
-        if scope.operation == "bind", exists, scope.includesSelf { throw bindingRefused(scope, userId: userId) }
+        if scope.operation.createsIdentity, exists, scope.includesSelf { throw bindingRefused(scope, userId: userId) }
         throw noSuchUser(userId)
     }
 
@@ -80,7 +80,7 @@ extension KeyManager {
 
     /// Checks that the current scope covers the key's user and, when `using`, its auth type.
     func authorize(_ key: UserKeyRecord, using: Bool) throws {
-        guard let scope = AccessScope.current else { return }
+        guard let scope = context.scope else { return }
         if !scope.coversAllUsers, try reach(key.userId) == .hidden {
             throw KeyManagerError(.clientNotRegistered, "no key \(key.kid) on this device: see `keymgr list`")
         }
@@ -95,7 +95,7 @@ extension KeyManager {
     /// binds for themself, or any under a rule that covers it (never by a username the bind supplies); and the auth
     /// type.
     func authorizeBinding(userId: String, authType: AuthType) throws {
-        guard let scope = AccessScope.current else { return }
+        guard let scope = context.scope else { return }
         try authorize(userId: userId)
         guard scope.allows(authType) else {
             throw denied(scope, target: userId, reason: "\(scope.rule) lets \(scope.caller) bind only keys of "
@@ -107,7 +107,7 @@ extension KeyManager {
     /// APPLICATION_PIN key among them is superseded only by `rebind`, which asks for its PIN.
     /// `except`: the key a rebind replaces (its PIN already proven).
     func authorizeSuperseding(userId: String, issuer: String, except: String? = nil) throws {
-        guard let scope = AccessScope.current, scope.othersPINKeysNeedPIN else { return }
+        guard let scope = context.scope, scope.othersPINKeysNeedPIN else { return }
         let (keys, own) = try read { reader in
             (try reader.keys(userId: userId, statuses: [.active, .locked]), try reach(userId, in: reader) == .own)
         }
@@ -121,16 +121,16 @@ extension KeyManager {
     /// Whether rebinding or revoking `key` needs its PIN under the current scope: another person's
     /// APPLICATION_PIN key (one not linked to the caller), unless the deciding rule allows everything.
     func needsOwnersPIN(_ key: UserKeyRecord) throws -> Bool {
-        guard let scope = AccessScope.current, scope.othersPINKeysNeedPIN, key.authType == .applicationPIN else { return false }
+        guard let scope = context.scope, scope.othersPINKeysNeedPIN, key.authType == .applicationPIN else { return false }
         return try reach(key.userId) != .own
     }
 
     /// Proves the owner's PIN for `key` (another person's PIN key being rebound or revoked): unlocks it, counting a
     /// wrong PIN as a failed attempt like any use. No PIN given: `denied`.
     func requireOwnersPIN(_ key: UserKeyRecord, pin: SecretProvider?) throws {
-        guard try needsOwnersPIN(key), let scope = AccessScope.current else { return }
+        guard try needsOwnersPIN(key), let scope = context.scope else { return }
         let reason = "\(scope.rule): key \(key.kid) of \(key.userId) is another person's PIN key: "
-            + "`keymgr \(scope.operation)` needs its PIN (give it with --pin-stdin or --pin-fd, or on the terminal), "
+            + "`keymgr \(scope.operation.commandPath)` needs its PIN (give it with --pin-stdin or --pin-fd, or on the terminal), "
             + "or an administrator whose rule has may = [\"*\"]"
         guard let pin else { throw denied(scope, target: key.userId, reason: reason) }
         // No PIN to be had (no terminal, no --pin-stdin): the denial, not a bare "no PIN".
@@ -155,14 +155,14 @@ extension KeyManager {
 
     /// The ids of the users the current scope covers, read in one snapshot; nil when it covers every user.
     func usersInScope() throws -> Set<String>? {
-        guard AccessScope.current?.coversAllUsers == false else { return nil }
+        guard context.scope?.coversAllUsers == false else { return nil }
         return try read { reader in try visibleUsers(in: reader) }
     }
 
     /// The users of `reader`'s snapshot the current scope covers (`reach` is not `.hidden`), in two statements;
     /// nil when it covers every user.
     func visibleUsers(in reader: StoreReader) throws -> Set<String>? {
-        guard let scope = AccessScope.current, !scope.coversAllUsers else { return nil }
+        guard let scope = context.scope, !scope.coversAllUsers else { return nil }
         let mine = scope.includesSelf ? Set(try reader.personLinks(uid: scope.callerUid).map(\.userId)) : []
         return Set(try reader.users().map(\.userId).filter { userId in
             scope.lists(userId) || (scope.includesSelf && (mine.contains(userId) || scope.mapsToSelf(userId)))
@@ -172,7 +172,7 @@ extension KeyManager {
     /// Records a denial the agent's gate decided before the command reached the store (no rule, a refused auth
     /// type), as `agent.denied`. An agent caller's repeated denials are coalesced (`recordCoalescedDenial`).
     package func recordDenial(operation: String, reason: String, target: String?) throws {
-        if let caller = AgentCaller.current {
+        if let caller = context.caller {
             return try recordCoalescedDenial(uid: caller.uid, operation: operation, reason: reason, target: target)
         }
         try appendAuditOnly([auditEvent("agent.denied", details: [
@@ -184,7 +184,7 @@ extension KeyManager {
     /// denial).
     func denied(_ scope: AccessScope, target: String, reason: String) -> KeyManagerError {
         do {
-            try recordDenial(operation: scope.operation, reason: reason, target: target)
+            try recordDenial(operation: scope.operation.commandPath, reason: reason, target: target)
         } catch {
             logger.warning("could not record a denial in the audit log", metadata: ["error": .string("\(error)")])
         }

@@ -31,7 +31,7 @@ extension KeyManager {
         // scope are shown (entries about no user, such as the store's settings, are not).
         if let userId = filter.userId { try authorize(userId: userId) }
         let allowed = filter.userId == nil ? try usersInScope() : nil
-        if AccessScope.current?.coversAllUsers ?? true { flushDenialsForReading() }
+        if context.scope?.coversAllUsers ?? true { flushDenialsForReading() }
         let query = AuditQuery(userId: filter.userId ?? (allowed?.count == 1 ? allowed?.first : nil), since: filter.since,
                                event: filter.event, newest: filter.newest, newestFirst: filter.newestFirst)
         let decoder = JSONDecoder()

@@ -28,7 +28,7 @@ extension KeyManager {
     /// - Throws: `denied` for a caller whose scope does not cover every user; `usage` for an existing file;
     ///   `tampered` for a log that does not verify (nothing is archived).
     public func archiveAudit(before: Date, to path: String) throws -> AuditArchiveSummary? {
-        if let scope = AccessScope.current, !scope.coversAllUsers {
+        if let scope = context.scope, !scope.coversAllUsers {
             throw denied(scope, target: "the audit log", reason: "\(scope.rule) does not let \(scope.caller) archive the "
                 + "audit log: it is an administrator's act (a rule with for = \"*\")")
         }

@@ -30,7 +30,7 @@ extension KeyManager {
     /// Whether `rebind` of this key needs the key's current PIN: under the agent's policy, another person's
     /// APPLICATION_PIN key (unless the deciding rule allows everything). The CLI asks for it first when so.
     package func rebindNeedsCurrentPIN(userId: String, kid: String?) throws -> Bool {
-        guard AccessScope.current != nil else { return false }
+        guard context.scope != nil else { return false }
         let current = try selectKey(userId: userId, kid: kid, statuses: KeyStatus.usable, issuer: nil, verb: "rebind",
                                     using: false)
         return try needsOwnersPIN(current.key)
@@ -138,7 +138,7 @@ extension KeyManager {
             // Decided again inside the transaction: another bind may have made (and linked) this user meanwhile.
             let reach = try self.reach(userId, in: writer)
             guard reach != .hidden else { throw noSuchUser(userId) }
-            let scope = AccessScope.current
+            let scope = context.scope
             let existed = try writer.user(id: userId) != nil
             // A username is display text: a bind rewrites it only for the identity's owner (or embedded, or an
             // administrator whose rule allows everything), never for a shared account acting on someone else's.
@@ -188,7 +188,7 @@ extension KeyManager {
     /// Whether revoking what `userId`/`kid` name needs a PIN: under the agent's policy, when it includes another
     /// person's APPLICATION_PIN key (unless the deciding rule allows everything).
     package func revocationNeedsPIN(userId: String?, kid: String?) throws -> Bool {
-        guard AccessScope.current != nil else { return false }
+        guard context.scope != nil else { return false }
         return try revocationTargetRows(userId: userId, kid: kid).contains { try needsOwnersPIN($0.key) }
     }
 
@@ -233,7 +233,7 @@ extension KeyManager {
     /// (`pin`, asked only then) unless the deciding rule allows everything.
     public func revoke(userId: String?, kid: String?, reason: String?, pin: SecretProvider? = nil) throws -> [UserKey] {
         guard userId != nil || kid != nil else { throw KeyManagerError(.usage, "name the key to revoke with --user or --kid") }
-        if AccessScope.current != nil {
+        if context.scope != nil {
             // One PIN read, tried on each of the person's PIN keys being revoked.
             var given: SecretBytes?
             let once: SecretProvider? = pin.map { pin in {

@@ -21,9 +21,10 @@ extension KeyManager {
     ///
     /// Through the agent, only what the caller's policy scope covers: nothing before the policy decided, users in a
     /// limited scope, kids only when the scope covers every user.
-    public static func completions(of subject: CompletionSubject, prefix: String, home location: StoreLocation) -> [String] {
-        let scope = AccessScope.current
-        if AgentCaller.current != nil && scope == nil { return [] }
+    package static func completions(of subject: CompletionSubject, prefix: String, home location: StoreLocation,
+                                    context: RequestContext) -> [String] {
+        let scope = context.scope
+        if context.isServed && scope == nil { return [] }
         if let scope, !scope.coversAllUsers {
             guard case .users = subject, location.home.hasDatabase,
                   let store = try? Store.open(home: location.home, create: false, access: .readOnly, digest: SHA256.hash)

@@ -37,7 +37,7 @@ extension KeyManager {
             guard let first = candidates.first else {
                 // Through the agent under a limited scope: the same words whether the user does not exist or is
                 // someone else's, so no hint to bind it (which someone else's would refuse).
-                guard AccessScope.current?.coversAllUsers != false else {
+                guard context.scope?.coversAllUsers != false else {
                     throw KeyManagerError(.clientNotRegistered, "user \(userId) has no key on this device that you may use: "
                         + "`keymgr list` shows yours")
                 }
@@ -68,7 +68,7 @@ extension KeyManager {
 
     /// Whether the caller may see the identity user of a key, decided by `reach` once per user in `reader`'s snapshot.
     func visibility(in reader: StoreReader) throws -> (String) throws -> Bool {
-        guard AccessScope.current != nil else { return { _ in true } }
+        guard context.scope != nil else { return { _ in true } }
         var decided: [String: Bool] = [:]
         return { userId in
             if let known = decided[userId] { return known }

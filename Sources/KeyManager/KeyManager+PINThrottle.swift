@@ -29,13 +29,13 @@ extension KeyManager {
     /// the caller's login by the policy's `[self]` table, as `reach` decides it; never a matching name. Only this
     /// decides whose PIN attempts are throttled.
     func isCallersOwn(userId: String, caller: AgentCaller) throws -> Bool {
-        try read { try owns(userId, uid: caller.uid, scope: AccessScope.current, in: $0) }
+        try read { try owns(userId, uid: caller.uid, scope: context.scope, in: $0) }
     }
 
     /// The caller whose PIN attempts on a key of `userId` are throttled: the agent's caller, unless the key is theirs.
     /// Nil when keymgr runs directly (embedded mode: one person, whose keys are all theirs).
     func throttledCaller(forKeyOf userId: String) throws -> AgentCaller? {
-        guard let caller = AgentCaller.current, try !isCallersOwn(userId: userId, caller: caller) else { return nil }
+        guard let caller = context.caller, try !isCallersOwn(userId: userId, caller: caller) else { return nil }
         return caller
     }
 

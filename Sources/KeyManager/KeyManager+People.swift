@@ -27,7 +27,7 @@ extension KeyManager {
                            createdAt: link.createdAt)
             }
         }
-        for (login, ids) in AgentPolicy.active?.selfMap ?? [:] {
+        for (login, ids) in context.policy?.selfMap ?? [:] {
             guard let uid = Self.uid(ofLogin: login) else { continue }
             for userId in ids {
                 links.append(PersonLink(login: login, uid: uid, userId: userId, username: nil, linkedBy: "policy", createdAt: nil))
@@ -140,7 +140,7 @@ extension KeyManager {
         guard from != into, try writer.user(id: from) != nil else { return nil }
         let fromLink = try writer.personLink(userId: from)
         let intoLink = try writer.personLink(userId: into)
-        if let scope = AccessScope.current, scope.othersPINKeysNeedPIN {
+        if let scope = context.scope, scope.othersPINKeysNeedPIN {
             let reach = try reach(from, in: writer)
             guard reach == .own || (reach == .granted && fromLink == nil) else { return nil }
         }

@@ -49,7 +49,7 @@ extension KeyManager {
     ///
     /// - Throws: whatever `open(home:)` would, or `config` when the store needs what only a full open does (an
     ///   upgrade, a rotation to finish): the request then opens the store itself.
-    package static func prepare(home location: StoreLocation,
+    package static func prepare(home location: StoreLocation, context: RequestContext = .embedded,
                                 environment: [String: String] = ProcessInfo.processInfo.environment) throws -> PreparedStore {
         let home = location.home
         // Identities first: a file replaced between them and the open is a changed identity at the next check.
@@ -64,7 +64,7 @@ extension KeyManager {
         }
         let masterKey = try MasterKey.load(from: source)
         let manager = try KeyManager(store: store, masterKey: masterKey, deviceId: device.deviceId,
-                                     environment: environment, logger: silentLogger, now: { Date() })
+                                     environment: environment, logger: silentLogger, now: { Date() }, context: context)
         let rows = try mapped { try store.read { try $0.rowStampState() } }
         guard rows == .current, let mac = device.integrityMac,
               manager.integrity.holds(mac, try manager.integrity.mac(device)) else {
@@ -84,7 +84,7 @@ extension KeyManager {
     ///
     /// It serves a command that only reads as well as one that writes: its reads go through the read-only
     /// connection, and its writer pool is already open.
-    package static func open(prepared: PreparedStore, home location: StoreLocation,
+    package static func open(prepared: PreparedStore, home location: StoreLocation, context: RequestContext,
                              environment: [String: String] = ProcessInfo.processInfo.environment,
                              logger: Logger = KeyManager.silentLogger,
                              now: @escaping @Sendable () -> Date = { Date() }) -> KeyManager? {
@@ -100,7 +100,7 @@ extension KeyManager {
               let device = try? store.read({ try $0.device() }), device == prepared.device,
               let mac = device.integrityMac,
               let manager = try? KeyManager(store: store, masterKey: prepared.masterKey, deviceId: device.deviceId,
-                                            environment: environment, logger: logger, now: now),
+                                            environment: environment, logger: logger, now: now, context: context),
               let expected = try? manager.integrity.mac(device), manager.integrity.holds(mac, expected) else {
             return nil
         }
@@ -143,21 +143,21 @@ extension KeyManager {
         }) else { return false }
         defer { try? FileManager.default.removeItem(atPath: directory) }
         let location = StoreLocation(url: URL(fileURLWithPath: directory))
-        // A stand-in caller, so that no manager looks its actor up in the user database (`AgentCaller.standingIn`).
+        // A stand-in caller, so that no manager looks its actor up in the user database.
         let standIn = AgentCaller(uid: geteuid(), gid: getegid(), pid: getpid(), groups: [], login: "keymgr-rehearsal")
-        return AgentCaller.standingIn(as: standIn) { rehearse(in: location) }
+        return rehearse(in: location, context: RequestContext(caller: standIn))
     }
 
-    private static func rehearse(in location: StoreLocation) -> Bool {
+    private static func rehearse(in location: StoreLocation, context: RequestContext) -> Bool {
         let noSecret: SecretProvider = { SecretBytes([]) }
         do {
             var options = InitOptions()
             options.deviceName = "rehearsal"
             options.keyBackend = .software
-            let created = try initialize(home: location, options: options, environment: [:])
+            let created = try initialize(home: location, options: options, context: context, environment: [:])
             _ = try created.bind(BindRequest(userId: "rehearsal"), newPIN: noSecret)
-            let prepared = try prepare(home: location, environment: [:])
-            guard let manager = open(prepared: prepared, home: location, environment: [:]) else { return false }
+            let prepared = try prepare(home: location, context: context, environment: [:])
+            guard let manager = open(prepared: prepared, home: location, context: context, environment: [:]) else { return false }
             _ = try manager.status()
             var request = SignRequest(userId: "rehearsal", kid: nil)
             request.challenge = "rehearsal"

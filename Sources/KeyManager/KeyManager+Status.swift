@@ -19,7 +19,7 @@ extension KeyManager {
                     orphans: $0.orphans, errors: $0.errors)
         }
         // Through the agent a person sees their own account's throttle only; run directly, every account's.
-        let throttles = try AgentCaller.current.map { caller in try reader.pinThrottle(uid: Int64(caller.uid)).map { [$0] } ?? [] }
+        let throttles = try context.caller.map { caller in try reader.pinThrottle(uid: Int64(caller.uid)).map { [$0] } ?? [] }
             ?? reader.pinThrottles()
         let now = now()
         status.pinThrottles = throttles.filter { $0.failures > 0 || ($0.blockedUntil.map { $0 > now } ?? false) }.map {

@@ -24,8 +24,12 @@ public final class KeyManager: Sendable {
     /// The store's device id, which the journal copy of each audit entry names.
     let deviceId: String
 
+    /// The request this manager serves (who asks, what the policy decided): given to `open`, read by every decision
+    /// of the facade (`may`). `.embedded`: keymgr run directly, no limit.
+    let context: RequestContext
+
     init(store: Store, masterKey: MasterKey, deviceId: String, environment: [String: String], logger: Logger,
-         now: @escaping @Sendable () -> Date) throws {
+         now: @escaping @Sendable () -> Date, context: RequestContext) throws {
         self.store = store
         self.deviceId = deviceId
         self.currentKeys = Mutex(try MasterKeys(master: masterKey.bytes, deviceId: deviceId))
@@ -34,7 +38,8 @@ public final class KeyManager: Sendable {
         self.environment = environment
         self.logger = logger
         self.now = now
-        if let caller = AgentCaller.current {
+        self.context = context
+        if let caller = context.caller {
             self.actor = caller.auditActor
             self.osUser = caller.login
         } else {
@@ -55,6 +60,14 @@ public final class KeyManager: Sendable {
                                   environment: [String: String] = ProcessInfo.processInfo.environment,
                                   logger: Logger = KeyManager.silentLogger,
                                   now: @escaping @Sendable () -> Date = { Date() }) throws -> KeyManager {
+        try initialize(home: location, options: options, context: .embedded, environment: environment, logger: logger, now: now)
+    }
+
+    /// `initialize` for the request `context`.
+    package static func initialize(home location: StoreLocation, options: InitOptions, context: RequestContext,
+                                   environment: [String: String] = ProcessInfo.processInfo.environment,
+                                   logger: Logger = KeyManager.silentLogger,
+                                   now: @escaping @Sendable () -> Date = { Date() }) throws -> KeyManager {
         try validate(options)
         // Before anything is written: a TPM asked for that does not answer leaves no half-made store behind.
         var (backend, reason) = try chooseBackend(options)
@@ -90,7 +103,7 @@ public final class KeyManager: Sendable {
         }
         let deviceId = UUID().uuidString
         let manager = try KeyManager(store: store, masterKey: masterKey, deviceId: deviceId, environment: environment,
-                                     logger: logger, now: now)
+                                     logger: logger, now: now, context: context)
         let created = now()
         var tpm: TPMSetUp?
         if backend == .tpm {
@@ -141,6 +154,15 @@ public final class KeyManager: Sendable {
                             environment: [String: String] = ProcessInfo.processInfo.environment,
                             logger: Logger = KeyManager.silentLogger,
                             now: @escaping @Sendable () -> Date = { Date() }) throws -> KeyManager {
+        try open(home: location, readOnly: readOnly, context: .embedded, environment: environment, logger: logger, now: now)
+    }
+
+    /// `open` for one request: `context` (built once per request by the agent's worker, or `.embedded`) is who asks
+    /// and what the policy decided, and every decision of this manager reads it (`may`).
+    package static func open(home location: StoreLocation, readOnly: Bool = false, context: RequestContext,
+                             environment: [String: String] = ProcessInfo.processInfo.environment,
+                             logger: Logger = KeyManager.silentLogger,
+                             now: @escaping @Sendable () -> Date = { Date() }) throws -> KeyManager {
         let home = location.home
         let store = try mapped {
             try Store.open(home: home, create: false, access: readOnly ? .readOnly : .readWrite, digest: SHA256.hash)
@@ -160,7 +182,7 @@ public final class KeyManager: Sendable {
         for attempt in 0..<3 {
             let (device, rows) = attempt == 0 ? first : (try mapped({ try store.read(deviceAndStamps) }) ?? first)
             let masterKey = try MasterKey.load(from: source)
-            if let (manager, upgrade) = try? opened(store, masterKey, device, rows, environment, logger, now) {
+            if let (manager, upgrade) = try? opened(store, masterKey, device, rows, environment, logger, now, context) {
                 try manager.upgradeStore(upgrade)
                 return manager
             }
@@ -169,7 +191,7 @@ public final class KeyManager: Sendable {
             if FileManager.default.fileExists(atPath: pending.path),
                let next = try? MasterKey.load(from: pending),
                let (manager, upgrade) = try? opened(store, MasterKey(bytes: next.bytes, source: source, tcti: next.tcti),
-                                                    device, rows, environment, logger, now) {
+                                                    device, rows, environment, logger, now, context) {
                 _ = rename(pending.path, source.path)  // or the rotation renamed it meanwhile: either way the key is in place
                 MasterKey.syncDirectory(of: source.path)
                 try manager.upgradeStore(upgrade)
@@ -189,9 +211,10 @@ public final class KeyManager: Sendable {
     /// stamped (a store made before the integrity MACs or the row MACs, or stamped under an older schema).
     private static func opened(_ store: Store, _ masterKey: MasterKey, _ device: DeviceRecord, _ rows: RowStampState,
                                _ environment: [String: String], _ logger: Logger,
-                               _ now: @escaping @Sendable () -> Date) throws -> (manager: KeyManager, upgrade: StoreUpgrade) {
+                               _ now: @escaping @Sendable () -> Date,
+                               _ context: RequestContext) throws -> (manager: KeyManager, upgrade: StoreUpgrade) {
         let manager = try KeyManager(store: store, masterKey: masterKey, deviceId: device.deviceId,
-                                     environment: environment, logger: logger, now: now)
+                                     environment: environment, logger: logger, now: now, context: context)
         // A device MAC that holds under this key proves the key (and that the store was stamped): no need to open the
         // check value, which would cost an AES-GCM set-up every command pays at start-up. Otherwise the check value
         // tells a wrong key from a store made before the MACs and from an edited device row (reported when read).

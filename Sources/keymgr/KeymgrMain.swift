@@ -8,9 +8,14 @@ import KeyManager
 /// parser's own exit codes only apply to the first. Nothing here exits the process: the status is returned.
 enum KeymgrMain {
     /// Runs `arguments` (without the program name) and returns the process status.
-    /// - Parameter authorize: asked after parsing and before running (the agent's policy); a thrown error is
-    ///   reported like any error of the command.
-    static func run(arguments: [String], authorize: ((any ParsableCommand) throws -> Void)? = nil) -> Int32 {
+    /// - Parameters:
+    ///   - request: the request this command line serves (`.embedded` run directly; the agent's worker's caller).
+    ///   - authorize: asked after parsing and before running (the agent's policy): the request with the policy's
+    ///     decision, which the command then runs with (`ServedRequest`, the worker's one request); a thrown error
+    ///     is reported like any error of the command.
+    static func run(arguments: [String], request: RequestContext = .embedded,
+                    authorize: ((any ParsableCommand, RequestContext) throws -> RequestContext)? = nil) -> Int32 {
+        if request.isServed { ServedRequest.serve(request) }
         // Known before parsing, so that even a usage error can be answered in JSON.
         let options = arguments.prefix(while: { $0 != "--" })
         let wantsJSON = options.contains("--json")
@@ -34,7 +39,7 @@ enum KeymgrMain {
         }
 
         do {
-            try authorize?(command)
+            if let authorize { ServedRequest.serve(try authorize(command, request)) }
             try command.run()
         } catch {
             // A journey's deadline can pass while a no-echo prompt still waits on another thread.

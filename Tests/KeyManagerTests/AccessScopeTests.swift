@@ -3,7 +3,8 @@ import Foundation
 import Storage
 import XCTest
 
-/// The agent's policy enforced in the facade: with `AccessScope.current` set as the agent's worker sets it, an
+/// The agent's policy enforced in the facade: with the store opened for a request context that
+/// carries a scope, as the agent's worker opens it, an
 /// identity user out of scope is one that does not exist (66, the same words), a refused auth type or another person's
 /// PIN key without its PIN is `denied` (and audited as `agent.denied`), and listings show only the users in scope.
 /// Who owns an identity user is its person link, never a name. Nil (embedded mode) changes nothing.
@@ -23,28 +24,33 @@ final class AccessScopeTests: KeyManagerTestCase {
     }
 
     override func tearDownWithError() throws {
-        AccessScope.current = nil
         try super.tearDownWithError()
     }
 
     /// A person's scope: `for = "self"`, any auth type, another person's PIN key needs its PIN.
-    func selfScope(_ login: String = "alice", uid: UInt32 = 1001, operation: String = "sign") -> AccessScope {
+    func selfScope(_ login: String = "alice", uid: UInt32 = 1001, operation: RequestOperation = .keySign) -> AccessScope {
         AccessScope(operation: operation, caller: "\(login) (uid \(uid))", callerUid: uid, callerLogin: login,
                     users: .limited(includesSelf: true, ids: []), authTypes: nil, othersPINKeysNeedPIN: true,
                     rule: "rule 2 (policy.toml:5)", usersReason: "for = [\"self\"]")
     }
 
     /// A rule for every identity user (`for = "*"`).
-    func everyoneScope(_ login: String, uid: UInt32, operation: String, authTypes: Set<AuthType>? = nil,
+    func everyoneScope(_ login: String, uid: UInt32, operation: RequestOperation, authTypes: Set<AuthType>? = nil,
                        othersPINKeysNeedPIN: Bool = true) -> AccessScope {
         AccessScope(operation: operation, caller: "\(login) (uid \(uid))", callerUid: uid, callerLogin: login, users: .all,
                     authTypes: authTypes, othersPINKeysNeedPIN: othersPINKeysNeedPIN, rule: "rule 3 (policy.toml:9)")
     }
 
+    /// The policy's decision for the requests the test makes next: `manager` is opened afresh with a request
+    /// context that carries it (as the agent's worker opens its store), nil for embedded.
+    var scope: AccessScope? {
+        didSet { manager = try! KeyManager.open(home: home, context: RequestContext(scope: scope), environment: [:]) }
+    }
+
     func unscoped<T>(_ body: () throws -> T) rethrows -> T {
-        let scope = AccessScope.current
-        AccessScope.current = nil
-        defer { AccessScope.current = scope }
+        let before = scope
+        scope = nil
+        defer { scope = before }
         return try body()
     }
 
@@ -52,7 +58,7 @@ final class AccessScopeTests: KeyManagerTestCase {
         try unscoped { try manager.auditEntries(AuditFilter(event: "agent.denied")) }
     }
 
-    func assertDenied(_ target: String, operation: String = "sign", file: StaticString = #filePath, line: UInt = #line,
+    func assertDenied(_ target: String, operation: RequestOperation = .keySign, file: StaticString = #filePath, line: UInt = #line,
                       _ body: () throws -> Void) {
         let before = (try? denials().count) ?? 0
         XCTAssertThrowsError(try body(), file: file, line: line) { error in
@@ -64,7 +70,7 @@ final class AccessScopeTests: KeyManagerTestCase {
         XCTAssertEqual(entries.count, before + 1, "the denial is audited", file: file, line: line)
         if let last = entries.last, case .object(let details) = last.details {
             XCTAssertEqual(details["target"], .string(target), file: file, line: line)
-            XCTAssertEqual(details["operation"], .string(operation), file: file, line: line)
+            XCTAssertEqual(details["operation"], .string(operation.commandPath), file: file, line: line)
         }
     }
 
@@ -101,8 +107,27 @@ final class AccessScopeTests: KeyManagerTestCase {
         XCTAssertEqual(try denials().count, 0)
     }
 
+    /// Issue 34: the caller and the decision travel with the request (the manager it opened), not in process state:
+    /// two managers of two requests open at once in one process each see their own, and the audit actor is each one's.
+    func testEachRequestsContextStaysWithItsManager() throws {
+        let alice = AgentCaller(uid: 1001, gid: 1001, pid: 1, groups: [], login: "alice")
+        let aliceRequest = RequestContext(caller: alice, scope: selfScope())
+        let asAlice = try KeyManager.open(home: home, context: aliceRequest, environment: [:])
+        let embedded = try KeyManager.open(home: home, environment: [:])
+        let asCarol = try KeyManager.open(home: home, context: RequestContext(scope: selfScope("carol", uid: 1003)), environment: [:])
+        XCTAssertEqual(try asAlice.users().map(\.userId), ["alice"])
+        XCTAssertEqual(try embedded.users().map(\.userId).sorted(), ["alice", "bob", "carol"])
+        XCTAssertEqual(try asCarol.users().map(\.userId), [])
+        XCTAssertEqual(try asAlice.users().map(\.userId), ["alice"], "opening another request's manager changed nothing")
+        XCTAssertEqual(asAlice.actor, "alice (uid 1001)")
+        XCTAssertNotEqual(embedded.actor, asAlice.actor)
+        XCTAssertEqual(RequestContext.embedded.scope, nil)
+        XCTAssertFalse(RequestContext.embedded.isServed)
+        XCTAssertEqual(aliceRequest.deciding(nil).caller, alice)
+    }
+
     func testAnotherPersonsIdentityIsIndistinguishableFromNone() throws {
-        AccessScope.current = selfScope()
+        scope = selfScope()
         XCTAssertEqual(try sign("alice").kid.isEmpty, false)
         for name in ["carol", "bob"] {
             assertLooksAbsent(name, as: "zed") { _ = try self.sign($0, pin: "482916") }
@@ -124,27 +149,27 @@ final class AccessScopeTests: KeyManagerTestCase {
         XCTAssertFalse(failure { _ = try self.sign("carol") }.1.contains(carolKid), "no kid of another person is named")
         XCTAssertEqual(try denials().count, 0, "nothing looked like a denial")
         // Nothing of carol's changed.
-        AccessScope.current = nil
+        scope = nil
         XCTAssertEqual(try manager.keys(userId: "carol", statuses: KeyStatus.usable).count, 1)
     }
 
     /// Finding 3: a name grants nothing. carol's login equals the identity user id "carol", but nobody linked it to
     /// her; a username given by a bind is display text.
     func testANameGrantsNothingAndABindNeverRelabelsAnotherPersonsIdentity() throws {
-        AccessScope.current = selfScope("carol", uid: 1003)
+        scope = selfScope("carol", uid: 1003)
         XCTAssertEqual(try manager.users().map(\.userId), [])
         assertCode(.clientNotRegistered) { _ = try self.sign("carol") }
         // A shared kiosk account binds a PIN key for alice, calling her mallory.
-        AccessScope.current = everyoneScope("kiosk", uid: 1004, operation: "bind", authTypes: [.applicationPIN])
+        scope = everyoneScope("kiosk", uid: 1004, operation: .keyBind, authTypes: [.applicationPIN])
         var relabel = BindRequest(userId: "alice")
         relabel.username = "mallory"
         relabel.authType = .applicationPIN
         _ = try manager.bind(relabel, newPIN: pin("135790"))
-        AccessScope.current = nil
+        scope = nil
         XCTAssertNil(try manager.users().first { $0.userId == "alice" }?.username, "alice's identity keeps its username")
         XCTAssertEqual(try manager.users().first { $0.userId == "alice" }?.owner, "alice", "and its owner")
         // mallory (a login of her own) sees none of it.
-        AccessScope.current = selfScope("mallory", uid: 1005)
+        scope = selfScope("mallory", uid: 1005)
         XCTAssertEqual(try manager.users().map(\.userId), [])
         XCTAssertEqual(try manager.resolveUser("mallory"), "mallory")
         assertCode(.clientNotRegistered) { _ = try self.sign("mallory", pin: "135790") }
@@ -152,18 +177,18 @@ final class AccessScopeTests: KeyManagerTestCase {
     }
 
     func testAPersonsBindOfANewIdentityLinksItToThemAndNothingElseDoes() throws {
-        AccessScope.current = selfScope("dave", uid: 1006, operation: "bind")
+        scope = selfScope("dave", uid: 1006, operation: .keyBind)
         XCTAssertEqual(try bind("dave").key.owner, "dave")
         // Someone else's identity user, or one nobody owns, is not theirs to bind.
-        assertDenied("alice", operation: "bind") { try self.bind("alice") }
-        assertDenied("carol", operation: "bind") { try self.bind("carol") }
-        AccessScope.current = selfScope("dave", uid: 1006)
+        assertDenied("alice", operation: .keyBind) { try self.bind("alice") }
+        assertDenied("carol", operation: .keyBind) { try self.bind("carol") }
+        scope = selfScope("dave", uid: 1006)
         XCTAssertEqual(try manager.users().map(\.userId), ["dave"])
         XCTAssertEqual(try sign("dave").kid.isEmpty, false)
         // A shared account's bind links nothing.
-        AccessScope.current = everyoneScope("kiosk", uid: 1004, operation: "bind", authTypes: [.applicationPIN])
+        scope = everyoneScope("kiosk", uid: 1004, operation: .keyBind, authTypes: [.applicationPIN])
         XCTAssertNil(try bind("erin", .applicationPIN, pin: "730519").key.owner)
-        AccessScope.current = nil
+        scope = nil
         let links = try manager.personLinks()
         XCTAssertEqual(links.map(\.userId), ["alice", "bob", "dave"])
         XCTAssertEqual(links.first { $0.userId == "dave" }?.linkedBy, "bind")
@@ -178,20 +203,20 @@ final class AccessScopeTests: KeyManagerTestCase {
         XCTAssertEqual(try manager.link(userId: "alice", uid: 1001, login: "alice").login, "alice", "linking again changes nothing")
         assertCode(.clientNotRegistered) { try self.manager.unlinkPerson(login: "mallory", userId: "alice") }
         try manager.unlinkPerson(login: "alice", userId: "alice")
-        AccessScope.current = selfScope()
+        scope = selfScope()
         XCTAssertEqual(try manager.users().map(\.userId), [])
-        AccessScope.current = nil
+        scope = nil
         XCTAssertEqual(try manager.link(userId: "alice", uid: 1005, login: "mallory").login, "mallory")
         assertCode(.clientNotRegistered) { _ = try self.manager.link(userId: "nobody-here", uid: 1005, login: "mallory") }
         XCTAssertEqual(try manager.auditEntries(AuditFilter(event: "person.unlinked")).compactMap(\.userId), ["alice"])
     }
 
     func testThePolicysSelfTableAndAListCount() throws {
-        AccessScope.current = AccessScope(operation: "sign", caller: "hank (uid 1007)", callerUid: 1007, callerLogin: "hank",
+        scope = AccessScope(operation: .keySign, caller: "hank (uid 1007)", callerUid: 1007, callerLogin: "hank",
                                           selfIds: ["carol"], users: .limited(includesSelf: true, ids: []), authTypes: nil,
                                           othersPINKeysNeedPIN: true, rule: "rule 2 (policy.toml:5)")
         XCTAssertEqual(try manager.users().map(\.userId), ["carol"])
-        AccessScope.current = AccessScope(operation: "sign", caller: "hank (uid 1007)", callerUid: 1007, callerLogin: "hank",
+        scope = AccessScope(operation: .keySign, caller: "hank (uid 1007)", callerUid: 1007, callerLogin: "hank",
                                           users: .limited(includesSelf: false, ids: ["bob"]), authTypes: nil,
                                           othersPINKeysNeedPIN: true, rule: "rule 2 (policy.toml:5)")
         XCTAssertEqual(try manager.users().map(\.userId), ["bob"])
@@ -199,7 +224,7 @@ final class AccessScopeTests: KeyManagerTestCase {
     }
 
     func testListingsShowOnlyUsersInScopeWithTheirOwner() throws {
-        AccessScope.current = selfScope()
+        scope = selfScope()
         XCTAssertEqual(try manager.users().map(\.userId), ["alice"])
         XCTAssertEqual(try manager.users().map(\.owner), ["alice"])
         XCTAssertEqual(Set(try manager.keys(userId: nil, statuses: Set(KeyStatus.allCases)).map(\.userId)), ["alice"])
@@ -211,37 +236,37 @@ final class AccessScopeTests: KeyManagerTestCase {
         XCTAssertEqual(Set(audit.compactMap(\.owner)), ["alice"])
         XCTAssertTrue(audit.allSatisfy { $0.userId == "alice" }, "entries about no user (the store's settings) are not shown")
         // bob's own user, found by its username too.
-        AccessScope.current = selfScope("bob", uid: 1002)
+        scope = selfScope("bob", uid: 1002)
         XCTAssertEqual(try manager.users().map(\.userId), ["bob"])
         XCTAssertEqual(try manager.resolveUser("bobby"), "bob")
         // A user out of scope is not resolved to, nor listed in an ambiguity.
-        AccessScope.current = selfScope("dave", uid: 1006)
+        scope = selfScope("dave", uid: 1006)
         XCTAssertEqual(try manager.users().map(\.userId), [])
         XCTAssertEqual(try manager.resolveUser("bobby"), "bobby")
     }
 
     func testCompletionsOfferOnlyWhatTheScopeCovers() throws {
-        XCTAssertEqual(Set(KeyManager.completions(of: .users, prefix: "", home: home)), ["alice", "bob", "bobby", "carol"])
-        AccessScope.current = selfScope()
-        XCTAssertEqual(KeyManager.completions(of: .users, prefix: "", home: home), ["alice"])
-        XCTAssertEqual(KeyManager.completions(of: .kids, prefix: "", home: home), [], "kids name no user: none in a limited scope")
-        AccessScope.current = selfScope("carol", uid: 1003)
-        XCTAssertEqual(KeyManager.completions(of: .users, prefix: "", home: home), [], "a name that matches is not a link")
-        AccessScope.current = everyoneScope("root", uid: 0, operation: "list", othersPINKeysNeedPIN: false)
-        XCTAssertEqual(KeyManager.completions(of: .kids, prefix: "", home: home).count, 3)
+        XCTAssertEqual(Set(KeyManager.completions(of: .users, prefix: "", home: home, context: RequestContext(scope: scope))), ["alice", "bob", "bobby", "carol"])
+        scope = selfScope()
+        XCTAssertEqual(KeyManager.completions(of: .users, prefix: "", home: home, context: RequestContext(scope: scope)), ["alice"])
+        XCTAssertEqual(KeyManager.completions(of: .kids, prefix: "", home: home, context: RequestContext(scope: scope)), [], "kids name no user: none in a limited scope")
+        scope = selfScope("carol", uid: 1003)
+        XCTAssertEqual(KeyManager.completions(of: .users, prefix: "", home: home, context: RequestContext(scope: scope)), [], "a name that matches is not a link")
+        scope = everyoneScope("root", uid: 0, operation: .keyList, othersPINKeysNeedPIN: false)
+        XCTAssertEqual(KeyManager.completions(of: .kids, prefix: "", home: home, context: RequestContext(scope: scope)).count, 3)
     }
 
     func testExportIsNotAUseOfTheKey() throws {
-        AccessScope.current = everyoneScope("kiosk", uid: 1004, operation: "export", authTypes: [.applicationPIN])
+        scope = everyoneScope("kiosk", uid: 1004, operation: .keyExport, authTypes: [.applicationPIN])
         XCTAssertEqual(try manager.exportPublicKey(userId: "alice", kid: nil).userId, "alice")
     }
 
     func testAnotherPersonsPINKeyNeedsItsPINToBeRevoked() throws {
         // A helpdesk rule for everyone, not may = ["*"].
-        AccessScope.current = everyoneScope("hank", uid: 1007, operation: "revoke")
+        scope = everyoneScope("hank", uid: 1007, operation: .keyRevoke)
         XCTAssertTrue(try manager.revocationNeedsPIN(userId: "bob", kid: nil))
         XCTAssertFalse(try manager.revocationNeedsPIN(userId: "carol", kid: nil), "a NONE key needs no PIN")
-        assertDenied("bob", operation: "revoke") { _ = try self.manager.revoke(userId: "bob", kid: nil, reason: nil) }
+        assertDenied("bob", operation: .keyRevoke) { _ = try self.manager.revoke(userId: "bob", kid: nil, reason: nil) }
         assertCode(.unAuthorize) { _ = try self.manager.revoke(userId: "bob", kid: nil, reason: nil, pin: self.pin("000111")) }
         XCTAssertEqual(try manager.keys(userId: "bob", statuses: [.active]).count, 1)
         XCTAssertEqual(try manager.revoke(userId: "bob", kid: nil, reason: nil, pin: pin("482916")).map(\.userId), ["bob"])
@@ -249,9 +274,9 @@ final class AccessScopeTests: KeyManagerTestCase {
     }
 
     func testAnotherPersonsPINKeyNeedsItsPINToBeRebound() throws {
-        AccessScope.current = everyoneScope("hank", uid: 1007, operation: "rebind")
+        scope = everyoneScope("hank", uid: 1007, operation: .keyRebind)
         XCTAssertTrue(try manager.rebindNeedsCurrentPIN(userId: "bob", kid: nil))
-        assertDenied("bob", operation: "rebind") {
+        assertDenied("bob", operation: .keyRebind) {
             _ = try self.manager.rebind(userId: "bob", kid: nil, authType: .none, newPIN: self.noPIN)
         }
         assertCode(.unAuthorize) {
@@ -260,29 +285,29 @@ final class AccessScopeTests: KeyManagerTestCase {
         XCTAssertEqual(try manager.rebind(userId: "bob", kid: nil, authType: .none, newPIN: noPIN,
                                           currentPIN: pin("482916")).key.authType, .none)
         // Nor may a bind supersede another person's PIN key.
-        AccessScope.current = nil
+        scope = nil
         _ = try manager.rebind(userId: "bob", kid: nil, authType: .applicationPIN, newPIN: pin("730519"))
-        AccessScope.current = everyoneScope("hank", uid: 1007, operation: "bind")
-        assertDenied("bob", operation: "bind") { try self.bind("bob") }
+        scope = everyoneScope("hank", uid: 1007, operation: .keyBind)
+        assertDenied("bob", operation: .keyBind) { try self.bind("bob") }
         // The owner (by link, whatever the username) rebinds their own PIN key without being asked for it again.
-        AccessScope.current = selfScope("bob", uid: 1002, operation: "rebind")
+        scope = selfScope("bob", uid: 1002, operation: .keyRebind)
         XCTAssertFalse(try manager.rebindNeedsCurrentPIN(userId: "bob", kid: nil))
         XCTAssertEqual(try manager.rebind(userId: "bob", kid: nil, authType: .none, newPIN: noPIN).key.userId, "bob")
     }
 
     func testAllowEverythingNeedsNoPIN() throws {
-        AccessScope.current = everyoneScope("root", uid: 0, operation: "revoke", othersPINKeysNeedPIN: false)
+        scope = everyoneScope("root", uid: 0, operation: .keyRevoke, othersPINKeysNeedPIN: false)
         XCTAssertFalse(try manager.revocationNeedsPIN(userId: "bob", kid: nil))
         XCTAssertEqual(try manager.revoke(userId: "bob", kid: nil, reason: nil).map(\.userId), ["bob"])
         XCTAssertEqual(try denials().count, 0)
     }
 
     func testAuthTypesLimitUseAndBinding() throws {
-        AccessScope.current = everyoneScope("kiosk", uid: 1004, operation: "sign", authTypes: [.applicationPIN])
+        scope = everyoneScope("kiosk", uid: 1004, operation: .keySign, authTypes: [.applicationPIN])
         XCTAssertEqual(try sign("bob", pin: "482916").kid.isEmpty, false)
         assertDenied("alice") { _ = try self.sign("alice") }
-        AccessScope.current = everyoneScope("kiosk", uid: 1004, operation: "bind", authTypes: [.applicationPIN])
-        assertDenied("dave", operation: "bind") { try self.bind("dave", .none) }
+        scope = everyoneScope("kiosk", uid: 1004, operation: .keyBind, authTypes: [.applicationPIN])
+        assertDenied("dave", operation: .keyBind) { try self.bind("dave", .none) }
         XCTAssertEqual(try bind("dave", .applicationPIN, pin: "730519").key.authType, .applicationPIN)
     }
 }

@@ -20,11 +20,10 @@ final class PINThrottleTests: KeyManagerTestCase {
 
     /// A manager for requests of `caller`, on the test's clock.
     func serving(_ caller: AgentCaller, _ body: () throws -> Void) throws {
-        try AgentCaller.standingIn(as: caller) {
-            let clock = self.clock
-            manager = try KeyManager.open(home: home, environment: [:], now: { clock.now.withLock { $0 } })
-            try body()
-        }
+        let clock = self.clock
+        manager = try KeyManager.open(home: home, context: RequestContext(caller: caller), environment: [:],
+                                      now: { clock.now.withLock { $0 } })
+        try body()
     }
 
     func failedAttempts(_ userId: String) throws -> Int {

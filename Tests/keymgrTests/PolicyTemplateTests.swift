@@ -9,12 +9,6 @@ final class PolicyTemplateTests: XCTestCase {
     static let template = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
         .deletingLastPathComponent().appendingPathComponent("contrib/policy.toml")
 
-    override func tearDown() {
-        AccessScope.current = nil
-        AgentPolicy.active = nil
-        super.tearDown()
-    }
-
     func template() throws -> AgentPolicy {
         try AgentPolicy(parsing: try String(contentsOf: Self.template, encoding: .utf8), file: "/etc/keymgr/policy.toml",
                         commandPaths: AgentGate.commandPaths)
@@ -87,25 +81,72 @@ final class PolicyTemplateTests: XCTestCase {
         }
     }
 
-    func testTheGateSetsTheScopeOrDenies() throws {
-        AgentPolicy.active = try template()
+    func testTheGateDecidesTheRequestsScopeOrDenies() throws {
+        let policy = try template()
+        func request(_ caller: AgentCaller, policy: AgentPolicy? = policy) -> RequestContext {
+            RequestContext(caller: caller, policy: policy)
+        }
         let alice = person("alice")
-        try AgentGate.authorize(try Keymgr.parseAsRoot(["sign", "--user", "alice"]), caller: alice)
-        XCTAssertEqual(AccessScope.current?.operation, "sign")
-        XCTAssertEqual(AccessScope.current?.users, .limited(includesSelf: true, ids: []))
-        XCTAssertThrowsError(try AgentGate.authorize(try Keymgr.parseAsRoot(["server", "show"]), caller: alice)) { error in
+        let decided = try AgentGate.authorize(try Keymgr.parseAsRoot(["sign", "--user", "alice"]), request: request(alice))
+        XCTAssertEqual(decided.scope?.operation, .keySign)
+        XCTAssertEqual(decided.scope?.users, .limited(includesSelf: true, ids: []))
+        XCTAssertEqual(decided.caller, alice)
+        XCTAssertThrowsError(try AgentGate.authorize(try Keymgr.parseAsRoot(["server", "show"]), request: request(alice))) { error in
             XCTAssertEqual((error as? any KeymgrFailure)?.code, .denied)
             XCTAssertEqual(KeyManagerError.Code.denied.exitStatus, 77)
             XCTAssertTrue("\(error)".contains("lets alice (uid 1001) run `keymgr server show`"), "\(error)")
         }
-        XCTAssertNil(AccessScope.current, "a denied command leaves no scope behind")
         // The kiosk binding a NONE key: refused by the deciding rule before any PIN is asked.
         XCTAssertThrowsError(try AgentGate.authorize(
-            try Keymgr.parseAsRoot(["bind", "--user", "x", "--auth-type", "none"]), caller: person("kiosk"))) { error in
+            try Keymgr.parseAsRoot(["bind", "--user", "x", "--auth-type", "none"]), request: request(person("kiosk")))) { error in
             XCTAssertTrue("\(error)".contains("use only keys of APPLICATION_PIN, not NONE"), "\(error)")
         }
         // No policy: nothing is allowed.
-        AgentPolicy.active = nil
-        XCTAssertThrowsError(try AgentGate.authorize(try Keymgr.parseAsRoot(["status"]), caller: person("root", uid: 0)))
+        XCTAssertThrowsError(try AgentGate.authorize(try Keymgr.parseAsRoot(["status"]),
+                                                     request: request(person("root", uid: 0), policy: nil)))
+    }
+
+    /// Every command the CLI has is exactly one operation, whose command path is its alias; the ids are stable and
+    /// distinct, and a policy naming ids decides as one naming the same commands by path.
+    func testEveryCommandIsOneOperationAndIdsMeanWhatTheirAliasesMean() throws {
+        let paths = AgentGate.commandPaths
+        XCTAssertEqual(Set(paths.compactMap { RequestOperation(commandPath: $0) }).count, paths.count,
+                       "a command path with no operation: \(paths.filter { RequestOperation(commandPath: $0) == nil })")
+        XCTAssertEqual(Set(RequestOperation.allCases.map(\.commandPath)), paths, "an operation with no command")
+        XCTAssertEqual(AgentGate.operation(of: Sign.self), .keySign)
+        XCTAssertEqual(AgentGate.operation(of: Admin.RevokeDevice.self), .adminRevoke)
+        XCTAssertEqual(AgentGate.operation(of: Audit.Show.self), .auditList)
+        XCTAssertEqual(AgentGate.operation(of: Login.self), .tokenLogin)
+        for operation in RequestOperation.allCases {
+            XCTAssertEqual(RequestOperation(named: operation.id), operation)
+            XCTAssertEqual(RequestOperation(named: operation.commandPath), operation)
+        }
+        let byPath = try template()
+        let byId = try AgentPolicy(parsing: try String(contentsOf: Self.template, encoding: .utf8).split(separator: "\n",
+            omittingEmptySubsequences: false).map { line -> String in
+                guard line.hasPrefix("may") || line.hasPrefix("    ") || line.hasPrefix("       ") else { return String(line) }
+                var text = String(line)
+                for operation in RequestOperation.allCases.sorted(by: { $0.commandPath.count > $1.commandPath.count }) {
+                    text = text.replacingOccurrences(of: "\"\(operation.commandPath)\"", with: "\"\(operation.id)\"")
+                }
+                return text
+            }.joined(separator: "\n"), file: "/etc/keymgr/policy.toml", commandPaths: paths)
+        XCTAssertNotEqual(byId.rules.map(\.may), byPath.rules.map(\.may), "the rewrite named the ids")
+        XCTAssertTrue(byId.rules.flatMap(\.may).contains("key.sign"))
+        for login in ["root", "erin", "keymgr", "kiosk", "alice"] {
+            let caller = person(login, uid: login == "root" ? 0 : 1001, groups: login == "erin" ? [990] : [])
+            for operation in RequestOperation.allCases {
+                for type in [nil, AuthType.none, .applicationPIN] as [AuthType?] {
+                    XCTAssertEqual(byId.decide(caller: caller, operation: operation, authType: type, groupId: groupId),
+                                   byPath.decide(caller: caller, operation: operation, authType: type, groupId: groupId),
+                                   "\(login) \(operation.id)")
+                }
+            }
+        }
+        XCTAssertThrowsError(try AgentPolicy(parsing: "[[rule]]\nwho = [\"*\"]\nmay = [\"key.sing\"]\n", file: "p",
+                                             commandPaths: paths)) { error in
+            XCTAssertTrue("\(error)".contains("p:3: may names \"key.sing\""), "\(error)")
+            XCTAssertTrue("\(error)".contains("\"key.sign\""), "the refusal lists the ids: \(error)")
+        }
     }
 }

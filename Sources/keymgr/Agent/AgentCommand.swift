@@ -73,14 +73,12 @@ struct AgentCommand: KeymgrCommand {
         try SafePath.checkStore(home: globals.storeHome, environment: ProcessEnvironment.variables, owner: geteuid())
         try startKeeper()
         let policyFile = policy ?? Self.defaultPolicy
-        let policyFailure: (any Error)?
+        let policy: AgentPolicy
         do {
-            try AgentGate.load(policyFile: policyFile)
-            policyFailure = nil
+            policy = try AgentGate.load(policyFile: policyFile)
         } catch {
-            policyFailure = error
+            return try serveWithoutPolicy(error, file: policyFile)
         }
-        if let policyFailure { return try serveWithoutPolicy(policyFailure, file: policyFile) }
         Self.warmArgumentParser()
         OpenSSLLibrary.prepareForWorkers()
         if KeyManager.rehearseForWorkers() {
@@ -97,6 +95,7 @@ struct AgentCommand: KeymgrCommand {
             limits: .init(workers: maxWorkers, workersPerUser: maxWorkersPerUser),
             idleExit: idleExit,
             home: globals.home,
+            policy: policy,
             warmWorkers: warmWorkers)
         Self.notifyReady()
         try server.serve()
@@ -155,6 +154,7 @@ struct AgentCommand: KeymgrCommand {
                 if let parsed = try? Keymgr.parseAsRoot(here) { _ = parsed as? AgentTargeted }
                 _ = try? Keymgr.parseAsRoot(here + ["--json"])
                 _ = type is any AgentTargeted.Type
+                _ = AgentGate.operation(of: type)  // and the operations' table, built once here
             }
             for sub in type.configuration.subcommands { walk(sub, path: here) }
         }

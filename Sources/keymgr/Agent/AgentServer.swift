@@ -70,6 +70,8 @@ final class AgentServer {
     private let idleExit: Int?
     /// The `--home` the agent was given, which every worker serves.
     private let home: String?
+    /// The policy loaded at start, which every worker decides with (nil: the agent serves without one).
+    private let policy: AgentPolicy?
     private var workers: [Worker] = []
     private var queued: [Queued] = []
     /// Connections whose caller's share is not known yet (`AgentUserDirectory`), oldest first.
@@ -81,14 +83,15 @@ final class AgentServer {
     /// Why the agent cannot serve (its policy does not load): every connection is answered 78 with this, at once.
     private let unavailable: String?
 
-    init(listener: AgentListener, limits: Limits, idleExit: Int?, home: String?, warmWorkers: Int = 0,
-         unavailable: String? = nil) {
+    init(listener: AgentListener, limits: Limits, idleExit: Int?, home: String?, policy: AgentPolicy? = nil,
+         warmWorkers: Int = 0, unavailable: String? = nil) {
+        self.policy = policy
         self.listener = listener
         self.unavailable = unavailable
         self.home = home
         self.limits = limits
         self.idleExit = idleExit
-        self.warm = AgentWarmPool(size: unavailable == nil ? warmWorkers : 0, home: home)
+        self.warm = AgentWarmPool(size: unavailable == nil ? warmWorkers : 0, home: home, policy: policy)
     }
 
     /// Serves until SIGTERM/SIGINT (after the running workers finish) or until idle for `idleExit` seconds. The
@@ -293,7 +296,7 @@ final class AgentServer {
         let child = fork()
         if child == 0 {
             AgentWorker.serve(connection: connection, uid: caller.uid, gid: caller.gid, pid: caller.pid,
-                              groups: caller.groups, home: home)
+                              groups: caller.groups, home: home, policy: policy)
         }
         if child < 0 {
             let answer = AgentWorker.frame(status: FailureCode.busy.exitStatus, error: (

@@ -34,7 +34,7 @@ enum AgentWarmWorker {
     /// The warm worker's life: prepares the store, waits on `control` for one connection, serves it, exits. Exits
     /// at once when the agent closes `control` (it stops, or ends this worker). Named `keymgr-warming` while
     /// it prepares, `keymgr-warm` while it waits and `keymgr-worker` once it serves.
-    static func run(control: Int32, home: String?) -> Never {
+    static func run(control: Int32, home: String?, policy: AgentPolicy?) -> Never {
         _ = setpgid(0, 0)
         AgentSignals.resetInWorker()
         AgentProcessName.set("keymgr-warming")
@@ -63,16 +63,16 @@ enum AgentWarmWorker {
         guard let (connection, caller) = receive(channel) else { _exit(0) }
         AgentProcessName.set("keymgr-worker")  // waiting no more: serving, as a cold worker does
         close(channel)
-        AgentWorker.serveRequest(connection: connection, caller: caller, home: home, keeping: store)
+        AgentWorker.serveRequest(connection: connection, caller: caller, home: home, policy: policy, keeping: store)
     }
 
     /// The manager on the prepared store when this process is a warm worker whose store is still what it was
     /// prepared from (`KeyManager.open(prepared:…)`); nil otherwise, and the caller opens the store as usual. Used
     /// once: a second open in the same command opens afresh.
-    static func openPrepared(home: StoreLocation, logger: Logger) -> KeyManager? {
+    static func openPrepared(home: StoreLocation, context: RequestContext, logger: Logger) -> KeyManager? {
         guard let store = prepared else { return nil }
         prepared = nil
-        return KeyManager.open(prepared: store, home: home, environment: ProcessEnvironment.variables, logger: logger)
+        return KeyManager.open(prepared: store, home: home, context: context, environment: ProcessEnvironment.variables, logger: logger)
     }
 
     /// Puts /dev/null on every free number in `reserved`; returns the numbers so held.
@@ -137,9 +137,11 @@ final class AgentWarmPool {
 
     let size: Int
     private let home: String?
+    private let policy: AgentPolicy?
     private var waiting: [Waiting] = []
 
-    init(size: Int, home: String?) {
+    init(size: Int, home: String?, policy: AgentPolicy?) {
+        self.policy = policy
         self.size = size
         self.home = home
     }
@@ -159,7 +161,7 @@ final class AgentWarmPool {
             let child = fork()
             if child == 0 {
                 close(ends[0])
-                AgentWarmWorker.run(control: ends[1], home: home)
+                AgentWarmWorker.run(control: ends[1], home: home, policy: policy)
             }
             close(ends[1])
             guard child > 0 else {

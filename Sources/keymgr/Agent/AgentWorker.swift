@@ -16,12 +16,13 @@ enum AgentWorker {
 
     /// Serves `connection` for the caller the kernel reported, and exits: the cold worker, forked for this
     /// connection.
-    static func serve(connection: Int32, uid: UInt32, gid: UInt32, pid: Int32, groups: [UInt32], home: String?) -> Never {
+    static func serve(connection: Int32, uid: UInt32, gid: UInt32, pid: Int32, groups: [UInt32], home: String?,
+                      policy: AgentPolicy?) -> Never {
         _ = setpgid(0, 0)
         AgentSignals.resetInWorker()
         AgentProcessName.set("keymgr-worker")
         serveRequest(connection: connection, caller: KernelCaller(uid: uid, gid: gid, pid: pid, groups: groups),
-                     home: home, keeping: [])
+                     home: home, policy: policy, keeping: [])
     }
 
     /// The caller as the kernel reported it on the connection, read by the agent.
@@ -35,7 +36,9 @@ enum AgentWorker {
     /// One request on `connection` for `caller`, the same for a cold worker and a warm one, and exits. `keeping`:
     /// descriptors of the worker's own (a warm worker's prepared store) that stay open, all above
     /// `AgentWire.maximumDescriptorNumber`.
-    static func serveRequest(connection: Int32, caller reported: KernelCaller, home: String?, keeping: [Int32]) -> Never {
+    /// `policy`: the one the agent loaded at start (nil: it allows nothing).
+    static func serveRequest(connection: Int32, caller reported: KernelCaller, home: String?, policy: AgentPolicy?,
+                             keeping: [Int32]) -> Never {
         // Nothing of the agent's other connections, and not its listening socket: only this one and stdio.
         closeAll(except: [0, 1, 2, connection] + keeping)
 
@@ -71,16 +74,17 @@ enum AgentWorker {
         let (socket, terminal) = placed
         // Only now, with every descriptor in place: the user database look-up for the login name may keep a file
         // or socket open (nss modules do), which must not be closed under it.
+        // The request's context, built once here: the kernel's caller, the agent's policy, the client's terminal. The
+        // gate adds the policy's decision; the command runs with it and passes it to `KeyManager.open`.
         let caller = AgentCaller(uid: reported.uid, gid: reported.gid, pid: reported.pid, groups: reported.groups)
-        AgentCaller.serve(caller)
-        ControllingTerminal.serve(passed: terminal)
+        let context = RequestContext(caller: caller, policy: policy, terminal: terminal ?? -1, columns: request.columns)
         CallerFiles.serve(passed: Set(request.fds))
         ProcessEnvironment.serve(home: home, columns: request.columns)
 
         // The answer goes out once the command is done, not after the store's teardown: the worker exits next.
         KeyManager.keepStoresOpenUntilExit()
-        let status = KeymgrMain.run(arguments: arguments) { command in
-            try AgentGate.authorize(command, caller: caller)
+        let status = KeymgrMain.run(arguments: arguments, request: context) { command, request in
+            try AgentGate.authorize(command, request: request)
         }
         answer(socket, status: status, error: nil)
     }

@@ -39,7 +39,7 @@ struct Status: KeymgrCommand {
 
     /// The agent serving this request, and whether its policy file loads as it is now; nil run directly.
     static func agent() -> StatusJSON.AgentJSON? {
-        guard AgentCaller.current != nil, let policy = AgentPolicy.active else { return nil }
+        guard ServedRequest.context.isServed, let policy = ServedRequest.context.policy else { return nil }
         var problem: String?
         do {
             _ = try AgentPolicy.load(path: policy.file, agentUID: getuid())

@@ -5,15 +5,13 @@ import KeyManager
 /// the client passed with its request (the worker has no terminal of its own, and /dev/tty there would be the
 /// agent's).
 enum ControllingTerminal {
-    nonisolated(unsafe) private static var passed: Int32?
-
-    /// In the worker: `descriptor` is the client's terminal (nil: it passed none, so there is nothing to ask on).
-    static func serve(passed descriptor: Int32?) { passed = descriptor ?? -1 }
-
-    /// A descriptor of the terminal that the caller closes (`close`), or -1 when there is none.
+    /// A descriptor of the terminal that the caller closes (`close`), or -1 when there is none: the request's
+    /// (`RequestContext.terminal`) when the agent serves it.
     static func open(flags: Int32) -> Int32 {
-        if let passed {
-            return passed >= 0 ? fcntl(passed, F_DUPFD_CLOEXEC, 3) : -1
+        let request = ServedRequest.context
+        if request.isServed {
+            guard let passed = request.terminal, passed >= 0 else { return -1 }
+            return fcntl(passed, F_DUPFD_CLOEXEC, 3)
         }
         return Foundation.open("/dev/tty", flags | O_CLOEXEC)
     }

@@ -44,8 +44,10 @@ struct GlobalOptions: ParsableArguments {
     func openManager(readOnly: Bool = false) throws -> KeyManager {
         let home = storeHome
         console.detail("store \(home.url.path)")
-        if let prepared = AgentWarmWorker.openPrepared(home: home, logger: logger) { return prepared }
-        return try KeyManager.open(home: home, readOnly: readOnly, environment: ProcessEnvironment.variables, logger: logger)
+        let request = ServedRequest.context
+        if let prepared = AgentWarmWorker.openPrepared(home: home, context: request, logger: logger) { return prepared }
+        return try KeyManager.open(home: home, readOnly: readOnly, context: request, environment: ProcessEnvironment.variables,
+                                   logger: logger)
     }
 
     /// The libraries' logs on stderr: warnings, or everything with --verbose. Libraries log no secret.

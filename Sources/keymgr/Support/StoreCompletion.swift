@@ -7,11 +7,11 @@ import KeyManager
 enum StoreCompletion {
     /// Names with a blank are left out: the shells split candidates on blanks.
     static let users: @Sendable ([String], Int, String) -> [String] = { words, _, prefix in
-        KeyManager.completions(of: .users, prefix: prefix, home: home(in: words)).filter { !$0.contains(where: \.isWhitespace) }
+        KeyManager.completions(of: .users, prefix: prefix, home: home(in: words), context: ServedRequest.context).filter { !$0.contains(where: \.isWhitespace) }
     }
 
     static let kids: @Sendable ([String], Int, String) -> [String] = { words, _, prefix in
-        KeyManager.completions(of: .kids, prefix: prefix, home: home(in: words))
+        KeyManager.completions(of: .kids, prefix: prefix, home: home(in: words), context: ServedRequest.context)
     }
 
     static let auditEvents: @Sendable ([String], Int, String) -> [String] = { _, _, prefix in
