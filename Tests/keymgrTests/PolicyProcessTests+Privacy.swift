@@ -106,9 +106,28 @@ extension PolicyProcessTests {
         }
     }
 
+    /// A server profile (nothing listens at its address), so that the token and client-registration commands get as
+    /// far as the store, and a token of alice's: what a leak would be about.
+    func giveServerProfile() throws {
+        try sandbox.succeed(["server", "set", "--dialect", "oauth", "--base-url", "http://127.0.0.1:9/am"])
+        let token = #"{"access_token":"alice-token","token_type":"Bearer","expires_in":3600}"#
+        _ = try sandbox.keymgr(["token", "import", "--user", "alice"], stdin: token + "\n")
+    }
+
+    /// The commands that only read the store answer 66 for both (not a server error that would hide a difference).
+    func assertNoSuchUser(_ arguments: [String], file: StaticString = #filePath, line: UInt = #line) throws {
+        for name in ["alice", "zed"] {
+            let outcome = try run("bob", arguments.map { $0 == "NAME" ? name : $0 })
+            XCTAssertEqual(outcome.status, 66, outcome.summary, file: file, line: line)
+        }
+    }
+
     func testPrivacyOfTokensAndLoginUnderPolicyOfOperationIds() throws {
         let kids = try givePrivacyFixture()
+        try giveServerProfile()
         try startAgent(policy: Self.everyOperationForSelf)
+        try assertNoSuchUser(["token", "show", "--user", "NAME"])
+        try assertNoSuchUser(["token", "print", "--user", "NAME"])
         try assertIndistinguishable([
             ["token", "show", "--user", "NAME"], ["token", "print", "--user", "NAME"],
             ["token", "refresh", "--user", "NAME"], ["token", "revoke", "--user", "NAME"],
@@ -120,7 +139,9 @@ extension PolicyProcessTests {
 
     func testPrivacyOfClientRegistrationsUnderPolicyOfOperationIds() throws {
         let kids = try givePrivacyFixture()
+        try giveServerProfile()
         try startAgent(policy: Self.everyOperationForSelf)
+        try assertNoSuchUser(["dcr", "show", "--user", "NAME"])
         try assertIndistinguishable([
             ["dcr", "show", "--user", "NAME"], ["dcr", "delete", "--user", "NAME"], ["dcr", "forget", "--user", "NAME"],
             ["dcr", "register", "--user", "NAME"],
