@@ -18,9 +18,12 @@ package struct RequestContext: Sendable, Equatable {
     package var terminal: Int32?
     /// The client's terminal width (`COLUMNS`), when it sent one.
     package var columns: Int?
+    /// The store the agent serves when it was given `--home` (the request's `KEYMGR_HOME`); nil: the environment's.
+    package var home: String?
 
     package init(caller: AgentCaller? = nil, policy: AgentPolicy? = nil, scope: AccessScope? = nil,
-                 terminal: Int32? = nil, columns: Int? = nil) {
+                 terminal: Int32? = nil, columns: Int? = nil, home: String? = nil) {
+        self.home = home
         self.caller = caller
         self.policy = policy
         self.scope = scope

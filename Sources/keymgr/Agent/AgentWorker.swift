@@ -77,9 +77,10 @@ enum AgentWorker {
         // The request's context, built once here: the kernel's caller, the agent's policy, the client's terminal. The
         // gate adds the policy's decision; the command runs with it and passes it to `KeyManager.open`.
         let caller = AgentCaller(uid: reported.uid, gid: reported.gid, pid: reported.pid, groups: reported.groups)
-        let context = RequestContext(caller: caller, policy: policy, terminal: terminal ?? -1, columns: request.columns)
+        let context = RequestContext(caller: caller, policy: policy, terminal: terminal ?? -1, columns: request.columns,
+                                     home: home)
         CallerFiles.serve(passed: Set(request.fds))
-        ProcessEnvironment.serve(home: home, columns: request.columns)
+        ProcessEnvironment.export(context)
 
         // The answer goes out once the command is done, not after the store's teardown: the worker exits next.
         KeyManager.keepStoresOpenUntilExit()

@@ -64,28 +64,26 @@ struct TableOptions: ParsableArguments {
     var wide = false
 }
 
-/// The process's environment, read once: `ProcessInfo.environment` builds a new dictionary of every variable on each
-/// call, and a command asks for it several times at start-up.
+/// The environment a command sees: the process's own, read once (`ProcessInfo.environment` builds a new dictionary of
+/// every variable on each call, and a command asks for it several times at start-up), and, when the agent serves
+/// the request, the request's own options over it (`RequestContext`: the agent's store as `KEYMGR_HOME` when it was
+/// given `--home`, and the client's `COLUMNS`, or none).
 enum ProcessEnvironment {
-    nonisolated(unsafe) private static var read: [String: String]?
+    /// The process's environment as it was when first asked (in the agent: before the first fork).
+    private static let own = ProcessInfo.processInfo.environment
 
     static var variables: [String: String] {
-        if let read { return read }
-        let variables = ProcessInfo.processInfo.environment
-        read = variables
+        let request = ServedRequest.context
+        guard request.isServed else { return own }
+        var variables = own
+        if let home = request.home { variables["KEYMGR_HOME"] = home }
+        variables["COLUMNS"] = request.columns.map(String.init)
         return variables
     }
 
-    /// The agent's worker: the agent's environment with the agent's store as `KEYMGR_HOME` (when it was given
-    /// `--home`) and the client's `COLUMNS` (or none), before the command runs.
-    static func serve(home: String?, columns: Int?) {
-        var variables = Self.variables
-        if let home {
-            variables["KEYMGR_HOME"] = home
-            setenv("KEYMGR_HOME", home, 1)
-        }
-        variables["COLUMNS"] = columns.map(String.init)
-        if let columns { setenv("COLUMNS", String(columns), 1) } else { unsetenv("COLUMNS") }
-        read = variables
+    /// The agent's worker: the same in the process's environment, for what reads it there (a verifier command).
+    static func export(_ request: RequestContext) {
+        if let home = request.home { setenv("KEYMGR_HOME", home, 1) }
+        if let columns = request.columns { setenv("COLUMNS", String(columns), 1) } else { unsetenv("COLUMNS") }
     }
 }
