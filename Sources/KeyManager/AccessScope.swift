@@ -2,7 +2,7 @@
 /// keys may have, and whether another person's APPLICATION_PIN key needs that key's PIN to be rebound or revoked.
 ///
 /// The policy's decision (`AgentPolicy.decide`), carried in the request's `RequestContext`; the `KeyManager` facade
-/// checks it in every operation that reads or acts on a user or key (`KeyManager.may`, the one place that decides),
+/// checks it in every operation that reads or acts on a user or key (`KeyManager.reach`, the one place that decides),
 /// so a command that names no user (or forgot to declare one) still cannot reach outside it. No scope (embedded
 /// mode): no limit.
 ///

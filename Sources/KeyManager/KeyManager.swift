@@ -25,7 +25,7 @@ public final class KeyManager: Sendable {
     let deviceId: String
 
     /// The request this manager serves (who asks, what the policy decided): given to `open`, read by every decision
-    /// of the facade (`may`). `.embedded`: keymgr run directly, no limit.
+    /// of the facade (`reach`, KeyManager+AccessScope.swift). `.embedded`: keymgr run directly, no limit.
     let context: RequestContext
 
     init(store: Store, masterKey: MasterKey, deviceId: String, environment: [String: String], logger: Logger,
@@ -158,7 +158,7 @@ public final class KeyManager: Sendable {
     }
 
     /// `open` for one request: `context` (built once per request by the agent's worker, or `.embedded`) is who asks
-    /// and what the policy decided, and every decision of this manager reads it (`may`).
+    /// and what the policy decided, and every decision of this manager reads it (`reach`).
     package static func open(home location: StoreLocation, readOnly: Bool = false, context: RequestContext,
                              environment: [String: String] = ProcessInfo.processInfo.environment,
                              logger: Logger = KeyManager.silentLogger,
