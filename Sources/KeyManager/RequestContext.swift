@@ -1,7 +1,8 @@
 /// One request: who asks, what the agent's policy decided for it, and where it came from. Built once per request —
 /// by the agent's worker after it read the kernel's word on the caller and asked the policy, or as `.embedded` by
 /// keymgr run directly — and passed explicitly: to `KeyManager.open` (the manager keeps it for its life, and every
-/// decision of the facade reads it there: `KeyManager.reach`, the one place that decides) and, through the manager, to the services.
+/// decision of the facade reads it there: `KeyManager.reach`, the one place that decides) and, through the manager,
+/// to the services.
 ///
 /// There is no process-wide "current caller": a manager opened without a context is embedded (no limit), and one
 /// request's context cannot leak into another's manager.
