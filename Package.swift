@@ -62,22 +62,26 @@ let package = Package(
         .executableTarget(name: "MigrationEmbedder", swiftSettings: strict),
         .plugin(name: "MigrationsPlugin", capability: .buildTool(), dependencies: ["MigrationEmbedder"]),
 
+        // What both sides of the wire need: error codes, JSONValue, Base64URL, JWK and JWS values, token values, the
+        // timestamp format, keymgr's own threads. Foundation and AgentWire's JSON writer only: ServerClients and the
+        // reference server stand on it without KeyManager (its store, OpenSSL, the TPM).
+        .target(name: "KeymgrCore", dependencies: ["AgentWire"], swiftSettings: fuzzed),
         .target(
             name: "Storage",
-            dependencies: [.product(name: "GRDB", package: "GRDB.swift"), "CSQLiteOptions"],
+            dependencies: [.product(name: "GRDB", package: "GRDB.swift"), "CSQLiteOptions", "KeymgrCore"],
             swiftSettings: strict + quickStart,
             plugins: ["MigrationsPlugin"]),
         .target(
             name: "KeyManager",
             dependencies: [
-                "Storage", "COpenSSL", "CArgon2", "CTSS2", "CProcessControl",
+                "KeymgrCore", "AgentWire", "Storage", "COpenSSL", "CArgon2", "CTSS2", "CProcessControl",
                 .product(name: "Logging", package: "swift-log"),
             ],
             swiftSettings: fuzzed + quickStart),
         // Wire clients: HTTP, PingAM's device REST and journeys, OAuth endpoints. Values in, values out.
         .target(
             name: "ServerClients",
-            dependencies: ["KeyManager", "CCurl"],
+            dependencies: ["KeymgrCore", "CCurl"],
             swiftSettings: fuzzed),
         // Services that combine a wire client with the KeyManager facade: sync, journeys.
         .target(
@@ -107,7 +111,7 @@ let package = Package(
         .target(
             name: "RefServer",
             dependencies: [
-                "KeyManager",
+                "KeymgrCore", "COpenSSL",
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "Logging", package: "swift-log"),
@@ -137,7 +141,7 @@ let package = Package(
 
         // A swtpm of each test's own (a temporary directory, a Unix socket, under `timeout`), for the TPM tests.
         .target(name: "SWTPMSupport", path: "Tests/SWTPMSupport", swiftSettings: strict),
-        .testTarget(name: "StorageTests", dependencies: ["Storage", "KeyManager"], swiftSettings: strict),
+        .testTarget(name: "StorageTests", dependencies: ["Storage", "KeyManager", "KeymgrCore"], swiftSettings: strict),
         .testTarget(name: "KeyManagerTests", dependencies: ["KeyManager", "Storage", "SWTPMSupport"], swiftSettings: strict),
         .testTarget(name: "SyncTests", dependencies: ["Sync", "ServerClients", "KeyManager", "Storage", "RefServer"], swiftSettings: strict),
         .testTarget(name: "ServerClientsTests", dependencies: ["ServerClients", "KeyManager"], swiftSettings: strict),

@@ -261,41 +261,6 @@ enum JSONReader {
     }
 }
 
-/// Writes the protocol's JSON: strings escaped as RFC 8259 requires, nothing else to decide.
-struct JSONWriter {
-    private(set) var bytes: [UInt8] = []
-
-    mutating func raw(_ text: String) { bytes.append(contentsOf: text.utf8) }
-
-    /// `text` as a JSON string: `"` and `\` escaped, C0 controls as `\n`, `\t`, … or `\u00XX`.
-    mutating func string(_ text: String) {
-        bytes.append(UInt8(ascii: "\""))
-        for byte in text.utf8 {
-            switch byte {
-            case UInt8(ascii: "\""): raw("\\\"")
-            case UInt8(ascii: "\\"): raw("\\\\")
-            case 0x0A: raw("\\n")
-            case 0x0D: raw("\\r")
-            case 0x09: raw("\\t")
-            case 0x08: raw("\\b")
-            case 0x0C: raw("\\f")
-            case 0x00..<0x20:
-                let hex: [UInt8] = Array("0123456789abcdef".utf8)
-                raw("\\u00")
-                bytes.append(hex[Int(byte >> 4)])
-                bytes.append(hex[Int(byte & 0xF)])
-            default: bytes.append(byte)
-            }
-        }
-        bytes.append(UInt8(ascii: "\""))
-    }
-
-    /// A member name from a frame, cut short and without control characters, for an error message.
-    static func printable(_ name: String) -> String {
-        String(String.UnicodeScalarView(name.unicodeScalars.prefix(40).filter { $0.value >= 0x20 && $0.value != 0x7F }))
-    }
-}
-
 /// Strict UTF-8 (RFC 3629): no overlong forms, no surrogates, nothing above U+10FFFF.
 public enum UTF8Check {
     public static func isValid(_ bytes: some Collection<UInt8>) -> Bool {

@@ -92,11 +92,6 @@ extension KeyManager {
         return (device.deviceId, device.deviceName)
     }
 
-    /// Every key of every user with its server state: the local half of a sync.
-    package func allKeys() throws -> [UserKey] {
-        try keys(userId: nil, statuses: Set(KeyStatus.allCases))
-    }
-
     /// Why sync revoked a key (rule 2), as its audit entries say.
     static let removedOnServerReason = "removed on the server (an administrator or the user deleted the binding)"
 
@@ -351,16 +346,6 @@ extension KeyManager {
     /// An absolute path with symbolic links resolved, so no link can hide where a file really is.
     static func resolved(_ path: String) -> String {
         URL(fileURLWithPath: path).standardizedFileURL.resolvingSymlinksInPath().path
-    }
-
-    /// Records that the server accepted a binding made through a journey: the key is registered under `deviceName`.
-    package func markRegistered(kid: String, deviceName: String?) throws {
-        guard let key = try read({ try $0.key(kid: kid) }) else {
-            throw KeyManagerError(.clientNotRegistered, "no key \(kid) on this device")
-        }
-        var changes = ServerChanges(userId: key.userId)
-        changes.listed = [.init(kid: kid, deviceName: deviceName, lastAccessAt: nil)]
-        try apply(changes)
     }
 }
 

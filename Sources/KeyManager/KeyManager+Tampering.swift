@@ -74,11 +74,6 @@ extension KeyManager {
         return value.isEmpty ? nil : String(value)
     }
 
-    /// The recorded finding, if any (`keymgr status`, `keymgr audit clear-tampering`).
-    public func tamperingFinding() throws -> TamperingFinding? {
-        TamperingFinding(json: try device().tampering)
-    }
-
     /// Refuses to release a secret of `userId` while a recorded finding concerns them.
     func refuseIfTampered(_ device: DeviceRecord, userId: String) throws {
         guard let finding = TamperingFinding(json: device.tampering), finding.concerns(userId) else { return }

@@ -69,26 +69,6 @@ public struct TokenSecrets: Sendable, Equatable {
     public var idToken: String?
 }
 
-/// Tokens a server issued, to be stored.
-public struct IssuedTokens: Sendable, Equatable {
-    public var accessToken: String
-    /// `DPoP` or `Bearer`.
-    public var tokenType: String
-    public var expiresIn: Int64?
-    public var refreshToken: String?
-    public var idToken: String?
-    public var scope: String?
-
-    public init(accessToken: String, tokenType: String, expiresIn: Int64?, refreshToken: String?, idToken: String?, scope: String?) {
-        self.accessToken = accessToken
-        self.tokenType = tokenType
-        self.expiresIn = expiresIn
-        self.refreshToken = refreshToken
-        self.idToken = idToken
-        self.scope = scope
-    }
-}
-
 /// A user's DPoP key (RFC 9449): a P-256 key separate from the binding key, that signs proofs.
 public struct DPoPKey: Sendable {
     let privateKey: P256PrivateKey

@@ -29,12 +29,6 @@ public enum TCTIReach: Sendable, Equatable {
         }
     }
 
-    /// Whether this is a network TCTI.
-    public var isNetwork: Bool {
-        if case .network = self { return true }
-        return false
-    }
-
     /// The warning `status` and `doctor` give for a store pinned to `tcti`, nil when it is local.
     public static func warning(_ tcti: String) -> String? {
         guard case .network(let reason) = of(tcti) else { return nil }

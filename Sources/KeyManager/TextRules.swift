@@ -1,3 +1,4 @@
+import AgentWire
 import Foundation
 
 /// The rules of text a person or a server gives keymgr that it stores and shows again (user ids, usernames, realm
@@ -27,7 +28,7 @@ public enum TextRules {
         guard !value.unicodeScalars.contains(where: { $0.value < 0x20 || (0x7f...0x9f).contains($0.value) }) else {
             throw KeyManagerError(.badInput, "the \(what) contains control characters")
         }
-        guard !value.unicodeScalars.contains(where: { bidiControls.contains($0.value) }) else {
+        guard !value.unicodeScalars.contains(where: { PrintableText.bidiControls.contains($0.value) }) else {
             throw KeyManagerError(.badInput, "the \(what) contains a bidirectional control character (such as U+202E), "
                 + "which makes text display other than it is")
         }
@@ -35,9 +36,4 @@ public enum TextRules {
             throw KeyManagerError(.badInput, "the \(what) contains U+FFFD, the mark of bytes that were not valid UTF-8")
         }
     }
-
-    /// The Unicode bidirectional formatting characters: embeddings, overrides, isolates and marks. The one list:
-    /// what keymgr refuses to store and what the CLI keeps off the terminal.
-    public static let bidiControls: Set<UInt32> = [0x061C, 0x200E, 0x200F, 0x202A, 0x202B, 0x202C, 0x202D, 0x202E,
-                                            0x2066, 0x2067, 0x2068, 0x2069]
 }

@@ -1,6 +1,6 @@
 import Foundation
-import KeyManager
 import Hummingbird
+import KeymgrCore
 
 /// The test surface under `/__refserver/` (not part of PingAM), behind the admin credential:
 /// users, device records, faults, the request journal, open sessions and the clientError outcomes of journeys.

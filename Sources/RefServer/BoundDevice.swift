@@ -1,5 +1,5 @@
 import Foundation
-import KeyManager
+import KeymgrCore
 
 /// One device binding record, as PingAM keeps it under a user's profile
 /// (`/users/{user}/devices/2fa/binding`).

@@ -1,6 +1,6 @@
 import Foundation
 import Hummingbird
-import KeyManager
+import KeymgrCore
 
 /// PingAM's bound-device REST for one user: query, update (rename) and delete
 /// (`/json{realm}/users/{user}/devices/2fa/binding[/{uuid}]`, resource version 1.0).

@@ -1,5 +1,5 @@
 import Foundation
-import KeyManager
+import KeymgrCore
 
 /// A misbehaviour the reference server can be told to show on the device REST for one user id, so
 /// tests can watch keymgr's sync survive a broken server (docs/sync.md, rules 6 and 10).

@@ -1,5 +1,5 @@
 import Foundation
-import KeyManager
+import KeymgrCore
 
 /// The checks PingAM's Device Binding and Device Signing Verifier nodes make on a JWS.
 struct JWSChecks: Sendable {

@@ -1,6 +1,6 @@
 import Foundation
-import KeyManager
 import Hummingbird
+import KeymgrCore
 
 /// PingAM's authentication trees at `POST /json{realm}/authenticate?authIndexType=service&authIndexValue=<tree>`:
 /// callbacks in `{"authId","callbacks":[{"type","output":[{"name","value"}],"input":[{"name","value"}],"_id"}]}`,

@@ -261,5 +261,5 @@ private func frameworkLogger(_ logger: Logger) -> Logger {
 
 /// The JWS verifier used by `start(configuration:)`.
 func defaultJWSVerifier() -> any JWSVerifier {
-    KeyManagerJWSVerifier()
+    ServerJWSVerifier()
 }

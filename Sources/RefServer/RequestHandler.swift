@@ -1,6 +1,6 @@
 import Foundation
-import KeyManager
 import Hummingbird
+import KeymgrCore
 
 /// One request, read in full: what every route handler works from.
 struct IncomingRequest: Sendable {

@@ -1,6 +1,6 @@
 import Foundation
-import KeyManager
 import Hummingbird
+import KeymgrCore
 
 /// PingAM's (Common REST) JSON error: `{"code":401,"reason":"Unauthorized","message":"Login failure"}`.
 struct AMError: Error, Sendable {

@@ -1,5 +1,5 @@
 import Foundation
-import KeyManager
+import KeymgrCore
 
 /// Where an unfinished journey stands: kept server-side under its opaque `authId`.
 struct JourneySession: Sendable {
@@ -96,9 +96,9 @@ actor ServerState {
     func clearRecordedRequests() { journal.removeAll() }
 }
 
-/// Random bytes from keymgr's CSPRNG wrapper (OpenSSL's RAND_bytes).
+/// Random bytes from libcrypto's CSPRNG, through the server's own crypto (`ServerCrypto`).
 func randomBytes(_ count: Int) throws -> [UInt8] {
-    try SecureRandom.bytes(count: count)
+    try ServerCrypto.randomBytes(count: count)
 }
 
 /// A random opaque token, base64url without padding.

@@ -1,5 +1,5 @@
 import Foundation
-import KeyManager
+import KeymgrCore
 
 /// The server reads and writes JSON with keymgr's `JSONValue`: `Sendable`, and explicit about every field's type.
 extension JSONValue {

@@ -23,11 +23,6 @@ extension Store {
         }
     }
 
-    /// The identity of the database file this store opened, taken once it was open.
-    package func databaseIdentity() -> FileIdentity? {
-        FileIdentity.of(home.databaseURL.path)
-    }
-
     /// The same checks of the home and of the database files a fresh open makes (a directory, owned by this user or
     /// root, writable by nobody else; the database, `-wal` and `-shm` regular files likewise), and that the database
     /// file is still `identity`.

@@ -34,7 +34,7 @@ package final class Store: Sendable {
 
     /// How long a writer waits for the writers' queue, and a statement for another process's SQLite lock, before
     /// failing with `busy`.
-    package static let busyTimeout: TimeInterval = 5
+    static let busyTimeout: TimeInterval = 5
 
     /// SQLite's busy handler: try again every millisecond, for `busyTimeout` in all. SQLite's own (`busy_timeout`)
     /// sleeps 1, 2, 5, 10, … 100 ms between tries and so often sleeps on long after the lock came free. Writers of
@@ -301,13 +301,6 @@ package final class Store: Sendable {
         }
         defer { keymgr_writer_lock_release(descriptor) }
         return try body()
-    }
-
-    /// Runs a checkpoint that folds the WAL back into the database file (used before inspecting raw bytes).
-    package func checkpoint() throws {
-        try guarded("checkpoint the WAL") {
-            _ = try pool.writeWithoutTransaction { db in try queuedForWriting { try db.checkpoint(.truncate) } }
-        }
     }
 
     /// Folds the WAL into the database and truncates it, if no reader holds it, so that rows a transaction

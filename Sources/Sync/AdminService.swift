@@ -134,7 +134,7 @@ public struct AdminService: Sendable {
     }
 
     /// The device REST, or `unsupported` for a dialect without a device registry.
-    func deviceClient() throws -> PingAMDeviceClient {
+    func deviceClient() throws -> any DeviceRegistry {
         guard let client = try connection.deviceClient() else {
             throw SyncError(.unsupported, "the configured server is \(connection.settings.dialect.rawValue), which keeps "
                 + "no device registry: there are no bindings to list or revoke. Revoke the user's client at the server "

@@ -8,10 +8,10 @@ import Synchronization
 /// and the JWS the server's callback asks for.
 public struct JourneyService: Sendable {
     public let manager: KeyManager
-    let client: PingAMJourneyClient
+    let client: any JourneyRunner
     let logger: Logger
 
-    public init(manager: KeyManager, client: PingAMJourneyClient, logger: Logger = KeyManager.silentLogger) {
+    public init(manager: KeyManager, client: any JourneyRunner, logger: Logger = KeyManager.silentLogger) {
         self.manager = manager
         self.client = client
         self.logger = logger
@@ -20,6 +20,11 @@ public struct JourneyService: Sendable {
     /// The journeys of the configured server (`config` when it is not a PingAM server).
     public init(manager: KeyManager, connection: ServerConnection, logger: Logger = KeyManager.silentLogger) throws {
         self.init(manager: manager, client: try connection.journeyClient(), logger: logger)
+    }
+
+    /// A password as the journey's answer carries it: its text.
+    private static func text(of password: SecretBytes) -> String {
+        password.withUnsafeBytes { String(decoding: $0, as: UTF8.self) }
     }
 
     /// Warns that a journey's session stayed open (never showing it): the journey itself succeeded.
@@ -42,7 +47,7 @@ public struct JourneyService: Sendable {
         try manager.authorize(userId: userId)
         // Before the NameCallback carries the username to the server or the user is stored.
         try TextRules.checkUser(userId: userId, username: username)
-        let credentials = PingAMJourneyClient.Credentials(username: username, password: password)
+        let credentials = JourneyCredentials(username: username, password: { try Self.text(of: password()) })
         let identity = try manager.deviceIdentity()
         let manager = manager
         let prepared = PreparedBinding()
@@ -95,7 +100,7 @@ public struct JourneyService: Sendable {
                      userId: String? = nil, kid: String? = nil, claims: [String: JSONValue],
                      pin: @escaping @Sendable () throws -> SecretBytes) async throws -> SignResult {
         if let userId { try manager.authorize(userId: userId) }
-        let credentials = PingAMJourneyClient.Credentials(username: username, password: password)
+        let credentials = JourneyCredentials(username: username, password: { try Self.text(of: password()) })
         let manager = manager
         // The user asked for: --user, else the owner of --kid; with neither, the first user a callback names, so one
         // step never gets signatures of two users. Found when a callback names a user, not before the journey.

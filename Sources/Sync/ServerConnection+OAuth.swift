@@ -6,9 +6,6 @@ extension ServerConnection {
     /// The profile's name, under which registrations and tokens are stored.
     public var serverName: String { settings.name }
 
-    /// A discovery client over this connection's HTTP.
-    public var discoveryClient: OAuthDiscoveryClient { OAuthDiscoveryClient(http: http) }
-
     /// The dialect's client registration client; `unsupported` for a dialect without dynamic client registration.
     public var registrationClient: OAuthRegistrationClient {
         get throws {

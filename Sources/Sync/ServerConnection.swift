@@ -34,7 +34,7 @@ public struct ServerConnection: Sendable {
     public var dialect: any ServerDialect { settings.dialect.dialect }
 
     /// The dialect's device registry client with the admin credential; nil for a dialect that keeps no device registry.
-    public func deviceClient() throws -> PingAMDeviceClient? {
+    public func deviceClient() throws -> (any DeviceRegistry)? {
         switch dialect.deviceRegistry {
         case nil: nil
         case .pingAMDeviceREST: PingAMDeviceClient(server: pingAMServer, http: http, adminHeader: try adminHeader())
@@ -42,7 +42,7 @@ public struct ServerConnection: Sendable {
     }
 
     /// The dialect's journey client; `config` for a dialect without journeys.
-    public func journeyClient() throws -> PingAMJourneyClient {
+    public func journeyClient() throws -> any JourneyRunner {
         switch dialect.journeys {
         case nil:
             throw SyncError(.config, "the configured server is \(settings.dialect.rawValue), which has no journeys; "

@@ -250,7 +250,7 @@ public struct SyncService: Sendable {
 
     /// A user's changes at the server (rule 3's deletions, rule 4's pruning, and for a revocation the client
     /// registration); returns the local changes that follow, to be applied only if all of these succeeded.
-    private func changeServer(_ plan: UserSyncPlan, devices: PingAMDeviceClient, options: SyncOptions) async throws -> ServerChanges {
+    private func changeServer(_ plan: UserSyncPlan, devices: any DeviceRegistry, options: SyncOptions) async throws -> ServerChanges {
         var changes = plan.changes
         for device in plan.deleteOnServer {
             try await devices.deleteDevice(userId: plan.userId, uuid: device.uuid)

@@ -127,54 +127,16 @@ enum Output {
     }
 }
 
-/// Text made safe for a terminal, with keymgr-core's rule: no C0/C1 control characters but tab and line feed, no
-/// DEL, no Unicode bidirectional controls.
-enum PrintableText {
-    /// U+061C, U+200E, U+200F, U+202A–U+202E, U+2066–U+2069: the bidirectional controls keymgr keeps off terminals.
-    static let bidiControls: Set<UInt32> = [0x061C, 0x200E, 0x200F, 0x202A, 0x202B, 0x202C, 0x202D, 0x202E,
-                                            0x2066, 0x2067, 0x2068, 0x2069]
-
-    static func stripped(_ text: String) -> String {
-        var scalars = String.UnicodeScalarView()
-        for scalar in text.unicodeScalars {
-            let value = scalar.value
-            if value == 0x09 || value == 0x0A
-                || !(value < 0x20 || (0x7F...0x9F).contains(value) || bidiControls.contains(value)) {
-                scalars.append(scalar)
-            }
-        }
-        return String(scalars)
-    }
-}
-
 /// `{"error":{"code":"…","message":"…"}}` exactly as keymgr-core writes it (sorted keys, slashes unescaped, DEL,
-/// C1 and bidi controls as `\uXXXX`), for text already through `PrintableText.stripped`.
+/// C1 and bidi controls as `\uXXXX`: AgentWire's one JSON writer), for text already through `PrintableText.stripped`.
 enum ErrorDocument {
     static func json(code: String, message: String) -> String {
-        "{\"error\":{\"code\":\(string(code)),\"message\":\(string(message))}}"
-    }
-
-    private static func string(_ text: String) -> String {
-        var out = "\""
-        for scalar in text.unicodeScalars {
-            switch scalar.value {
-            case 0x22: out += "\\\""
-            case 0x5C: out += "\\\\"
-            case 0x0A: out += "\\n"
-            case 0x09: out += "\\t"
-            case 0x0D: out += "\\r"
-            case 0x08: out += "\\b"
-            case 0x0C: out += "\\f"
-            case let value where value < 0x20 || (0x7F...0x9F).contains(value) || PrintableText.bidiControls.contains(value):
-                out += "\\u" + hex4(value)
-            default: out.unicodeScalars.append(scalar)
-            }
-        }
-        return out + "\""
-    }
-
-    private static func hex4(_ value: UInt32) -> String {
-        let digits = Array("0123456789abcdef")
-        return String((0..<4).reversed().map { digits[Int((value >> (UInt32($0) * 4)) & 0xF)] })
+        var writer = JSONWriter()
+        writer.raw("{\"error\":{\"code\":")
+        writer.string(code, escapingInvisibles: true)
+        writer.raw(",\"message\":")
+        writer.string(message, escapingInvisibles: true)
+        writer.raw("}}")
+        return String(decoding: writer.bytes, as: UTF8.self)
     }
 }

@@ -44,7 +44,7 @@ final class CryptoAESGCMTests: XCTestCase {
         }
         for (name, open) in cases {
             XCTAssertThrowsError(try open(), name) { error in
-                XCTAssertTrue(AESGCM.isOpenFailure(error), "\(name): \(error)")
+                XCTAssertTrue(error is AESGCM.OpenFailure, "\(name): \(error)")
                 XCTAssertEqual((error as? any KeymgrFailure)?.code, .failure)
                 XCTAssertEqual((error as? any KeymgrFailure)?.message, AESGCM.openFailedMessage)
             }
@@ -54,8 +54,9 @@ final class CryptoAESGCMTests: XCTestCase {
     func testKeyMustBe32BytesAndThatIsNotAnOpenFailure() throws {
         XCTAssertThrowsError(try AESGCM.seal(SecretBytes([1]), key: SecretBytes([UInt8](repeating: 0, count: 16)), aad: [])) {
             XCTAssertEqual(($0 as? KeyManagerError)?.code, .failure)
-            XCTAssertFalse(AESGCM.isOpenFailure($0))
+            XCTAssertFalse($0 is AESGCM.OpenFailure)
         }
-        XCTAssertFalse(AESGCM.isOpenFailure(KeyManagerError(.badInput, AESGCM.openFailedMessage)))
+        let lookalike: any Error = KeyManagerError(.badInput, AESGCM.openFailedMessage)
+        XCTAssertFalse(lookalike is AESGCM.OpenFailure)
     }
 }

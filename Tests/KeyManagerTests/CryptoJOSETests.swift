@@ -254,4 +254,11 @@ final class CryptoJOSETests: XCTestCase {
         XCTAssertNil(value["missing"])
         XCTAssertEqual(JSONValue.int(Int64.max).canonicalJSON(), "9223372036854775807")
     }
+
+    /// Canonical JSON goes through keymgr's one JSON writer without `escapingInvisibles`: DEL, C1 and bidi controls
+    /// stay as they are, so the bytes signed and hashed are those keymgr always signed (only C0 is escaped).
+    func testCanonicalJSONEscapesOnlyC0() {
+        let value: JSONValue = ["k\u{202E}": "\u{7F}\u{85}\u{202E}\u{1F}\u{0C}"]
+        XCTAssertEqual(value.canonicalJSON(), "{\"k\u{202E}\":\"\u{7F}\u{85}\u{202E}\\u001f\\f\"}")
+    }
 }

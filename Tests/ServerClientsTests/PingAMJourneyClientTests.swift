@@ -8,7 +8,7 @@ import XCTest
 /// cookies carried, sessions ended.
 final class PingAMJourneyClientTests: XCTestCase {
     private let server = PingAMServer(baseURL: URL(string: "https://am.example.com/am")!)
-    private let credentials = PingAMJourneyClient.Credentials(username: "dave") { SecretBytes(utf8: "pw") }
+    private let credentials = JourneyCredentials(username: "dave") { "pw" }
 
     /// Step 1 asks for name and password and sets the load balancer's cookie; step 2 for a device binding (with a
     /// TextOutputCallback beside it); then success, with a session unless told otherwise.
@@ -61,7 +61,7 @@ final class PingAMJourneyClientTests: XCTestCase {
         let client = PingAMJourneyClient(server: server, http: stub)
         let seen = try await client.run(journey: "RegisterDevice", credentials: credentials,
                                         answering: "DeviceBindingCallback") { callback in
-            PingAMJourneyClient.DeviceAnswer(inputs: ["jws": .string("header.payload.signature")],
+            DeviceAnswer(inputs: ["jws": .string("header.payload.signature")],
                                              value: (try callback.output("userId"), try callback.jwsLifetime()))
         }
         XCTAssertEqual(seen.0, "id=dave,ou=user,ou=am-config")
@@ -82,7 +82,7 @@ final class PingAMJourneyClientTests: XCTestCase {
         let stub = journeyStub()
         _ = try await PingAMJourneyClient(server: server, http: stub).run(
             journey: "RegisterDevice", credentials: credentials, answering: "DeviceBindingCallback") { _ in
-            PingAMJourneyClient.DeviceAnswer(inputs: ["jws": .string("j")], value: 0)
+            DeviceAnswer(inputs: ["jws": .string("j")], value: 0)
         }
         let steps = stub.requests.filter { $0.url.path.hasSuffix("/authenticate") }
         XCTAssertEqual(steps.count, 3)
@@ -97,8 +97,8 @@ final class PingAMJourneyClientTests: XCTestCase {
         // A second run (another user's journey) starts empty again: jars are never shared.
         let again = journeyStub()
         _ = try await PingAMJourneyClient(server: server, http: again).run(
-            journey: "RegisterDevice", credentials: .init(username: "erin") { SecretBytes(utf8: "pw") },
-            answering: "DeviceBindingCallback") { _ in PingAMJourneyClient.DeviceAnswer(inputs: [:], value: 0) }
+            journey: "RegisterDevice", credentials: .init(username: "erin") { "pw" },
+            answering: "DeviceBindingCallback") { _ in DeviceAnswer(inputs: [:], value: 0) }
         XCTAssertNil(again.requests[0].headers["Cookie"])
     }
 
@@ -106,7 +106,7 @@ final class PingAMJourneyClientTests: XCTestCase {
         let stub = journeyStub(tokenId: "tok-123*")
         _ = try await PingAMJourneyClient(server: server, http: stub).run(
             journey: "RegisterDevice", credentials: credentials, answering: "DeviceBindingCallback") { _ in
-            PingAMJourneyClient.DeviceAnswer(inputs: [:], value: 0)
+            DeviceAnswer(inputs: [:], value: 0)
         }
         let logout = try XCTUnwrap(stub.requests.last)
         XCTAssertEqual(logout.method, "POST")
@@ -118,7 +118,7 @@ final class PingAMJourneyClientTests: XCTestCase {
         let none = journeyStub(tokenId: nil)
         _ = try await PingAMJourneyClient(server: server, http: none).run(
             journey: "RegisterDevice", credentials: credentials, answering: "DeviceBindingCallback") { _ in
-            PingAMJourneyClient.DeviceAnswer(inputs: [:], value: 0)
+            DeviceAnswer(inputs: [:], value: 0)
         }
         XCTAssertFalse(none.requests.contains { $0.url.path.hasSuffix("/sessions") }, "no session, nothing to end")
     }
@@ -129,7 +129,7 @@ final class PingAMJourneyClientTests: XCTestCase {
         let value = try await PingAMJourneyClient(server: server, http: stub).run(
             journey: "RegisterDevice", credentials: credentials, answering: "DeviceBindingCallback",
             sessionNotEnded: { error in reported.withLock { $0.append(error.message) } }) { _ in
-            PingAMJourneyClient.DeviceAnswer(inputs: [:], value: 7)
+            DeviceAnswer(inputs: [:], value: 7)
         }
         XCTAssertEqual(value, 7, "the server accepted the binding: a stuck logout must not undo it")
         let messages = reported.withLock { $0 }
@@ -154,7 +154,7 @@ final class PingAMJourneyClientTests: XCTestCase {
             let client = PingAMJourneyClient(server: server, http: stub)
             do {
                 _ = try await client.run(journey: "RegisterDevice", credentials: credentials,
-                                         answering: "DeviceBindingCallback") { _ -> PingAMJourneyClient.DeviceAnswer<Int> in
+                                         answering: "DeviceBindingCallback") { _ -> DeviceAnswer<Int> in
                     throw failure
                 }
                 XCTFail("the failure was swallowed")
@@ -179,7 +179,7 @@ final class PingAMJourneyClientTests: XCTestCase {
                 journey: "RegisterDevice", credentials: credentials, answering: "DeviceBindingCallback") { _ in
                 // A PIN prompt nobody answers.
                 release.wait()
-                return PingAMJourneyClient.DeviceAnswer(inputs: [:], value: 0)
+                return DeviceAnswer(inputs: [:], value: 0)
             }
             XCTFail("the deadline did not hold")
         } catch let error as KeyManagerError {
@@ -212,9 +212,9 @@ final class PingAMJourneyClientTests: XCTestCase {
         do {
             _ = try await PingAMJourneyClient(server: server, http: stub).run(
                 journey: "Login", credentials: credentials,
-                answering: "DeviceSigningVerifierCallback") { _ -> PingAMJourneyClient.DeviceAnswer<Int> in
+                answering: "DeviceSigningVerifierCallback") { _ -> DeviceAnswer<Int> in
                 XCTFail("no device callback came")
-                return PingAMJourneyClient.DeviceAnswer(inputs: [:], value: 0)
+                return DeviceAnswer(inputs: [:], value: 0)
             }
             XCTFail("a journey without the device callback succeeded")
         } catch let error as TransportError {

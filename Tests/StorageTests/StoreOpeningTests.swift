@@ -1,5 +1,6 @@
 import Foundation
 import GRDB
+import KeymgrCore
 @testable import Storage
 import XCTest
 

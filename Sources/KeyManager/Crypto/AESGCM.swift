@@ -128,12 +128,6 @@ package enum AESGCM {
         }
     }
 
-    /// Whether `error` is the failure to open a sealed value (wrong key or AAD, tampered or truncated),
-    /// as opposed to any other error.
-    package static func isOpenFailure(_ error: any Error) -> Bool {
-        error is OpenFailure
-    }
-
     /// A sealed value that did not open: its own type, so callers tell it from other failures without reading
     /// its message. Reported as any `failure` is (exit 1).
     package struct OpenFailure: KeymgrFailure, Equatable {

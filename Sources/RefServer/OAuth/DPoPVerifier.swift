@@ -1,5 +1,5 @@
 import Foundation
-import KeyManager
+import KeymgrCore
 
 /// An OAuth error response (RFC 6749 §5.2, RFC 6750 §3, RFC 7591 §3.2.2, RFC 9449 §7.1):
 /// `{"error":"…","error_description":"…"}` with a status and extra headers.
@@ -77,15 +77,18 @@ struct DPoPVerifier: Sendable {
         }
         guard jwkJSON["d"] == nil else { throw OAuthError.invalidDPoPProof("the jwk carries a private key") }
         let jwk: JWK
-        let publicKey: P256PublicKey
         do {
             jwk = try JWK(jsonObject: jwkJSON)
-            publicKey = try P256PublicKey(jwk: jwk)
         } catch {
             throw OAuthError.invalidDPoPProof("the jwk is not a P-256 public key")
         }
+        guard jwk.kty == "EC", jwk.crv == "P-256", let x = jwk.x, let y = jwk.y,
+              Base64URL.decode(x)?.count == 32, Base64URL.decode(y)?.count == 32
+        else {
+            throw OAuthError.invalidDPoPProof("the jwk is not a P-256 public key")
+        }
         do {
-            _ = try JWS.verify(compact, publicKey: publicKey)
+            _ = try ServerJWSVerifier.verified(compact, publicJWK: ["kty": "EC", "crv": "P-256", "x": x, "y": y])
         } catch {
             throw OAuthError.invalidDPoPProof("the DPoP proof signature does not verify")
         }
@@ -103,7 +106,7 @@ struct DPoPVerifier: Sendable {
             throw OAuthError.invalidDPoPProof("iat is outside the accepted window")
         }
         if let accessToken {
-            let expected = Base64URL.encode(SHA256.hash(Array(accessToken.utf8)))
+            let expected = Base64URL.encode(ServerCrypto.sha256(Array(accessToken.utf8)))
             guard let ath = claims["ath"]?.stringValue, constantTimeEqual(ath, expected) else {
                 throw OAuthError.invalidDPoPProof("ath does not match the access token")
             }
@@ -127,7 +130,7 @@ struct DPoPVerifier: Sendable {
         }
         let jkt: String
         do {
-            jkt = try jwk.thumbprint()
+            jkt = try jwk.serverThumbprint()
         } catch {
             throw OAuthError.invalidDPoPProof("the jwk has no thumbprint")
         }

@@ -1,6 +1,6 @@
 import Foundation
 import Hummingbird
-import KeyManager
+import KeymgrCore
 
 /// `/__refserver/oauth/…`: what an administrator of the authorization server (or a test) does and
 /// sees. Documented with the endpoints in `OAuthRoutes`.

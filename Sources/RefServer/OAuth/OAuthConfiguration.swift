@@ -1,5 +1,5 @@
 import Foundation
-import KeyManager
+import KeymgrCore
 
 /// A static client that templatized registrations copy (Curity's "template client"): a registration
 /// body `{"software_id": "<name>"}` gets this client's metadata, plus any extension fields it sent.

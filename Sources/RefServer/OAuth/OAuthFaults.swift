@@ -1,5 +1,5 @@
 import Foundation
-import KeyManager
+import KeymgrCore
 
 /// The authorization server's endpoints, as fault targets.
 public enum OAuthEndpoint: String, Sendable, CaseIterable {

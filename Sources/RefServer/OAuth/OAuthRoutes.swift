@@ -1,6 +1,6 @@
 import Foundation
 import Hummingbird
-import KeyManager
+import KeymgrCore
 
 /// The reference server's authorization server: a stand-in for Curity (and any RFC server) that
 /// speaks the public wire formats.

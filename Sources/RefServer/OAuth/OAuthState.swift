@@ -1,5 +1,5 @@
 import Foundation
-import KeyManager
+import KeymgrCore
 
 /// Who hands out a DPoP nonce: the authorization server and the resource server keep separate ones,
 /// as two real servers would.

@@ -1,6 +1,6 @@
 import Foundation
 import GRDB
-import KeyManager
+import KeymgrCore
 
 /// The `oauth_clients` table: one dynamically registered client.
 struct OAuthClientRow: Codable, FetchableRecord, PersistableRecord {

@@ -1,5 +1,5 @@
 import Foundation
-import KeyManager
+import KeymgrCore
 
 /// The authorization server's Swift surface for tests (the same operations as `/__refserver/oauth/…`).
 extension ReferenceServer {
@@ -38,18 +38,6 @@ extension ReferenceServer {
     /// How many times `token` was presented (0 for a token the server never issued).
     public func presentations(ofToken token: String) async throws -> Int {
         try await handler.oauth.store.token(token)?.presentations ?? 0
-    }
-
-    /// Deletes a client as an administrator would (its tokens die with it); false when there was none.
-    @discardableResult
-    public func deleteOAuthClient(_ clientId: String) async throws -> Bool {
-        try await handler.oauth.store.deleteClient(clientId)
-    }
-
-    /// Marks a client revoked (Curity's status `revoked`) and revokes its tokens; false when there was none.
-    @discardableResult
-    public func revokeOAuthClient(_ clientId: String) async throws -> Bool {
-        try await handler.oauth.store.revokeClient(clientId)
     }
 
     /// Issues a token set as if `subject` had logged in with the client; bound to `jkt` when given.

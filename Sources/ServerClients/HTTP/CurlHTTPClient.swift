@@ -1,6 +1,6 @@
 import CCurl
 import Foundation
-import KeyManager
+import KeymgrCore
 
 /// `HTTPClient` over the system libcurl (with the system OpenSSL), called directly.
 ///

@@ -1,5 +1,5 @@
 import Foundation
-import KeyManager
+import KeymgrCore
 
 /// An `HTTPClient` that sends again when the server says it is busy (429 or 503), waiting as its `Retry-After`
 /// (seconds) advises, or backing off (0.5 s, 1 s, …) when it gives none; an advice longer than `maxRetryAfter` is not

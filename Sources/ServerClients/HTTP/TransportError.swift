@@ -1,4 +1,4 @@
-import KeyManager
+import KeymgrCore
 
 /// Why talking to a server failed: the one error type of the wire clients.
 ///

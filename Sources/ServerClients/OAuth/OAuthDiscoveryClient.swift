@@ -1,5 +1,5 @@
 import Foundation
-import KeyManager
+import KeymgrCore
 
 /// What an authorization server's metadata document says about its endpoints.
 public struct OAuthServerMetadata: Sendable, Equatable {

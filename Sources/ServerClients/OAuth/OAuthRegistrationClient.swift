@@ -1,5 +1,5 @@
 import Foundation
-import KeyManager
+import KeymgrCore
 
 /// What a management GET (RFC 7592) found.
 public enum RegistrationReadResult: Sendable, Equatable {

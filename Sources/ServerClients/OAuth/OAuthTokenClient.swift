@@ -1,5 +1,5 @@
 import Foundation
-import KeyManager
+import KeymgrCore
 
 /// A successful token response (RFC 6749 §5.1): the domain's `IssuedTokens`, parsed from the wire here.
 public typealias OAuthTokenResponse = IssuedTokens

@@ -1,5 +1,5 @@
 import Foundation
-import KeyManager
+import KeymgrCore
 import Synchronization
 
 /// Makes a DPoP proof (RFC 9449) for one request: the method, the URL (the maker drops query and fragment),

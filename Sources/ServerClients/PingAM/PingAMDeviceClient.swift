@@ -1,31 +1,11 @@
 import Foundation
-import KeyManager
-
-/// A device-binding record as PingAM's device REST lists it.
-public struct ServerDevice: Sendable, Equatable {
-    /// `_id` = `uuid` = the key's kid.
-    public var uuid: String
-    public var kid: String
-    public var deviceId: String?
-    public var deviceName: String?
-    public var createdAt: Date?
-    public var lastAccessAt: Date?
-
-    public init(uuid: String, kid: String, deviceId: String?, deviceName: String?, createdAt: Date?, lastAccessAt: Date?) {
-        self.uuid = uuid
-        self.kid = kid
-        self.deviceId = deviceId
-        self.deviceName = deviceName
-        self.createdAt = createdAt
-        self.lastAccessAt = lastAccessAt
-    }
-}
+import KeymgrCore
 
 /// PingAM / PingOne Advanced Identity Cloud device management REST for device bindings.
 ///
 /// `GET {base}/json{realm}/users/{user}/devices/2fa/binding?_queryFilter=true`, paged with `_pageSize` and
 /// `_pagedResultsCookie`; `PUT …/binding/{uuid}` with `If-Match: *` renames; `DELETE …/binding/{uuid}` deletes.
-public struct PingAMDeviceClient: Sendable {
+public struct PingAMDeviceClient: DeviceRegistry {
     public let server: PingAMServer
     let http: any HTTPClient
     let adminHeader: (String, String)

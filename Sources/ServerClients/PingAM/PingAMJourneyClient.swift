@@ -1,5 +1,5 @@
 import Foundation
-import KeyManager
+import KeymgrCore
 
 /// PingAM's authentication journeys on the wire (`POST {base}/json{realm}/authenticate?authIndexType=service&authIndexValue=J`):
 /// steps, callbacks and their answers. It fills Name and Password callbacks and hands the device callback
@@ -10,7 +10,7 @@ import KeyManager
 /// (PingAM clusters route a journey's steps to one node by `amlbcookie`), kept in a jar that lives and dies with one
 /// run; and a session the journey opens is ended at once: keymgr asks for none (`noSession=true`) and logs out a
 /// `tokenId` it gets anyway. The `tokenId` is never returned, logged or stored.
-public struct PingAMJourneyClient: Sendable {
+public struct PingAMJourneyClient: JourneyRunner {
     public let server: PingAMServer
     let http: any HTTPClient
     /// A journey that asks for more than this many steps is broken, not long.
@@ -21,31 +21,6 @@ public struct PingAMJourneyClient: Sendable {
     public init(server: PingAMServer, http: any HTTPClient) {
         self.server = server
         self.http = http
-    }
-
-    /// What the journey's user answers with.
-    public struct Credentials: Sendable {
-        /// For NameCallback.
-        public var username: String
-        /// For PasswordCallback; asked only if the journey has one.
-        public var password: @Sendable () throws -> SecretBytes
-
-        public init(username: String, password: @escaping @Sendable () throws -> SecretBytes) {
-            self.username = username
-            self.password = password
-        }
-    }
-
-    /// How the caller answers a device callback: inputs by name suffix (`"jws"` fills `IDToken1jws`), and what it
-    /// made, returned by `run` once the server accepted the answer.
-    public struct DeviceAnswer<Value: Sendable>: Sendable {
-        public var inputs: [String: JSONValue]
-        public var value: Value
-
-        public init(inputs: [String: JSONValue], value: Value) {
-            self.inputs = inputs
-            self.value = value
-        }
     }
 
     /// Drives the journey, answering Name and Password callbacks and handing each callback of type `device` to
@@ -62,7 +37,7 @@ public struct PingAMJourneyClient: Sendable {
     /// `screen` sees every device callback of a step before `answer` sees any: when it refuses one (a callback for
     /// another user than the one asked for), that callback carries the `clientError` and no callback of the step is
     /// answered, so nothing is signed for a step that asks for more than it may.
-    public func run<Value: Sendable>(journey: String, credentials: Credentials, answering device: String,
+    public func run<Value: Sendable>(journey: String, credentials: JourneyCredentials, answering device: String,
                                      sessionNotEnded: @escaping @Sendable (TransportError) -> Void = { _ in },
                                      screen: @escaping @Sendable (DeviceCallback) throws -> Void = { _ in },
                                      answer: @escaping @Sendable (DeviceCallback) throws -> DeviceAnswer<Value>) async throws -> Value {
@@ -90,8 +65,7 @@ public struct PingAMJourneyClient: Sendable {
                         }
                         callback.setFirstInput(.string(credentials.username))
                     case "PasswordCallback":
-                        let password = try credentials.password()
-                        callback.setFirstInput(.string(password.withUnsafeBytes { String(decoding: $0, as: UTF8.self) }))
+                        callback.setFirstInput(.string(try credentials.password()))
                     default:
                         break
                     }
@@ -273,40 +247,6 @@ struct CookieJar {
             }
         }
         return lines.map { $0.trimmingCharacters(in: .whitespaces) }
-    }
-}
-
-/// A device callback as its caller sees it: the server's outputs, read-only.
-public struct DeviceCallback: Sendable {
-    /// `DeviceBindingCallback` or `DeviceSigningVerifierCallback`.
-    public let type: String
-    let outputs: [String: JSONValue]
-
-    /// The value of the output named `name`, if the callback has one.
-    public func outputValue(_ name: String) -> JSONValue? { outputs[name] }
-
-    /// The non-empty text output named `name`; the server is at fault when it is missing.
-    public func output(_ name: String) throws -> String {
-        guard let value = outputs[name]?.stringValue, !value.isEmpty else {
-            throw TransportError(.rejected, "the server's \(type) has no \(name)")
-        }
-        return value
-    }
-
-    /// The time the server allows for the whole answer (`timeout`): 30 s for a signing callback and 60 s for a
-    /// binding callback without one, as the SDKs default.
-    public var operationTimeout: TimeInterval {
-        if let seconds = outputs["timeout"]?.intValue, seconds > 0 { return TimeInterval(seconds) }
-        return type == "DeviceSigningVerifierCallback" ? 30 : 60
-    }
-
-    /// The JWS lifetime the callback asks for (its `timeout`, with the same defaults); keymgr signs for 1 to 3600 seconds.
-    public func jwsLifetime() throws -> Int {
-        guard let value = outputs["timeout"] else { return Int(operationTimeout) }
-        guard let seconds = value.intValue, (1...3600).contains(seconds) else {
-            throw TransportError(.rejected, "the server's \(type) asks for a JWS lifetime of \(value.canonicalJSON()) seconds; keymgr signs for 1 to 3600")
-        }
-        return Int(seconds)
     }
 }
 

@@ -1,5 +1,6 @@
 import Foundation
 import GRDB
+import KeymgrCore
 
 // The queries of `AuditEventRecord`: reads for any snapshot, changes inside a write transaction.
 

@@ -1,5 +1,6 @@
 import Foundation
 import GRDB
+import KeymgrCore
 
 /// What every keymgr record shares: snake_case columns and keymgr's timestamp format.
 package protocol KeymgrRecord: Codable, Sendable, FetchableRecord, PersistableRecord {}

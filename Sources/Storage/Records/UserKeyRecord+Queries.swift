@@ -1,5 +1,6 @@
 import Foundation
 import GRDB
+import KeymgrCore
 
 // The queries of `UserKeyRecord`: reads for any snapshot, changes inside a write transaction.
 
@@ -46,26 +47,8 @@ extension StoreReader {
                        arguments: [serverState.rawValue])
     }
 
-    /// Keys with their owners' usernames, for listing.
-    package func keyListings(userId: String? = nil, statuses: Set<UserKeyRecord.Status>) throws -> [KeyListing] {
-        let placeholders = Array(repeating: "?", count: statuses.count).joined(separator: ", ")
-        var arguments: StatementArguments = StatementArguments(statuses.map(\.rawValue).sorted())
-        var sql = """
-            SELECT k.*, u.username AS owner_username FROM user_keys k JOIN users u ON u.user_id = k.user_id
-            WHERE k.status IN (\(placeholders))
-            """
-        if let userId {
-            sql += " AND k.user_id = ?"
-            arguments += [userId]
-        }
-        sql += " ORDER BY k.user_id, k.created_at, k.kid"
-        return try Row.fetchAll(db, sql: sql, arguments: arguments).map { row in
-            KeyListing(key: try UserKeyRecord(row: row), username: row["owner_username"])
-        }
-    }
-
-    /// The rows `keyListings` finds, without the key material, one at a time as SQLite steps: one statement, columns
-    /// read by index (no `Decodable`, no per-row column-name conversion), nothing held between rows.
+    /// Keys with their owners' usernames, for listing, without the key material, one at a time as SQLite steps: one
+    /// statement, columns read by index (no `Decodable`, no per-row column-name conversion), nothing held between rows.
     ///
     /// - Throws: `StorageError` `.tampered` for a row holding a value keymgr never writes.
     package func forEachListedKey(userId: String? = nil, statuses: Set<UserKeyRecord.Status>,

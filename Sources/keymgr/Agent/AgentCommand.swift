@@ -1,3 +1,4 @@
+import AgentWire
 import ArgumentParser
 import CAgentSocket
 import Foundation
@@ -160,7 +161,7 @@ struct AgentCommand: KeymgrCommand {
         }
         for sub in Keymgr.configuration.subcommands { walk(sub, path: []) }
         // Sets the commands read on every request, built on first use.
-        _ = TextRules.bidiControls.isEmpty
+        _ = PrintableText.bidiControls.isEmpty
         _ = KeyStatus.usable.isEmpty
     }
 

@@ -1,3 +1,4 @@
+import AgentWire
 import ArgumentParser
 import Foundation
 import KeyManager

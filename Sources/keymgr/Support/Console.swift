@@ -1,3 +1,4 @@
+import AgentWire
 import Foundation
 import KeyManager
 
@@ -36,7 +37,7 @@ struct Console {
     /// JSON with DEL, C1 controls and bidi controls written as `\uXXXX` (the encoder escapes only C0): the same
     /// values for a JSON reader, but nothing a server sent can move the cursor or reorder text on a terminal.
     static func escapingInvisibles(_ json: String) -> String {
-        let unsafe = { (value: UInt32) in (0x7F...0x9F).contains(value) || TextRules.bidiControls.contains(value) }
+        let unsafe = { (value: UInt32) in value >= 0x20 && PrintableText.isInvisible(value) }
         guard json.unicodeScalars.contains(where: { unsafe($0.value) }) else { return json }
         var out = String.UnicodeScalarView()
         for scalar in json.unicodeScalars {

@@ -1,3 +1,4 @@
+import AgentWire
 import ArgumentParser
 import Foundation
 import KeyManager
@@ -85,23 +86,6 @@ enum FailureReport {
 
     private static func emitJSON(code: String, message: String) {
         StandardStream.output.write(Console.encoded(ErrorJSON(error: .init(code: code, message: message))) + "\n")
-    }
-}
-
-/// Text from elsewhere (a server's error description, a device name it lists) made safe to print.
-enum PrintableText {
-    /// `text` without C0/C1 control characters (but tab and line feed), DEL and Unicode bidirectional controls
-    /// (`TextRules.bidiControls`), which could rewrite the terminal or make text display other than it is.
-    static func stripped(_ text: String) -> String {
-        let bidi = TextRules.bidiControls
-        var scalars = String.UnicodeScalarView()
-        for scalar in text.unicodeScalars {
-            let value = scalar.value
-            if value == 0x09 || value == 0x0A || !(value < 0x20 || (0x7F...0x9F).contains(value) || bidi.contains(value)) {
-                scalars.append(scalar)
-            }
-        }
-        return String(scalars)
     }
 }
 

@@ -1,3 +1,4 @@
+import AgentWire
 import Foundation
 import KeyManager
 
@@ -5,9 +6,9 @@ import KeyManager
 /// keys): no `Encodable` tree, no `JSONEncoder`, no second pass for invisible characters.
 ///
 /// It writes exactly what `Console.encoded` writes for the same shape: members in sorted order (the caller writes
-/// them so), no whitespace, `/` as is, `"` `\` and C0 controls escaped as `JSONEncoder` does (`\b \t \n \f \r`,
-/// else `\u00xx`), DEL, C1 and bidi controls as `\uxxxx` (`Console.escapingInvisibles`). ListingTests compare it
-/// with the `Encodable` path byte for byte.
+/// them so), no whitespace, strings through AgentWire's `JSONWriter` with `escapingInvisibles` (`"` `\` and C0
+/// controls as `JSONEncoder` escapes them, DEL, C1 and bidi controls as `\uxxxx`, as `Console.escapingInvisibles`).
+/// ListingTests compare it with the `Encodable` path byte for byte.
 struct JSONBytes {
     private(set) var bytes: [UInt8] = []
 
@@ -28,42 +29,10 @@ struct JSONBytes {
         bytes.append(UInt8(ascii: ":"))
     }
 
-    /// A JSON string, or `null`.
+    /// A JSON string, or `null`: escaped by keymgr's one JSON writer (AgentWire's), invisibles included.
     mutating func string(_ value: String?) {
         guard let value else { return raw("null") }
-        bytes.append(UInt8(ascii: "\""))
-        var text = value
-        text.withUTF8 { utf8 in
-            var index = 0
-            while index < utf8.count {
-                let byte = utf8[index]
-                switch byte {
-                case UInt8(ascii: "\""): raw("\\\"")
-                case UInt8(ascii: "\\"): raw("\\\\")
-                case 0x08: raw("\\b")
-                case 0x09: raw("\\t")
-                case 0x0A: raw("\\n")
-                case 0x0C: raw("\\f")
-                case 0x0D: raw("\\r")
-                case 0x00..<0x20, 0x7F: escaped(UInt32(byte))
-                case 0xC2 where index + 1 < utf8.count && (0x80...0x9F).contains(utf8[index + 1]):
-                    escaped(UInt32(utf8[index + 1]))  // C1 controls: U+0080 to U+009F, two bytes
-                    index += 1
-                case 0xD8, 0xE2:
-                    // The bidi controls: U+061C (D8 9C), U+200E/F, U+202A–E, U+2066–9 (E2 80 xx, E2 81 xx).
-                    let scalar = Self.scalar(utf8, at: index)
-                    if let scalar, TextRules.bidiControls.contains(scalar.value) {
-                        escaped(scalar.value)
-                        index += byte == 0xD8 ? 1 : 2
-                    } else {
-                        bytes.append(byte)
-                    }
-                default: bytes.append(byte)
-                }
-                index += 1
-            }
-        }
-        bytes.append(UInt8(ascii: "\""))
+        JSONWriter.appendString(value, to: &bytes, escapingInvisibles: true)
     }
 
     /// Text appended as its UTF-8 bytes, unescaped (a table line, a CSV record).
@@ -82,27 +51,6 @@ struct JSONBytes {
     /// A timestamp as keymgr writes them (`ISOTime`), or `null`.
     mutating func time(_ date: Date?) {
         string(date.map { ISOTime.string(from: $0) })
-    }
-
-    private mutating func escaped(_ value: UInt32) {
-        let hex: [UInt8] = Array("0123456789abcdef".utf8)
-        raw("\\u")
-        for shift in stride(from: 12, through: 0, by: -4) {
-            bytes.append(hex[Int((value >> UInt32(shift)) & 0xF)])
-        }
-    }
-
-    /// The scalar of a two- or three-byte UTF-8 sequence starting at `index` (valid UTF-8: a Swift string's).
-    private static func scalar(_ utf8: UnsafeBufferPointer<UInt8>, at index: Int) -> Unicode.Scalar? {
-        let lead = utf8[index]
-        if lead & 0xE0 == 0xC0, index + 1 < utf8.count {
-            return Unicode.Scalar((UInt32(lead & 0x1F) << 6) | UInt32(utf8[index + 1] & 0x3F))
-        }
-        if lead & 0xF0 == 0xE0, index + 2 < utf8.count {
-            return Unicode.Scalar((UInt32(lead & 0x0F) << 12) | (UInt32(utf8[index + 1] & 0x3F) << 6)
-                                  | UInt32(utf8[index + 2] & 0x3F))
-        }
-        return nil
     }
 }
 

@@ -1,3 +1,4 @@
+import AgentWire
 import Foundation
 import KeyManager
 
@@ -173,7 +174,7 @@ struct TextTable {
     static func printable(_ text: String) -> String {
         // Controls, and the bidirectional overrides and isolates that make text display other than it is (U+202E).
         let unsafe = { (scalar: Unicode.Scalar) in
-            scalar.properties.generalCategory == .control || TextRules.bidiControls.contains(scalar.value)
+            scalar.properties.generalCategory == .control || PrintableText.bidiControls.contains(scalar.value)
         }
         guard text.unicodeScalars.contains(where: unsafe) else { return text }
         var out = ""

@@ -1,3 +1,4 @@
+import AgentWire
 import Foundation
 
 /// A JSON value, for JWS headers and claims and for audit details.
@@ -58,66 +59,46 @@ public indirect enum JSONValue: Sendable, Equatable, Codable {
     /// no whitespace, `"`, `\` and control characters escaped, `/` and non-ASCII written as is (UTF-8),
     /// non-finite doubles written as `null`.
     public func canonicalJSON() -> String {
-        var out = ""
+        var out = JSONWriter()
         write(into: &out)
-        return out
+        return String(decoding: out.bytes, as: UTF8.self)
     }
 
-    private func write(into out: inout String) {
+    /// Strings through keymgr's one JSON writer (AgentWire's), without `escapingInvisibles`: C0 controls only.
+    private func write(into out: inout JSONWriter) {
         switch self {
         case .string(let value):
-            Self.writeString(value, into: &out)
+            out.string(value)
         case .int(let value):
-            out += String(value)
+            out.raw(String(value))
         case .double(let value):
-            out += value.isFinite ? value.description : "null"
+            out.raw(value.isFinite ? value.description : "null")
         case .bool(let value):
-            out += value ? "true" : "false"
+            out.raw(value ? "true" : "false")
         case .null:
-            out += "null"
+            out.raw("null")
         case .array(let values):
-            out += "["
+            out.raw("[")
             for (index, value) in values.enumerated() {
-                if index > 0 { out += "," }
+                if index > 0 { out.raw(",") }
                 value.write(into: &out)
             }
-            out += "]"
+            out.raw("]")
         case .object(let members):
-            out += "{"
+            out.raw("{")
             let keys = members.keys.sorted { $0.unicodeScalars.lexicographicallyPrecedes($1.unicodeScalars) }
             for (index, key) in keys.enumerated() {
-                if index > 0 { out += "," }
-                Self.writeString(key, into: &out)
-                out += ":"
+                if index > 0 { out.raw(",") }
+                out.string(key)
+                out.raw(":")
                 members[key]?.write(into: &out)
             }
-            out += "}"
+            out.raw("}")
         }
-    }
-
-    private static func writeString(_ value: String, into out: inout String) {
-        out += "\""
-        for scalar in value.unicodeScalars {
-            switch scalar {
-            case "\"": out += "\\\""
-            case "\\": out += "\\\\"
-            case "\n": out += "\\n"
-            case "\r": out += "\\r"
-            case "\t": out += "\\t"
-            case "\u{08}": out += "\\b"
-            case "\u{0C}": out += "\\f"
-            case "\u{00}"..."\u{1F}":
-                let hex = String(scalar.value, radix: 16)
-                out += "\\u" + String(repeating: "0", count: 4 - hex.count) + hex
-            default:
-                out.unicodeScalars.append(scalar)
-            }
-        }
-        out += "\""
     }
 
     /// Parses UTF-8 JSON text whose top level is an object; nil if it is not valid JSON or not an object.
-    static func parseObject(_ text: [UInt8]) -> [String: JSONValue]? {
+    package static func parseObject(_ text: [UInt8]) -> [String: JSONValue]? {
         try? JSONDecoder().decode([String: JSONValue].self, from: Data(text))
     }
 
@@ -193,7 +174,7 @@ extension JSONValue {
     /// null) without `JSONDecoder`, which costs more than reading the row when `audit` prints a million entries.
     /// Returns nil for anything else (an escape, a fraction or exponent, invalid text): the caller then decodes the
     /// text with `JSONDecoder`, so both paths give the same value.
-    static func parseCommon(_ text: String) -> JSONValue? {
+    package static func parseCommon(_ text: String) -> JSONValue? {
         var parser = CommonJSONParser(bytes: Array(text.utf8))
         guard let value = parser.value(depth: 0) else { return nil }
         parser.skipBlanks()

@@ -40,10 +40,11 @@ public struct JWK: Codable, Sendable, Equatable {
         self.kid = kid
     }
 
-    /// The RFC 7638 JWK thumbprint: base64url(SHA-256(UTF-8 of the JSON object of the required members
-    /// only, in lexicographic order, without whitespace)). EC uses `crv`, `kty`, `x`, `y`; RSA uses `e`,
-    /// `kty`, `n`. Throws `.badInput` for another `kty` or a missing required member.
-    public func thumbprint() throws -> String {
+    /// What RFC 7638 hashes for the JWK's thumbprint: the UTF-8 of the JSON object of the required members only,
+    /// in lexicographic order, without whitespace. EC uses `crv`, `kty`, `x`, `y`; RSA uses `e`, `kty`, `n`.
+    /// Throws `.badInput` for another `kty` or a missing required member. (The SHA-256 is the caller's: KeyManager's
+    /// `thumbprint()`, the reference server's own.)
+    package func thumbprintInput() throws -> [UInt8] {
         let required: [String: String?]
         switch kty {
         case "EC": required = ["crv": crv, "kty": kty, "x": x, "y": y]
@@ -55,7 +56,7 @@ public struct JWK: Codable, Sendable, Equatable {
             guard let value else { throw KeyManagerError(.badInput, "JWK is missing the required member \"\(name)\"") }
             members[name] = .string(value)
         }
-        return Base64URL.encode(SHA256.hash(Array(JSONValue.object(members).canonicalJSON().utf8)))
+        return Array(JSONValue.object(members).canonicalJSON().utf8)
     }
 
     /// The JWK as a JSON object holding only the members that are present.

@@ -12,7 +12,8 @@ public protocol KeymgrFailure: Error, Sendable {
 /// A code of keymgr's error taxonomy, as every `KeymgrFailure` carries it (the CLI's exit-code table maps it).
 public typealias FailureCode = KeyManagerError.Code
 
-/// The KeyManager module's error type: a code of keymgr's error taxonomy (docs/wire-formats.md) and a message a person can act on.
+/// The library's error type (in KeymgrCore, seen through KeyManager): a code of keymgr's error taxonomy
+/// (docs/wire-formats.md) and a message a person can act on.
 ///
 /// Messages never contain a secret (PIN, private key, token, client secret). The CLI maps `code` to an exit code.
 public struct KeyManagerError: KeymgrFailure, Equatable, CustomStringConvertible {

@@ -1,5 +1,4 @@
 import Foundation
-import Storage
 
 /// keymgr's one timestamp format for people and JSON: ISO 8601 UTC with milliseconds, `2026-11-23T10:00:00.000Z`,
 /// the same text the store keeps (years 1 to 9999, so no date a server sends can trap).
