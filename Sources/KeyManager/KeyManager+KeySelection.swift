@@ -27,7 +27,7 @@ extension KeyManager {
                 guard key.status == .active || key.status == .locked else {
                     throw KeyManagerError(.clientNotRegistered, "key \(kid) was \(key.status.rawValue)\(key.revokedAt.map { " at \(Timestamp.string(from: $0))" } ?? ""): bind the user again with `keymgr bind --user \(key.userId)`")
                 }
-                return KeyListing(key: try verified(key), username: try reader.user(id: key.userId)?.username)
+                return KeyListing(key: key, username: try reader.user(id: key.userId)?.username)
             }
             guard let userId else { throw KeyManagerError(.usage, "name the key to \(verb) with --user or --kid") }
             // Every candidate row's MAC is checked as it is read, and the username below with its user row.
@@ -47,7 +47,7 @@ extension KeyManager {
                 let list = candidates.map { "\($0.key.kid) (issuer \($0.key.issuer), \($0.key.authType.rawValue))" }.joined(separator: ", ")
                 throw KeyManagerError(.usage, "user \(userId) has \(candidates.count) keys on this device: choose one with --kid: \(list)")
             }
-            return KeyListing(key: try verified(first.key), username: try reader.user(id: userId)?.username)
+            return KeyListing(key: first.key, username: try reader.user(id: userId)?.username)
         }
     }
 

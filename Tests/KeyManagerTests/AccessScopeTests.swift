@@ -222,9 +222,12 @@ final class AccessScopeTests: KeyManagerTestCase {
 
     func testCompletionsOfferOnlyWhatTheScopeCovers() throws {
         XCTAssertEqual(Set(KeyManager.completions(of: .users, prefix: "", home: home)), ["alice", "bob", "bobby", "carol"])
+        let alicesKids = try manager.keys(userId: "alice", statuses: KeyStatus.usable).map(\.kid).sorted()
+        XCTAssertFalse(alicesKids.isEmpty)
         AccessScope.current = selfScope()
         XCTAssertEqual(KeyManager.completions(of: .users, prefix: "", home: home), ["alice"])
-        XCTAssertEqual(KeyManager.completions(of: .kids, prefix: "", home: home), [], "kids name no user: none in a limited scope")
+        // In a limited scope, the kids of the users it covers (issue 32), and no one else's.
+        XCTAssertEqual(KeyManager.completions(of: .kids, prefix: "", home: home), alicesKids)
         AccessScope.current = selfScope("carol", uid: 1003)
         XCTAssertEqual(KeyManager.completions(of: .users, prefix: "", home: home), [], "a name that matches is not a link")
         AccessScope.current = everyoneScope("root", uid: 0, operation: "list", othersPINKeysNeedPIN: false)
