@@ -44,6 +44,7 @@ final class RefServerProcess {
         let output = Pipe()
         process.standardOutput = output
         process.standardError = FileHandle.nullDevice
+        let profile = RunProfile.start()
         try process.run()
         // A server that never says where it listens must not hang the suite.
         let watchdog = DispatchWorkItem { [process] in if process.isRunning { process.terminate() } }
@@ -60,12 +61,16 @@ final class RefServerProcess {
             throw XCTSkip("keymgr-refserver did not start: \(text)")
         }
         baseURL = url
+        profile?.record(Self.binary, ["(until listening)"], cpu: RunProfile.cpuSeconds(of: process.processIdentifier))
     }
 
     deinit { stop() }
 
     func stop() {
         guard process.isRunning else { return }
+        if let cpu = RunProfile.cpuSeconds(of: process.processIdentifier) {
+            RunProfile(started: Date(), childCPU: 0).record(Self.binary, ["(its whole life, CPU only)"], cpu: cpu)
+        }
         process.terminate()
         process.waitUntilExit()
     }
