@@ -213,6 +213,13 @@ public enum Doctor {
                     + "(\(status.failures) failures of \(status.maxTries)): PIN keys refuse until it lifts",
                     fix: "wait for it to lift, or run `keymgr tpm reset-lockout`")
             }
+            if let replaced = try manager.tpmReplacement() {
+                let keys = replaced.unusableKeys.map { "\($0.kid.prefix(8)) (\($0.userId))" }
+                return DoctorCheck("tpm", ok: false, "\(replaced.why): \(keys.count) key\(keys.count == 1 ? " is" : "s are") "
+                    + "unusable\(keys.isEmpty ? "" : " (" + keys.joined(separator: ", ") + ")")",
+                    fix: AccessScope.current?.coversAllUsers == false ? "ask an administrator to recover the TPM"
+                        : "run `keymgr tpm recover` (revokes them), then bind their users again")
+            }
             return DoctorCheck("tpm", ok: true, "the TPM at \(status.tcti) answers; DA counter \(status.failures) of \(status.maxTries)")
         } catch let failure as KeyManagerError {
             return DoctorCheck("tpm", ok: false, failure.message, fix: "start the TPM (or its resource manager) at the store's TCTI")
