@@ -189,6 +189,8 @@ final class SystemdDeploymentTests: XCTestCase {
                       "bob's refusal is audited as his: \(audit.stdout)")
         XCTAssertTrue(entries.contains { ($0["actor"] as? String ?? "").hasPrefix("root (uid 0)") }, audit.stdout)
 
+        try journalCopyOfTheAudit()
+        try policyTypoThenFix()
         try idleExitAndRestart()
         try cronLineSyncs(section: section)
         try timerServiceSyncs(kid: kid)
@@ -196,6 +198,60 @@ final class SystemdDeploymentTests: XCTestCase {
         let verify = try container.shell("keymgr audit verify")
         XCTAssertEqual(verify.status, 0, verify.summary)
         try container.run(["systemctl", "--failed", "--no-pager"])
+    }
+
+    /// The audit log's copy in the journal (issue 36): alice's `sign` is there with its fields, the whole journal
+    /// exported with `journalctl -o json` verifies offline, and the same export without one entry names it.
+    private func journalCopyOfTheAudit() throws {
+        let signed = try container.run(["journalctl", "-o", "json", "--no-pager", "KEYMGR_EVENT=key.signed"])
+        let line = try XCTUnwrap(signed.stdout.split(separator: "\n").last, signed.summary)
+        let fields = try XCTUnwrap(try JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any], String(line))
+        for name in ["MESSAGE", "MESSAGE_ID", "KEYMGR_SEQ", "KEYMGR_EVENT", "KEYMGR_ACTOR", "KEYMGR_ACTOR_UID", "KEYMGR_USER",
+                     "KEYMGR_KID", "KEYMGR_HASH", "KEYMGR_PREV_HASH"] {
+            XCTAssertNotNil(fields[name], "the journal entry of a sign has \(name): \(line)")
+        }
+        XCTAssertEqual(fields["KEYMGR_USER"] as? String, "id=alice,ou=user,ou=am-config", String(line))
+        let aliceUid = try container.run(["id", "-u", "alice"]).stdout.trimmingCharacters(in: .whitespacesAndNewlines)
+        XCTAssertEqual(fields["KEYMGR_ACTOR_UID"] as? String, aliceUid, String(line))
+
+        // Checked as a central log server would: offline, with no store (`--home` of none: the client runs it itself).
+        try container.shell("journalctl -o json --no-pager > /root/journal.json")
+        let whole = try container.shell("keymgr --home /var/empty audit verify --journal /root/journal.json")
+        XCTAssertEqual(whole.status, 0, whole.summary)
+        XCTAssertTrue(whole.stdout.contains("intact"), whole.summary)
+        let seq = try XCTUnwrap(fields["KEYMGR_SEQ"] as? String, String(line))
+        try container.shell("grep -v '\"KEYMGR_SEQ\":\"\(seq)\"' /root/journal.json > /root/journal-cut.json")
+        let cut = try container.shell("keymgr --home /var/empty audit verify --journal /root/journal-cut.json")
+        XCTAssertEqual(cut.status, 1, cut.summary)
+        XCTAssertTrue(cut.stderr.contains("entry \(seq) is missing"), cut.summary)
+    }
+
+    /// A policy typo, then its fix (issue 32): the restart fails, people get 78 saying to ask the administrator,
+    /// `doctor` run directly names the failed unit (issue 36), and the fixed policy brings the agent back.
+    private func policyTypoThenFix() throws {
+        let policy = "/etc/keymgr/policy.toml"
+        try container.run(["cp", "-p", policy, "/root/policy.good"])
+        try container.shell("printf '\\n[[rule]]\\nwho = [\"user:alice\"\\nmay = [\"status\"]\\n' >> \(policy)")
+        let check = try container.shell("keymgr agent --check-policy \(policy)")
+        XCTAssertEqual(check.status, 78, check.summary)
+        XCTAssertTrue(check.stderr.contains("\(policy):"), check.summary)
+        let restart = try container.run(["systemctl", "restart", "keymgr.service"])
+        XCTAssertNotEqual(restart.status, 0, "a restart with a policy that does not load fails\n\(restart.summary)")
+        let doctor = try container.shell("keymgr --home /var/lib/keymgr doctor --json")
+        let checks = try XCTUnwrap(try doctor.object()["checks"] as? [[String: Any]], doctor.summary)
+        let agent = try XCTUnwrap(checks.first { $0["name"] as? String == "agent" }, doctor.stdout)
+        XCTAssertEqual(agent["ok"] as? Bool, false, "\(agent)")
+        XCTAssertTrue((agent["message"] as? String ?? "").contains("keymgr.service"), "\(agent)")
+        XCTAssertTrue((agent["fix"] as? String ?? "").contains("--check-policy"), "\(agent)")
+        let person = try container.shell("keymgr status", as: "alice")
+        XCTAssertEqual(person.status, 78, "the socket answers: the policy does not load\n\(person.summary)")
+        XCTAssertTrue(person.stderr.contains("administrator"), person.summary)
+
+        try container.run(["cp", "-p", "/root/policy.good", policy])
+        try container.run(["systemctl", "reset-failed", "keymgr.service", "keymgr.socket"])
+        let fixed = try container.run(["systemctl", "restart", "keymgr.service"])
+        XCTAssertEqual(fixed.status, 0, fixed.summary)
+        XCTAssertEqual(try container.shell("keymgr status", as: "alice").status, 0)
     }
 
     /// With a short `--idle-exit` (a drop-in), the agent exits by itself and the socket starts it on the next command.
