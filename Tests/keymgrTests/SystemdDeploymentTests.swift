@@ -189,6 +189,7 @@ final class SystemdDeploymentTests: XCTestCase {
                       "bob's refusal is audited as his: \(audit.stdout)")
         XCTAssertTrue(entries.contains { ($0["actor"] as? String ?? "").hasPrefix("root (uid 0)") }, audit.stdout)
 
+        try morePeopleAnAdministratorAndAKiosk()
         try journalCopyOfTheAudit()
         try policyTypoThenFix()
         try idleExitAndRestart()
@@ -200,10 +201,42 @@ final class SystemdDeploymentTests: XCTestCase {
         try container.run(["systemctl", "--failed", "--no-pager"])
     }
 
+    /// Four people, an administrator in `keymgr-admins` and a shared kiosk account, under the shipped policy
+    /// (issue 32): carol binds and signs her own key; dave does not find it; erin, an administrator, sees every user;
+    /// the kiosk binds and signs PIN keys only.
+    private func morePeopleAnAdministratorAndAKiosk() throws {
+        for person in ["carol", "dave", "kiosk"] {
+            XCTAssertEqual(try container.run(["useradd", "--create-home", person]).status, 0)
+        }
+        XCTAssertEqual(try container.run(["useradd", "--create-home", "--groups", "keymgr-admins", "erin"]).status, 0)
+
+        let bound = try container.shell("keymgr bind --user carol --json", as: "carol")
+        XCTAssertEqual(bound.status, 0, "people bind their own keys\n\(bound.summary)")
+        XCTAssertEqual(try container.shell("keymgr sign --user carol --challenge \"$CHALLENGE\"", as: "carol",
+                                           environment: ["CHALLENGE": challenge]).status, 0)
+        let unseen = try container.shell("keymgr sign --user carol --challenge \"$CHALLENGE\"", as: "dave",
+                                         environment: ["CHALLENGE": challenge])
+        XCTAssertEqual(unseen.status, 66, "dave finds no carol\n\(unseen.summary)")
+        XCTAssertFalse(unseen.stderr.contains(try XCTUnwrap(try bound.object()["kid"] as? String)), unseen.summary)
+
+        let users = try container.shell("keymgr users --json", as: "erin")
+        XCTAssertEqual(users.status, 0, users.summary)
+        let ids = Set(try users.array().compactMap { $0["userId"] as? String })
+        XCTAssertTrue(ids.isSuperset(of: ["carol", "id=alice,ou=user,ou=am-config"]), "the administrator sees everyone: \(ids)")
+
+        let pinned = try container.shell("keymgr bind --user patient-7 --auth-type app-pin --pin-stdin", as: "kiosk",
+                                         stdin: "482915\n")
+        XCTAssertEqual(pinned.status, 0, pinned.summary)
+        XCTAssertEqual(try container.shell("keymgr sign --user patient-7 --pin-stdin", as: "kiosk", stdin: "482915\n").status, 0)
+        let none = try container.shell("keymgr bind --user patient-8", as: "kiosk")
+        XCTAssertEqual(none.status, 77, "the kiosk binds PIN keys only\n\(none.summary)")
+    }
+
     /// The audit log's copy in the journal (issue 36): alice's `sign` is there with its fields, the whole journal
     /// exported with `journalctl -o json` verifies offline, and the same export without one entry names it.
     private func journalCopyOfTheAudit() throws {
-        let signed = try container.run(["journalctl", "-o", "json", "--no-pager", "KEYMGR_EVENT=key.signed"])
+        let signed = try container.run(["journalctl", "-o", "json", "--no-pager", "KEYMGR_EVENT=key.signed",
+                                        "KEYMGR_USER=id=alice,ou=user,ou=am-config"])
         let line = try XCTUnwrap(signed.stdout.split(separator: "\n").last, signed.summary)
         let fields = try XCTUnwrap(try JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any], String(line))
         for name in ["MESSAGE", "MESSAGE_ID", "KEYMGR_SEQ", "KEYMGR_EVENT", "KEYMGR_ACTOR", "KEYMGR_ACTOR_UID", "KEYMGR_USER",
