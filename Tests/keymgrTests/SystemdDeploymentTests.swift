@@ -196,6 +196,7 @@ final class SystemdDeploymentTests: XCTestCase {
         try cronLineSyncs(section: section)
         try timerServiceSyncs(kid: kid)
 
+        try stolenDeviceRevokeWithASecondKey()
         let verify = try container.shell("keymgr audit verify")
         XCTAssertEqual(verify.status, 0, verify.summary)
         try container.run(["systemctl", "--failed", "--no-pager"])
@@ -285,6 +286,29 @@ final class SystemdDeploymentTests: XCTestCase {
         let fixed = try container.run(["systemctl", "restart", "keymgr.service"])
         XCTAssertEqual(fixed.status, 0, fixed.summary)
         XCTAssertEqual(try container.shell("keymgr status", as: "alice").status, 0)
+    }
+
+    /// The stolen-device revoke with a second key present (issue 32, finding 1): bob bound a key here, then through a
+    /// journey; `admin revoke --device-id THIS-DEVICE` revokes at once exactly the key whose server binding it
+    /// deleted, and never the one that was never on the server.
+    private func stolenDeviceRevokeWithASecondKey() throws {
+        let local = try container.shell("keymgr bind --user bob --json")
+        XCTAssertEqual(local.status, 0, local.summary)
+        let localKid = try XCTUnwrap(try local.object()["kid"] as? String, local.stdout)
+        let journey = try container.shell("keymgr bind --journey RegisterDevice --user bob --password-fd 0 --json",
+                                          stdin: RefServerProcess.password + "\n")
+        XCTAssertEqual(journey.status, 0, journey.summary)
+        let serverKid = try XCTUnwrap(try journey.object()["kid"] as? String, journey.stdout)
+        let before = Dictionary(uniqueKeysWithValues: try container.shell("keymgr list --status all --json").array()
+            .compactMap { key in (key["kid"] as? String).map { ($0, key["status"] as? String ?? "?") } })
+        let deviceId = try XCTUnwrap(try container.shell("keymgr status --json").object()["deviceId"] as? String)
+        let revoked = try container.shell("keymgr admin revoke --user bob --device-id \(deviceId) --reason stolen --yes")
+        XCTAssertEqual(revoked.status, 0, revoked.summary)
+        let after = Dictionary(uniqueKeysWithValues: try container.shell("keymgr list --status all --json").array()
+            .compactMap { key in (key["kid"] as? String).map { ($0, key["status"] as? String ?? "?") } })
+        XCTAssertEqual(after[serverKid], "revoked", "the stolen binding's key is revoked at once")
+        XCTAssertEqual(after[localKid], before[localKid], "the key that was never on the server is left as it was")
+        XCTAssertEqual(try container.shell("keymgr sign --kid \(serverKid)").status, 66)
     }
 
     /// With a short `--idle-exit` (a drop-in), the agent exits by itself and the socket starts it on the next command.
