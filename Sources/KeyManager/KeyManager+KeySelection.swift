@@ -35,6 +35,12 @@ extension KeyManager {
                 .map { KeyListing(key: $0, username: nil) } : []
             if let issuer { candidates = candidates.filter { $0.key.issuer == issuer } }
             guard let first = candidates.first else {
+                // A key `tpm recover` revoked: the person binds again (which they may do for their own identity).
+                if try sees(userId), statuses.contains(.active), try reader.keys(userId: userId, statuses: [.revoked])
+                    .contains(where: { $0.revokeReason?.hasPrefix(Self.tpmReplacedReason) == true }) {
+                    throw KeyManagerError(.clientNotRegistered, "the key of user \(userId) on this device was revoked: "
+                        + "\(Self.tpmReplacedReason); bind a new one with `keymgr bind --user \(userId)`")
+                }
                 // Through the agent under a limited scope: the same words whether the user does not exist or is
                 // someone else's, so no hint to bind it (which someone else's would refuse).
                 guard AccessScope.current?.coversAllUsers != false else {

@@ -76,7 +76,7 @@ extension KeyManager {
         // ahead that is no crash; its increment must land before this write reads the counter.
         let lock = try RollbackStep.lock(home: store.home.url)
         do {
-            let current = try TPMKeyBackend.mapped(tcti) {
+            let current = try TPMKeyBackend.mapped(tcti, counterIndex: index32) {
                 try TPMConnection.with(tcti: tcti) { connection -> UInt64 in
                     let current = try connection.readCounter(index32, auth: auth)
                     // One ahead: an earlier write committed and died before its increment. Repaired here.

@@ -218,7 +218,7 @@ public final class KeyManager: Sendable {
     public func status() throws -> StoreStatus {
         let visible = try usersInScope()
         // One snapshot: the schema version, the device row, the counts and the last sync agree.
-        return try read { reader in
+        var status = try read { reader in
             let device = try verifiedDevice(reader)
             let counts = try reader.counts()
             let lastSync = try reader.lastSync()
@@ -236,6 +236,10 @@ public final class KeyManager: Sendable {
             try overview(reader, into: &status, lastSync: lastSync, visible: visible)
             return status
         }
+        // A TPM cleared or replaced (NV_ReadPublic only: nothing DA-protected). A TPM that does not answer is no
+        // reason for `status` to fail.
+        if status.keyBackend == .tpm { status.tpmReplaced = try? tpmReplacement() }
+        return status
     }
 
     /// Every user on this device, with how many usable keys each holds.
