@@ -112,7 +112,7 @@ extension KeyManager {
             var revoked: [UnusableKey] = []
             for var key in try writer.keys(statuses: [.active, .locked]) where key.keyBackend == KeyBackendKind.tpm.rawValue {
                 destroy(&key, status: .revoked, reason: reason, at: at)
-                try writer.update(try stamped(key))
+                try writer.update(key)
                 try writer.deleteAppPIN(kid: key.kid)
                 try writer.appendAudit(auditEvent("key.revoked", userId: key.userId, kid: key.kid,
                                                   details: ["reason": .string(reason)]))
@@ -123,7 +123,7 @@ extension KeyManager {
             current.tpmCounterIndex = Int64(counter.index)
             guard let value = Int64(exactly: counter.value) else { throw Self.tampered("the new TPM's rollback counter") }
             current.rollbackCounter = value
-            try writer.save(try stamped(current))
+            try writer.save(current)
             try writer.appendAudit(auditEvent("tpm.recovered", details: [
                 "tcti": .string(tcti),
                 "oldCounterIndex": .string(String(format: "0x%08x", replacement.counterIndex)),

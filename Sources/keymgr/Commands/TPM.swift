@@ -1,4 +1,5 @@
 import ArgumentParser
+import AgentWire
 import KeyManager
 
 /// `keymgr tpm`: the TPM a TPM store keeps its keys in.
