@@ -7,7 +7,7 @@ cd "$(dirname "$0")/.."
 SECONDS_PER_TARGET=${FUZZ_SECONDS:-45}
 SCRATCH=.build-fuzz
 # FUZZ_TARGETS="a b" runs only those (e.g. FUZZ_TARGETS=agent-request ./proof/fuzz.sh).
-TARGETS=${FUZZ_TARGETS:-"device-listing journey-callbacks jws-jwk json-value cli-inputs token-response registration-response discovery dpop-nonce www-authenticate http-header-lines agent-request"}
+TARGETS=${FUZZ_TARGETS:-"device-listing journey-callbacks jws-jwk json-value cli-inputs token-response registration-response discovery dpop-nonce www-authenticate http-header-lines agent-request policy-toml"}
 
 KEYMGR_FUZZ_BUILD=1 swift build --scratch-path "$SCRATCH" --product keymgr-fuzz >"$SCRATCH.log" 2>&1 || {
   tail -40 "$SCRATCH.log"; echo "fuzz: build failed (log: $SCRATCH.log)"; exit 1; }

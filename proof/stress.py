@@ -1193,6 +1193,7 @@ def main():
                         help="keep the main store's keys in a swtpm of the run's own (`make stress STRESS_ARGS=--tpm`)")
     parser.add_argument("--master-key-tpm", action="store_true",
                         help="with --tpm, also seal the main store's master key to that swtpm (`init --master-key tpm`)")
+    parser.add_argument("--refserver", help="the keymgr-refserver to run (default: the one in --bin-dir)")
     parser.add_argument("--verbose", action="store_true")
     options = parser.parse_args()
     if options.short:
@@ -1202,7 +1203,7 @@ def main():
     # keymgr-core, the program that opens and writes the store: the `keymgr` client only execs it in embedded mode,
     # and a kill in the client's millisecond before the exec would test nothing.
     binary = os.path.join(options.bin_dir, "keymgr-core")
-    refserver = os.path.join(options.bin_dir, "keymgr-refserver")
+    refserver = options.refserver or os.path.join(options.bin_dir, "keymgr-refserver")
     for path in (binary, refserver, SQLITE3):
         if not os.access(path, os.X_OK):
             print(f"stress: {path} is missing: build first (swift build)", file=sys.stderr)

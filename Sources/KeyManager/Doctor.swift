@@ -5,14 +5,15 @@ import Storage
 /// One line of `keymgr doctor`: what was checked, whether it holds, what is wrong (or what was found), and the one
 /// thing to do about it.
 public struct DoctorCheck: Sendable, Equatable {
-    /// A stable name: `store.files`, `store.schema`, `store.integrity`, `masterKey`, `disk`, `sync`, `tpm`.
+    /// A stable name: `agent`, `store.files`, `store.schema`, `store.integrity`, `masterKey`, `disk`, `sync`,
+    /// `server` (or `server.PROFILE`), `tpm`.
     public let name: String
     public let ok: Bool
     public let message: String
     /// The one thing to do (nil when all is well).
     public let fix: String?
 
-    init(_ name: String, ok: Bool, _ message: String, fix: String? = nil) {
+    public init(_ name: String, ok: Bool, _ message: String, fix: String? = nil) {
         self.name = name
         self.ok = ok
         self.message = message
@@ -30,9 +31,10 @@ public enum Doctor {
     /// How old the last sync may be: four runs of keymgr-sync.timer (every 15 minutes).
     public static let syncInterval: TimeInterval = 15 * 60
 
-    /// Every check, in order.
-    public static func run(home location: StoreLocation, environment: [String: String],
-                           now: Date = Date()) -> [DoctorCheck] {
+    /// Every check, in order. `extra` adds the checks of the store's opened manager that need more than this module
+    /// (the server's, over the network), after `sync`.
+    public static func run(home location: StoreLocation, environment: [String: String], now: Date = Date(),
+                           extra: (KeyManager) -> [DoctorCheck] = { _ in [] }) -> [DoctorCheck] {
         let home = location.home
         var checks = [files(home)]
         let schema = Self.schema(home)
@@ -44,6 +46,7 @@ public enum Doctor {
         checks.append(disk(home))
         if let manager = opened.manager {
             checks.append(sync(manager, now: now))
+            checks += extra(manager)
             if let tpm = tpm(manager) { checks.append(tpm) }
         }
         return checks
@@ -190,9 +193,15 @@ public enum Doctor {
                     fix: "check `systemctl status keymgr-sync.timer keymgr-sync.service`")
             }
             if last.errors > 0 {
-                return DoctorCheck("sync", ok: false, "the last sync could not reconcile \(last.errors) user(s): "
-                    + last.errorSummary,
-                    fix: "run `keymgr sync --json` and read its errors")
+                // Through the agent a person reads the errors of the users they may see only, never another's.
+                let visible = try manager.usersInScope()
+                let errors = ((try? JSONDecoder().decode([[String: String]].self, from: Data(last.errorSummary.utf8))) ?? [])
+                    .filter { visible?.contains($0["userId"] ?? "") ?? true }
+                    .map { "\($0["userId"] ?? "?"): \($0["message"] ?? $0["code"] ?? "?")" }
+                return DoctorCheck("sync", ok: false, "the last sync could not reconcile \(last.errors) user(s)"
+                    + (errors.isEmpty ? "" : ": " + errors.joined(separator: "; ")),
+                    fix: visible == nil ? "run `keymgr sync --json` and read its errors"
+                        : "ask the device's administrator to look at the sync's errors")
             }
             return DoctorCheck("sync", ok: true, "the last sync finished \(Int(age / 60)) minutes ago without errors")
         } catch {
@@ -212,6 +221,13 @@ public enum Doctor {
                 return DoctorCheck("tpm", ok: false, "the TPM at \(status.tcti) is in dictionary-attack lockout "
                     + "(\(status.failures) failures of \(status.maxTries)): PIN keys refuse until it lifts",
                     fix: "wait for it to lift, or run `keymgr tpm reset-lockout`")
+            }
+            if let replaced = try manager.tpmReplacement() {
+                let keys = replaced.unusableKeys.map { "\($0.kid.prefix(8)) (\($0.userId))" }
+                return DoctorCheck("tpm", ok: false, "\(replaced.why): \(keys.count) key\(keys.count == 1 ? " is" : "s are") "
+                    + "unusable\(keys.isEmpty ? "" : " (" + keys.joined(separator: ", ") + ")")",
+                    fix: manager.context.scope?.coversAllUsers == false ? "ask an administrator to recover the TPM"
+                        : "run `keymgr tpm recover` (revokes them), then bind their users again")
             }
             return DoctorCheck("tpm", ok: true, "the TPM at \(status.tcti) answers; DA counter \(status.failures) of \(status.maxTries)")
         } catch let failure as KeyManagerError {

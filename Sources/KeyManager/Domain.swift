@@ -125,6 +125,9 @@ public struct StoreStatus: Sendable, Equatable {
     public var lastSyncRun: SyncRun?
     /// Callers held back by the wrong-PIN throttle (through the agent: the caller only).
     public var pinThrottles: [PINThrottleState] = []
+    /// A TPM store whose TPM was cleared or replaced: why, and the keys (of the users the caller may see) that are
+    /// unusable; nil otherwise, and when the TPM does not answer.
+    public var tpmReplaced: TPMReplacement?
 }
 
 /// An active or locked APPLICATION_PIN key as `status` shows it.

@@ -1,17 +1,12 @@
 import Foundation
 import Storage
 
-/// MACs over what is not secret but decides security (docs/security.md, "What the database file alone cannot change"): a key's owner,
-/// issuer, auth type, status and sealed key; a PIN record's cost, counter and retry limit; the device's verifier
-/// commands, Argon2 parameters and PIN policy; every server profile; and the keyed audit chain.
+/// The keys of the store's one integrity mechanism (docs/security.md, "Every row keymgr trusts"): the row MACs and
+/// row-set tags over every row of every table keymgr trusts, and the keyed audit chain with its anchors.
 ///
 /// Every key is an HKDF purpose key of the master key, so a database writer without the master key cannot change a
-/// gated field consistently: keymgr reports the mismatch as `tampered` and uses nothing from that row.
+/// row consistently: keymgr reports the mismatch as `tampered` and uses nothing from that row.
 struct Integrity: Sendable {
-    private let deviceKey: SecretBytes
-    private let keyRowKey: SecretBytes
-    private let pinKey: SecretBytes
-    private let serverKey: SecretBytes
     private let auditChainKey: SecretBytes
     private let auditAnchorKey: SecretBytes
     private let rowKey: SecretBytes
@@ -20,15 +15,43 @@ struct Integrity: Sendable {
     let deviceId: String
 
     init(hierarchy: KeyHierarchy, deviceId: String) throws {
-        deviceKey = try hierarchy.purposeKey("integrity.device")
-        keyRowKey = try hierarchy.purposeKey("integrity.user_keys")
-        pinKey = try hierarchy.purposeKey("integrity.app_pins")
-        serverKey = try hierarchy.purposeKey("integrity.servers")
         auditChainKey = try hierarchy.purposeKey("audit.chain")
         auditAnchorKey = try hierarchy.purposeKey("audit.anchor")
         rowKey = try hierarchy.purposeKey("integrity.rows")
         rowSetKey = try hierarchy.purposeKey("integrity.row_sets")
         self.deviceId = deviceId
+    }
+
+    /// The keyed audit chain's HMACs for Storage, which does no crypto itself.
+    var auditKeys: AuditKeys {
+        let (chain, anchor, prefix) = (auditChainKey, auditAnchorKey, Array("\(deviceId.utf8.count):\(deviceId)|".utf8))
+        return AuditKeys(chain: { try HMACSHA256.authenticate(prefix + $0, key: chain) },
+                         anchor: { try HMACSHA256.authenticate(prefix + $0, key: anchor) })
+    }
+
+    /// The row MACs and row-set tags for Storage (every row of every table keymgr trusts; see `RowIntegrity`).
+    var rowKeys: RowIntegrityKeys {
+        let (row, set) = (rowKey, rowSetKey)
+        return RowIntegrityKeys(mac: { try HMACSHA256.authenticate($0, key: row) },
+                                tag: { try HMACSHA256.authenticate($0, key: set) })
+    }
+
+}
+
+/// The field MACs of migration 0002, which row MACs replaced (migration 0012 dropped their columns): checked only on
+/// the first open of a store made before row MACs (check version 2), before its rows are stamped, so an edit made to
+/// such a store while it lay unused still shows. Never made any more.
+struct LegacyFieldMACs: Sendable {
+    private let deviceKey: SecretBytes
+    private let keyRowKey: SecretBytes
+    private let pinKey: SecretBytes
+    private let serverKey: SecretBytes
+
+    init(hierarchy: KeyHierarchy) throws {
+        deviceKey = try hierarchy.purposeKey("integrity.device")
+        keyRowKey = try hierarchy.purposeKey("integrity.user_keys")
+        pinKey = try hierarchy.purposeKey("integrity.app_pins")
+        serverKey = try hierarchy.purposeKey("integrity.servers")
     }
 
     func mac(_ device: DeviceRecord) throws -> Data {
@@ -39,8 +62,7 @@ struct Integrity: Sendable {
         ] + Self.backendFields(device))
     }
 
-    /// A TPM store's backend, pinned TCTI and sealed lockoutAuth; nothing for a software store, whose MAC stays as
-    /// it was before key backends existed.
+    /// A TPM store's backend fields; nothing for a software store (a schema-2 store knew no backends).
     private static func backendFields(_ device: DeviceRecord) -> [String?] {
         guard device.keyBackend != "software" || device.tpmTcti != nil || device.tpmSecrets != nil else { return [] }
         return ["backend", device.keyBackend, device.tpmTcti,
@@ -71,23 +93,10 @@ struct Integrity: Sendable {
         ])
     }
 
-    /// The keyed audit chain's HMACs for Storage, which does no crypto itself.
-    var auditKeys: AuditKeys {
-        let (chain, anchor, prefix) = (auditChainKey, auditAnchorKey, Array("\(deviceId.utf8.count):\(deviceId)|".utf8))
-        return AuditKeys(chain: { try HMACSHA256.authenticate(prefix + $0, key: chain) },
-                         anchor: { try HMACSHA256.authenticate(prefix + $0, key: anchor) })
-    }
-
-    /// The row MACs and row-set tags for Storage (every row of every table keymgr trusts; see `RowIntegrity`).
-    var rowKeys: RowIntegrityKeys {
-        let (row, set) = (rowKey, rowSetKey)
-        return RowIntegrityKeys(mac: { try HMACSHA256.authenticate($0, key: row) },
-                                tag: { try HMACSHA256.authenticate($0, key: set) })
-    }
-
-    func holds(_ mac: Data?, _ expected: Data) -> Bool {
-        guard let mac else { return false }
-        return constantTimeEquals([UInt8](mac), [UInt8](expected))
+    /// Whether `stored` (nil when the row had none) is the MAC `expected`.
+    func holds(_ stored: Data?, _ expected: Data) -> Bool {
+        guard let stored else { return false }
+        return constantTimeEquals([UInt8](stored), [UInt8](expected))
     }
 
     /// Length-prefixed fields (nil apart from empty), so no choice of values makes two rows encode alike.
@@ -126,67 +135,25 @@ extension KeyManager {
             + "so keymgr will not use it: run `keymgr audit verify` to see what else changed and restore the store from a backup")
     }
 
+    /// The device row's settings, once its row MAC held when it was read: a PIN policy out of range is refused too.
     func verified(_ device: DeviceRecord) throws -> DeviceRecord {
-        guard integrity.holds(device.integrityMac, try integrity.mac(device)), (1...10).contains(device.pinRetry) else {
+        guard (1...10).contains(device.pinRetry) else {
             throw Self.tampered("the device settings (verifier commands, Argon2 parameters, PIN policy)")
         }
         return device
     }
 
-    func verified(_ key: UserKeyRecord) throws -> UserKeyRecord {
-        guard integrity.holds(key.integrityMac, try integrity.mac(key)) else {
-            throw Self.tampered("key \(key.kid) (its owner, issuer, auth type, status or sealed key)")
-        }
-        return key
-    }
-
+    /// A PIN record, once its row MAC held when it was read: a counter or retry limit out of range is refused too.
     func verified(_ pin: AppPINRecord) throws -> AppPINRecord {
-        guard integrity.holds(pin.integrityMac, try integrity.mac(pin)), (1...10).contains(pin.pinRetry),
-              pin.failedAttempts >= 0 else {
+        guard (1...10).contains(pin.pinRetry), pin.failedAttempts >= 0 else {
             throw Self.tampered("the PIN record of key \(pin.kid) (its failure counter, retry limit or Argon2 cost)")
         }
         return pin
     }
 
-    func verified(_ server: ServerRecord) throws -> ServerRecord {
-        guard integrity.holds(server.integrityMac, try integrity.mac(server)) else {
-            throw Self.tampered("the server profile \(server.name)")
-        }
-        return server
-    }
-
-    func stamped(_ device: DeviceRecord) throws -> DeviceRecord {
-        var device = device
-        device.integrityMac = try integrity.mac(device)
-        return device
-    }
-
-    func stamped(_ key: UserKeyRecord) throws -> UserKeyRecord {
-        var key = key
-        key.integrityMac = try integrity.mac(key)
-        return key
-    }
-
-    func stamped(_ pin: AppPINRecord) throws -> AppPINRecord {
-        var pin = pin
-        pin.integrityMac = try integrity.mac(pin)
-        return pin
-    }
-
-    func stamped(_ server: ServerRecord) throws -> ServerRecord {
-        var server = server
-        server.integrityMac = try integrity.mac(server)
-        return server
-    }
-
-    /// The store's device row, its MAC checked.
+    /// The store's device row, its MAC checked (by a reader that checks rows) and its settings in range.
     func verifiedDevice(_ reader: StoreReader) throws -> DeviceRecord {
         try verified(try Self.requireDevice(reader))
-    }
-
-    /// A key row, its MAC checked; nil when there is none.
-    func verifiedKey(_ reader: StoreReader, kid: String) throws -> UserKeyRecord? {
-        try reader.key(kid: kid).map(verified)
     }
 
     /// Inside a write transaction: refuses (with `MasterKeyMoved`) to go on when another process rotated the master
@@ -208,7 +175,7 @@ extension KeyManager {
         let slot = SealedSlot.masterCheck(deviceId: device.deviceId)
         if (try? masterKeys.hierarchy.open(device.masterKeyCheck, in: slot)) != nil { return false }
         // The device row still MAC'd under this key: no rotation committed (that re-MACs it); its check value was edited.
-        if integrity.holds(device.integrityMac, try integrity.mac(device)) { return false }
+        if try Self.mapped({ try store.read { try $0.deviceRow()?.row.macHolds(keys: integrity.rowKeys) } }) == true { return false }
         for _ in 0..<3 {
             for source in [masterKeySource, masterKeySource.pending] {
                 guard let candidate = try? MasterKey.load(from: source),
@@ -228,9 +195,9 @@ extension KeyManager {
 enum StoreUpgrade: Equatable {
     /// Nothing: every row is stamped under the schema keymgr runs.
     case none
-    /// Made before the integrity MACs (check version 1): the 0002 MACs, the keyed audit chain and every row.
+    /// Made before the integrity MACs (check version 1): the keyed audit chain and every row.
     case integrityAndRows
-    /// Made before row MACs (check version 2): every row.
+    /// Made before row MACs (check version 2): its field MACs checked, then every row stamped.
     case rows
     /// Stamped under an older schema (a later migration added tables or columns): every row, once the old ones hold.
     case schema
@@ -241,8 +208,8 @@ extension KeyManager {
     static let personLinksSchema = 7
 
     /// Upgrades a store made before the MACs, or stamped under an older schema, in ONE transaction under the master
-    /// key: a store older than the integrity MACs gets its device row, keys, PIN records and server profiles MAC'd and
-    /// its audit chain keyed and anchored; then every row of every table keymgr trusts is stamped with its row MAC and
+    /// key: a store older than the integrity MACs gets its audit chain keyed and anchored; a store made before row
+    /// MACs has its field MACs (migration 0002, kept by 0012) checked; then every row of every table keymgr trusts is stamped with its row MAC and
     /// each table's set committed, and the master key check is re-sealed as version 3. This happens once, the first
     /// time this keymgr opens the store; afterwards a missing MAC is tampering. (An attacker cannot forge an older
     /// check without an older copy of this store's file, and rolling the whole file back is the documented limit.)
@@ -277,24 +244,25 @@ extension KeyManager {
                     throw Self.tampered("the master key check value (older than the store's row MACs)")
                 }
                 var details: [String: JSONValue] = [:]
+                if found == .rows {
+                    // Made before row MACs: its field MACs (kept by migration 0012) must hold before rows are stamped.
+                    try checkFieldMACs(writer, device, keys)
+                }
                 if found == .integrityAndRows {
-                    let rows = try writer.keys(statuses: Set(UserKeyRecord.Status.allCases))
-                    for key in rows { try writer.update(try stamped(key)) }
                     let pins = try writer.appPINs()
-                    for var pin in pins {
+                    for var pin in pins where !(1...10).contains(pin.pinRetry) {
                         pin.pinRetry = min(max(pin.pinRetry, 1), 10)
-                        try writer.save(try stamped(pin))
+                        try writer.save(pin)
                     }
-                    let servers = try writer.servers()
-                    for server in servers { try writer.save(try stamped(server)) }
                     let entries = try writer.stampAuditChain(keys: keys.integrity.auditKeys)
-                    details = ["keys": .int(Int64(rows.count)), "pinRecords": .int(Int64(pins.count)),
-                               "servers": .int(Int64(servers.count)), "auditEntries": .int(Int64(entries))]
+                    details = ["keys": .int(Int64(try writer.keys(statuses: Set(UserKeyRecord.Status.allCases)).count)),
+                               "pinRecords": .int(Int64(pins.count)), "servers": .int(Int64(try writer.servers().count)),
+                               "auditEntries": .int(Int64(entries))]
                 }
                 if found != .schema {
                     device.masterKeyCheck = try keys.hierarchy.seal(KeyHierarchy.masterCheckPlaintext,
                                                                     in: .masterCheck(deviceId: device.deviceId))
-                    try writer.save(try stamped(device))
+                    try writer.save(device)
                 }
                 details["rows"] = .string(found == .schema ? "re-stamped after a migration" : "stamped")
                 try writer.appendAudit(auditEvent("store.integrityStamped", details: details))
@@ -305,5 +273,27 @@ extension KeyManager {
         }
         journal(appended)
         logger.debug("stamped the store's integrity MACs", metadata: ["upgrade": "\(upgrade)"])
+    }
+}
+
+extension KeyManager {
+    /// The field MACs of a store made before row MACs, checked once before its rows are stamped: the device row,
+    /// every key, PIN record and server profile must carry one that holds (migration 0012 kept them).
+    func checkFieldMACs(_ writer: StoreWriter, _ device: DeviceRecord, _ keys: MasterKeys) throws {
+        let legacy = try LegacyFieldMACs(hierarchy: keys.hierarchy)
+        let macs = try Self.mapped { try writer.droppedFieldMACs() }
+        guard legacy.holds(macs["device"]?["1"], try legacy.mac(device)) else {
+            throw Self.tampered("the device settings (verifier commands, Argon2 parameters, PIN policy)")
+        }
+        for key in try writer.keys(statuses: Set(UserKeyRecord.Status.allCases))
+        where !legacy.holds(macs["user_keys"]?[key.kid], try legacy.mac(key)) {
+            throw Self.tampered("key \(key.kid) (its owner, issuer, auth type, status or sealed key)")
+        }
+        for pin in try writer.appPINs() where !legacy.holds(macs["app_pins"]?[pin.kid], try legacy.mac(pin)) {
+            throw Self.tampered("the PIN record of key \(pin.kid) (its failure counter, retry limit or Argon2 cost)")
+        }
+        for server in try writer.servers() where !legacy.holds(macs["servers"]?[server.name], try legacy.mac(server)) {
+            throw Self.tampered("the server profile \(server.name)")
+        }
     }
 }

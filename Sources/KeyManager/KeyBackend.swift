@@ -67,6 +67,12 @@ struct TPMKeyBackend: KeyBackend {
     private static let pinAuth: UInt8 = 2
 
     let tcti: String
+    /// The store's rollback counter: a key that will not load on a TPM without it is one of a TPM cleared or
+    /// replaced, not a tampered blob. Nil at init (there is no counter yet).
+    var counterIndex: UInt32? = nil
+    /// The request's scope is limited (a person, not an administrator): a replaced TPM is for an administrator to
+    /// recover, and the error says to ask one.
+    var limitedScope = false
     var kind: KeyBackendKind { .tpm }
 
     func makeKey(pinAuth: SecretBytes?) throws -> NewKey {
@@ -75,7 +81,8 @@ struct TPMKeyBackend: KeyBackend {
             let made = try TPMConnection.with(tcti: tcti) {
                 try $0.createSigningKey(auth: auth, dictionaryProtected: pinAuth != nil)
             }
-            let signer = MappedTPMSigner(key: try TPMSigningKey(tcti: tcti, blob: made.blob, auth: auth), tcti: tcti)
+            let signer = MappedTPMSigner(key: try TPMSigningKey(tcti: tcti, blob: made.blob, auth: auth), tcti: tcti,
+                                         counterIndex: counterIndex, limitedScope: limitedScope)
             let material = pinAuth == nil ? [Self.storedAuth] + auth.bytes + made.blob : [Self.pinAuth] + made.blob
             return NewKey(publicKey: made.publicKey, signer: signer, material: SecretBytes(material))
         }
@@ -86,8 +93,9 @@ struct TPMKeyBackend: KeyBackend {
         guard let auth = pinAuth ?? storedAuth, (pinAuth == nil) == (storedAuth != nil) else {
             throw KeyManager.tampered("the TPM key material (its auth type does not match the key)")
         }
-        return try Self.mapped(tcti) {
-            let signer = MappedTPMSigner(key: try TPMSigningKey(tcti: tcti, blob: blob, auth: auth), tcti: tcti)
+        return try Self.mapped(tcti, counterIndex: counterIndex, limitedScope: limitedScope) {
+            let signer = MappedTPMSigner(key: try TPMSigningKey(tcti: tcti, blob: blob, auth: auth), tcti: tcti,
+                                         counterIndex: counterIndex, limitedScope: limitedScope)
             // The TPM checks the PIN's authValue when the key is used: one throwaway signature tells a wrong PIN now,
             // before keymgr settles its own counter.
             if pinAuth != nil {
@@ -103,7 +111,7 @@ struct TPMKeyBackend: KeyBackend {
 
     func changeAuth(_ material: SecretBytes, pinAuth: SecretBytes, newPinAuth: SecretBytes) throws -> SecretBytes {
         let (_, blob) = try Self.parse(material)
-        return try Self.mapped(tcti) {
+        return try Self.mapped(tcti, counterIndex: counterIndex, limitedScope: limitedScope) {
             SecretBytes([Self.pinAuth] + (try TPMConnection.with(tcti: tcti) {
                 try $0.changeAuth(blob, oldAuth: pinAuth, newAuth: newPinAuth)
             }))
@@ -121,11 +129,30 @@ struct TPMKeyBackend: KeyBackend {
 
     /// TPM failures as keymgr's errors: unreachable 69 naming the TCTI, lockout 77 saying when it lifts, a blob that
     /// will not load `tampered`.
-    static func mapped<T>(_ tcti: String, _ body: () throws -> T) throws -> T {
+    /// With `counterIndex`, a key that will not load on a TPM that lacks the store's rollback counter is told as a TPM
+    /// cleared or replaced (`KeyManager.replacedTPMError`), not as tampering.
+    static func mapped<T>(_ tcti: String, counterIndex: UInt32? = nil, limitedScope: Bool = false,
+                          _ body: () throws -> T) throws -> T {
         do {
             return try body()
         } catch let failure as TPMFailure {
+            if let counterIndex, Self.mayMeanReplaced(failure),
+               let replaced = KeyManager.replacedTPMError(tcti: tcti, counterIndex: counterIndex,
+                                                                limitedScope: limitedScope) {
+                throw replaced
+            }
             throw error(failure, tcti: tcti, lockoutState: nil)
+        }
+    }
+
+    /// A blob that will not load, or an NV index that is not there: what a TPM cleared or replaced answers.
+    private static func mayMeanReplaced(_ failure: TPMFailure) -> Bool {
+        switch failure {
+        case .wontLoad: return true
+        case .other(_, let code, _):  // TPM_RC_HANDLE, whichever handle it names
+            let low = code & 0xFFFF
+            return code >> 16 == 0 && (low & 0x80 != 0 ? low & 0xBF : low) == 0x08B
+        default: return false
         }
     }
 
@@ -169,10 +196,14 @@ struct TPMKeyBackend: KeyBackend {
 struct MappedTPMSigner: ES256Signer {
     let key: TPMSigningKey
     let tcti: String
+    var counterIndex: UInt32? = nil
+    var limitedScope = false
     var publicKey: P256PublicKey { key.publicKey }
 
     func signature(for message: [UInt8]) throws -> [UInt8] {
-        try TPMKeyBackend.mapped(tcti) { try key.signature(for: message) }
+        try TPMKeyBackend.mapped(tcti, counterIndex: counterIndex, limitedScope: limitedScope) {
+            try key.signature(for: message)
+        }
     }
 }
 
@@ -195,7 +226,8 @@ extension KeyManager {
             guard let tcti = device.tpmTcti, !tcti.isEmpty else {
                 throw Self.tampered("the device settings (a TPM key but no pinned TCTI)")
             }
-            return TPMKeyBackend(tcti: tcti)
+            return TPMKeyBackend(tcti: tcti, counterIndex: device.tpmCounterIndex.flatMap { UInt32(exactly: $0) },
+                                 limitedScope: context.scope?.coversAllUsers == false)
         case nil:
             throw Self.tampered("a key backend (\(name))")
         }

@@ -78,7 +78,7 @@ extension KeyManager {
                           key.status == .active || key.status == .locked else { continue }
                     destroy(&key, status: .revoked, reason: reason, at: at)
                     if revocation.goneFromServer.contains(kid) { key.serverState = .deleted }
-                    try writer.update(try stamped(key))
+                    try writer.update(key)
                     try writer.deleteAppPIN(kid: kid)
                     try writer.appendAudit(auditEvent("key.revoked", userId: key.userId, kid: kid, details: [
                         "reason": .string(reason), "by": .string("admin revoke"),

@@ -9,6 +9,7 @@ extension KeyManager {
         "pin.changed", "pin.failed", "pin.parametersUpgraded", "master.rotated", "server.configured", "store.integrityStamped",
         "key.bindingRefused", "dcr.registered", "dcr.read", "dcr.deleted", "dcr.revokedByServer", "tokens.imported",
         "tokens.login", "tokens.refreshed", "tokens.discarded", "config.changed", "server.removed", "agent.denied", "audit.archived",
+        "tpm.recovered",
     ]).union(adminAuditEvents)
 
     /// Audit entries matching `filter`, in its order (oldest first unless `newestFirst`). An event name keymgr

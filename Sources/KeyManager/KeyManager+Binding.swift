@@ -133,7 +133,7 @@ extension KeyManager {
                 status: .active, serverState: deviceName == nil ? .unregistered : .registered, deviceName: deviceName,
                 createdAt: created)
             row.keyBackend = pending.backend.rawValue
-            let record = try stamped(row)
+            let record = row
             if let adopting { _ = try adopt(adopting, into: userId, issuer: pending.issuer, writer: writer, at: created) }
             // Decided again inside the transaction: another bind may have made (and linked) this user meanwhile.
             let reach = try self.reach(userId, in: writer)
@@ -154,11 +154,11 @@ extension KeyManager {
             let retired = try retireUsableKeys(writer, userId: userId, issuer: pending.issuer, supersededBy: kid, at: created)
             try writer.insert(record)
             if let pinLayer = pending.pinLayer {
-                try writer.save(try stamped(AppPINRecord(
+                try writer.save(AppPINRecord(
                     kid: kid, argon2MemoryKib: pinLayer.parameters.memoryKiB, argon2Iterations: pinLayer.parameters.iterations,
                     argon2Parallelism: pinLayer.parameters.parallelism, salt: Data(pinLayer.salt),
                     verifier: try hierarchy.seal(pinLayer.verifier, in: .pinVerifier(kid: kid)),
-                    pinRetry: pinLayer.pinRetry, updatedAt: created)))
+                    pinRetry: pinLayer.pinRetry, updatedAt: created))
             }
             try writer.appendAudit(auditEvent(event, userId: userId, kid: kid, details: [
                 "authType": .string(pending.authType.rawValue), "issuer": .string(pending.issuer),
@@ -253,7 +253,7 @@ extension KeyManager {
             var revoked: [UserKey] = []
             for var key in targets {
                 destroy(&key, status: .revoked, reason: reason, at: at)
-                try writer.update(try stamped(key))
+                try writer.update(key)
                 try writer.deleteAppPIN(kid: key.kid)
                 try writer.appendAudit(auditEvent("key.revoked", userId: key.userId, kid: key.kid,
                                                   details: ["reason": .string(reason)]))
@@ -301,7 +301,7 @@ extension KeyManager {
         var retired: [String] = []
         for var key in try writer.keys(userId: userId, statuses: [.active, .locked]) where key.issuer == issuer {
             destroy(&key, status: .superseded, reason: "superseded by \(kid)", at: at)
-            try writer.update(try stamped(key))
+            try writer.update(key)
             try writer.deleteAppPIN(kid: key.kid)
             try writer.appendAudit(auditEvent("key.superseded", userId: userId, kid: key.kid,
                                               details: ["supersededBy": .string(kid)]))

@@ -19,22 +19,51 @@ extension KeyManager {
     /// the command itself checks the store when it runs) and writes nothing, not even a store that was never
     /// initialised. Any failure is no candidate: a completion must never print an error into the shell's line.
     ///
-    /// Through the agent, only what the caller's policy scope covers: nothing before the policy decided, users in a
-    /// limited scope, kids only when the scope covers every user.
+    /// Through the agent, only what the caller's policy scope covers: nothing before the policy decided; in a limited
+    /// scope, the user ids (and their usernames) of the identities the caller may act on and the kids of their usable
+    /// keys, never another person's (issue 32, "A person can see the device").
     package static func completions(of subject: CompletionSubject, prefix: String, home location: StoreLocation,
                                     context: RequestContext) -> [String] {
         let scope = context.scope
         if context.isServed && scope == nil { return [] }
+        return completions(of: subject, prefix: prefix, home: location, scope: scope)
+    }
+
+    /// The candidates within `scope` (the policy's decision for the command being completed, which the caller
+    /// made); nil: the whole store (an embedded command, or a rule that covers every user).
+    package static func completions(of subject: CompletionSubject, prefix: String, home location: StoreLocation,
+                                    scope: AccessScope?) -> [String] {
         if let scope, !scope.coversAllUsers {
-            guard case .users = subject, location.home.hasDatabase,
-                  let store = try? Store.open(home: location.home, create: false, access: .readOnly, digest: SHA256.hash)
-            else { return [] }
-            // The caller's linked identity users and those the rule names, by user id (a username decides nothing).
-            let mine = scope.includesSelf ? Set(((try? store.read { try $0.personLinks(uid: scope.callerUid) }) ?? []).map(\.userId)) : []
-            return completions(of: .users, prefix: prefix, home: location, unscoped: ())
-                .filter { scope.lists($0) || (scope.includesSelf && (mine.contains($0) || scope.mapsToSelf($0))) }
+            return scopedCompletions(of: subject, prefix: prefix, home: location, scope: scope)
         }
         return completions(of: subject, prefix: prefix, home: location, unscoped: ())
+    }
+
+    /// The candidates of a limited scope: the identity users it covers (the caller's linked ones and those the rule
+    /// names, by user id: a username decides nothing), then what of theirs starts with `prefix`.
+    private static func scopedCompletions(of subject: CompletionSubject, prefix: String, home location: StoreLocation,
+                                          scope: AccessScope) -> [String] {
+        guard location.home.hasDatabase,
+              let store = try? Store.open(home: location.home, create: false, access: .readOnly, digest: SHA256.hash)
+        else { return [] }
+        return (try? store.read { reader -> [String] in
+            let mine = scope.includesSelf ? Set(try reader.personLinks(uid: scope.callerUid).map(\.userId)) : []
+            let visible = try reader.users().filter { user in
+                scope.lists(user.userId) || (scope.includesSelf && (mine.contains(user.userId) || scope.mapsToSelf(user.userId)))
+            }
+            switch subject {
+            case .users:
+                let ids = visible.map(\.userId).filter { $0.hasPrefix(prefix) }
+                let names = visible.compactMap(\.username).filter { $0.hasPrefix(prefix) && !ids.contains($0) }
+                return Array(Set(ids + names).sorted().prefix(completionLimit))
+            case .kids:
+                var kids: [String] = []
+                for user in visible {
+                    kids += try reader.keys(userId: user.userId, statuses: [.active, .locked]).map(\.kid).filter { $0.hasPrefix(prefix) }
+                }
+                return Array(kids.sorted().prefix(completionLimit))
+            }
+        }) ?? []
     }
 
     private static func completions(of subject: CompletionSubject, prefix: String, home location: StoreLocation,

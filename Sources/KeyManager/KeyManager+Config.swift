@@ -85,7 +85,7 @@ extension KeyManager {
             changed.biometricVerifier = try config.biometricVerifier.map(Self.encodeArgv)
             changed.credentialVerifier = try config.credentialVerifier.map(Self.encodeArgv)
             guard changed != device else { return config }
-            try writer.save(try stamped(changed))
+            try writer.save(changed)
             let old = before.values.first { $0.key == key }?.value
             let new = config.values.first { $0.key == key }?.value
             try writer.appendAudit(auditEvent("config.changed", details: [

@@ -27,7 +27,7 @@ extension KeyManager {
                 guard key.status == .active || key.status == .locked else {
                     throw KeyManagerError(.clientNotRegistered, "key \(kid) was \(key.status.rawValue)\(key.revokedAt.map { " at \(Timestamp.string(from: $0))" } ?? ""): bind the user again with `keymgr bind --user \(key.userId)`")
                 }
-                return KeyListing(key: try verified(key), username: try reader.user(id: key.userId)?.username)
+                return KeyListing(key: key, username: try reader.user(id: key.userId)?.username)
             }
             guard let userId else { throw KeyManagerError(.usage, "name the key to \(verb) with --user or --kid") }
             // Every candidate row's MAC is checked as it is read, and the username below with its user row.
@@ -35,6 +35,12 @@ extension KeyManager {
                 .map { KeyListing(key: $0, username: nil) } : []
             if let issuer { candidates = candidates.filter { $0.key.issuer == issuer } }
             guard let first = candidates.first else {
+                // A key `tpm recover` revoked: the person binds again (which they may do for their own identity).
+                if try sees(userId), statuses.contains(.active), try reader.keys(userId: userId, statuses: [.revoked])
+                    .contains(where: { $0.revokeReason?.hasPrefix(Self.tpmReplacedReason) == true }) {
+                    throw KeyManagerError(.clientNotRegistered, "the key of user \(userId) on this device was revoked: "
+                        + "\(Self.tpmReplacedReason); bind a new one with `keymgr bind --user \(userId)`")
+                }
                 // Through the agent under a limited scope: the same words whether the user does not exist or is
                 // someone else's, so no hint to bind it (which someone else's would refuse).
                 guard context.scope?.coversAllUsers != false else {
@@ -47,7 +53,7 @@ extension KeyManager {
                 let list = candidates.map { "\($0.key.kid) (issuer \($0.key.issuer), \($0.key.authType.rawValue))" }.joined(separator: ", ")
                 throw KeyManagerError(.usage, "user \(userId) has \(candidates.count) keys on this device: choose one with --kid: \(list)")
             }
-            return KeyListing(key: try verified(first.key), username: try reader.user(id: userId)?.username)
+            return KeyListing(key: first.key, username: try reader.user(id: userId)?.username)
         }
     }
 

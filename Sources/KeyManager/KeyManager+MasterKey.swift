@@ -84,29 +84,20 @@ extension KeyManager {
                     rewrapped += 1
                     return try next.seal(try openSealed(value, slot), in: slot)
                 }
-                // Every MAC is checked under the old key before it is re-made under the new one: a rotation never
-                // blesses a row someone edited.
+                // Every row MAC was checked under the old key above; the settings in range too before they are
+                // re-stamped under the new one: a rotation never blesses a row someone edited.
                 var device = try verifiedDevice(writer)
                 device.masterKeyCheck = try reseal(device.masterKeyCheck, .masterCheck(deviceId: device.deviceId)) ?? Data()
                 device.tpmSecrets = try reseal(device.tpmSecrets, .tpmSecrets(deviceId: device.deviceId))
-                device.integrityMac = try nextIntegrity.mac(device)
                 try writer.save(device)
                 for var key in try writer.keys(statuses: Set(UserKeyRecord.Status.allCases)) {
-                    key = try verified(key)
                     key.wrappedPrivateKey = try reseal(key.wrappedPrivateKey, .privateKey(kid: key.kid, userId: key.userId))
-                    key.integrityMac = try nextIntegrity.mac(key)
                     try writer.update(key)
                 }
                 for var pin in try writer.appPINs() {
                     pin = try verified(pin)
                     pin.verifier = try reseal(pin.verifier, .pinVerifier(kid: pin.kid)) ?? Data()
-                    pin.integrityMac = try nextIntegrity.mac(pin)
                     try writer.save(pin)
-                }
-                for var server in try writer.servers() {
-                    server = try verified(server)
-                    server.integrityMac = try nextIntegrity.mac(server)
-                    try writer.save(server)
                 }
                 for var registration in try writer.registrations() {
                     let (user, server) = (registration.userId, registration.serverName)

@@ -36,7 +36,7 @@ extension KeyManager {
         let inner = layer.inner
         let changedAt = now()
         return try write { writer in
-            guard var row = try verifiedKey(writer, kid: key.kid), row.status == .active else {
+            guard var row = try writer.key(kid: key.kid), row.status == .active else {
                 throw KeyManagerError(.clientNotRegistered, "key \(key.kid) was revoked meanwhile: bind the user again")
             }
             guard let current = try writer.appPIN(kid: key.kid), try verified(current).salt == opened.salt else {
@@ -45,12 +45,12 @@ extension KeyManager {
             }
             // Sealed here, inside the transaction, under the master key the store holds now.
             row.wrappedPrivateKey = try hierarchy.seal(SecretBytes(inner), in: .privateKey(kid: key.kid, userId: key.userId))
-            try writer.update(try stamped(row))
+            try writer.update(row)
             let record = AppPINRecord(kid: key.kid, argon2MemoryKib: parameters.memoryKiB,
                                       argon2Iterations: parameters.iterations, argon2Parallelism: parameters.parallelism,
                                       salt: Data(salt), verifier: try hierarchy.seal(layer.verifier, in: .pinVerifier(kid: key.kid)),
                                       failedAttempts: 0, pinRetry: device.pinRetry, updatedAt: changedAt)
-            try writer.save(try stamped(record))
+            try writer.save(record)
             try writer.appendAudit(auditEvent("pin.changed", userId: row.userId, kid: row.kid))
             return UserKey(row, username: selected.username)
         }

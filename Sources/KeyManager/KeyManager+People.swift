@@ -168,7 +168,7 @@ extension KeyManager {
             key.wrappedPrivateKey = try reseal(key.wrappedPrivateKey, .privateKey(kid: key.kid, userId: from),
                                                .privateKey(kid: key.kid, userId: into))
             key.userId = into
-            try writer.update(try stamped(key))
+            try writer.update(key)
         }
         for var registration in registrations {
             let server = registration.serverName

@@ -55,9 +55,10 @@ extension KeyManager {
         // Identities first: a file replaced between them and the open is a changed identity at the next check.
         let database = Store.FileIdentity.of(home.databaseURL.path)
         let store = try mapped { try Store.open(home: home, create: false, access: .readOnly, digest: SHA256.hash) }
-        guard let device = try mapped({ try store.read { try $0.device() } }) else {
+        guard let found = try mapped({ try store.read { try $0.deviceRow() } }) else {
             throw KeyManagerError(.config, "the store at \(home.url.path) was never initialised: run `keymgr init`")
         }
+        let (device, snapshot) = (found.record, found.row)
         let source = MasterKey.source(home: home, environment: environment)
         guard let keyFile = PreparedStore.KeyFileState.of(source.path) else {
             throw KeyManagerError(.config, "the master key is missing: \(source.label) does not exist")
@@ -66,8 +67,7 @@ extension KeyManager {
         let manager = try KeyManager(store: store, masterKey: masterKey, deviceId: device.deviceId,
                                      environment: environment, logger: silentLogger, now: { Date() }, context: context)
         let rows = try mapped { try store.read { try $0.rowStampState() } }
-        guard rows == .current, let mac = device.integrityMac,
-              manager.integrity.holds(mac, try manager.integrity.mac(device)) else {
+        guard rows == .current, try snapshot.macHolds(keys: manager.integrity.rowKeys) else {
             throw KeyManagerError(.config, "the store needs a full open (an upgrade or a rotation to finish)")
         }
         // The first write of the request then finds its connection open and the schema read.
@@ -97,11 +97,10 @@ extension KeyManager {
         let store = prepared.store
         guard (try? store.checkFiles(identity: prepared.database)) != nil,
               (try? store.hasLatestSchema()) == true,
-              let device = try? store.read({ try $0.device() }), device == prepared.device,
-              let mac = device.integrityMac,
-              let manager = try? KeyManager(store: store, masterKey: prepared.masterKey, deviceId: device.deviceId,
+              let found = try? store.read({ try $0.deviceRow() }), found.record == prepared.device,
+              let manager = try? KeyManager(store: store, masterKey: prepared.masterKey, deviceId: found.record.deviceId,
                                             environment: environment, logger: logger, now: now, context: context),
-              let expected = try? manager.integrity.mac(device), manager.integrity.holds(mac, expected) else {
+              (try? found.row.macHolds(keys: manager.integrity.rowKeys)) == true else {
             return nil
         }
         logger.debug("opened the store prepared ahead", metadata: [

@@ -145,7 +145,7 @@ extension KeyManager {
                   key.status == .active || key.status == .locked else { continue }
             destroy(&key, status: .revoked, reason: "removed from the server", at: at)
             key.serverState = .deleted
-            try writer.update(try stamped(key))
+            try writer.update(key)
             try writer.deleteAppPIN(kid: kid)
             try writer.appendAudit(auditEvent("key.revokedByServer", userId: key.userId, kid: kid, details: [
                 "reason": .string(Self.removedOnServerReason),
@@ -189,7 +189,7 @@ extension KeyManager {
     /// - Throws: `tampered` when the stored profile was edited outside keymgr (its MAC does not hold), so the admin
     ///   credential is never sent to a URL an administrator did not set; `config` when it breaks a rule of `checkSafe`.
     public func serverSettings(name: String = "default") throws -> ServerSettings? {
-        guard let record = try read({ reader in try reader.server(name: name).map(verified) }) else { return nil }
+        guard let record = try read({ reader in try reader.server(name: name) }) else { return nil }
         let settings = try ServerSettings(record)
         try checkSafe(settings)
         return settings
@@ -216,7 +216,7 @@ extension KeyManager {
     public func configureServer(_ settings: ServerSettings) throws {
         try checkSafe(settings)
         try write { writer in
-            let record = try stamped(ServerRecord(settings, updatedAt: now()))
+            let record = ServerRecord(settings, updatedAt: now())
             try writer.save(record)
             try writer.appendAudit(auditEvent("server.configured", details: [
                 "name": .string(record.name), "dialect": .string(settings.dialect.rawValue), "baseUrl": .string(record.baseUrl),
@@ -255,7 +255,7 @@ extension KeyManager {
                 + "`keymgr server remove --profile \(other.name)`")
         }
         try write { writer in
-            let record = try stamped(ServerRecord(settings, updatedAt: settings.updatedAt))
+            let record = ServerRecord(settings, updatedAt: settings.updatedAt)
             try writer.save(record)
             try writer.appendAudit(auditEvent("server.configured", details: [
                 "name": .string(record.name), "dialect": .string(settings.dialect.rawValue), "baseUrl": .string(record.baseUrl),
@@ -268,13 +268,13 @@ extension KeyManager {
     /// The profile to change: a stored one whose rules no longer hold (say, a credential file that moved into the
     /// home) is still changed, so `server set` can repair it; a tampered one is not.
     private func serverSettingsForChange(name: String) throws -> ServerSettings? {
-        guard let record = try read({ reader in try reader.server(name: name).map(verified) }) else { return nil }
+        guard let record = try read({ reader in try reader.server(name: name) }) else { return nil }
         return try ServerSettings(record)
     }
 
     /// Every server profile, by name.
     public func serverProfiles() throws -> [ServerSettings] {
-        try read { reader in try reader.servers().map(verified) }.map(ServerSettings.init)
+        try read { reader in try reader.servers() }.map(ServerSettings.init)
     }
 
     /// What removing the profile `name` would take with it; changes nothing.

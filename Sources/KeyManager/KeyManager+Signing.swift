@@ -22,7 +22,7 @@ extension KeyManager {
             // The signature leaves only if this commits: a recorded tampering finding for the user stops it here.
             try refuseIfTampered(device, userId: key.userId)
             // Only what this use changes is written: a PIN changed or a key re-sealed meanwhile is never undone.
-            guard try verifiedKey(writer, kid: key.kid) != nil, try writer.markUsed(kid: key.kid, at: signedAt) else {
+            guard try writer.key(kid: key.kid) != nil, try writer.markUsed(kid: key.kid, at: signedAt) else {
                 throw KeyManagerError(.clientNotRegistered, "key \(key.kid) was revoked while signing: bind the user again")
             }
             if let unlockedPIN = unlocked.pin { try settle(unlockedPIN, key: key, writer: writer, at: signedAt) }
@@ -64,10 +64,10 @@ extension KeyManager {
     func settle(_ unlocked: UnlockedPIN, key: UserKeyRecord, writer: StoreWriter, at: Date) throws {
         guard let stored = try writer.appPIN(kid: key.kid), stored.salt == unlocked.salt else { return }
         var record = try verified(stored)
-        if let upgrade = unlocked.upgrade, var row = try verifiedKey(writer, kid: key.kid), row.status == .active {
+        if let upgrade = unlocked.upgrade, var row = try writer.key(kid: key.kid), row.status == .active {
             row.wrappedPrivateKey = try hierarchy.seal(SecretBytes(upgrade.innerSealed),
                                                        in: .privateKey(kid: key.kid, userId: key.userId))
-            try writer.update(try stamped(row))
+            try writer.update(row)
             record.argon2MemoryKib = upgrade.parameters.memoryKiB
             record.argon2Iterations = upgrade.parameters.iterations
             record.argon2Parallelism = upgrade.parameters.parallelism
@@ -75,7 +75,7 @@ extension KeyManager {
             record.verifier = try hierarchy.seal(upgrade.verifier, in: .pinVerifier(kid: key.kid))
             record.failedAttempts = 0
             record.updatedAt = at
-            try writer.save(try stamped(record))
+            try writer.save(record)
             try writer.appendAudit(auditEvent("pin.parametersUpgraded", userId: key.userId, kid: key.kid, details: [
                 "memoryKiB": .int(Int64(upgrade.parameters.memoryKiB)), "iterations": .int(Int64(upgrade.parameters.iterations)),
                 "parallelism": .int(Int64(upgrade.parameters.parallelism)),
@@ -84,7 +84,7 @@ extension KeyManager {
         }
         guard record.failedAttempts != 0 else { return }
         record.failedAttempts = 0
-        try writer.setPINFailures(kid: key.kid, salt: record.salt, count: 0, integrityMac: try integrity.mac(record), at: at)
+        try writer.setPINFailures(kid: key.kid, salt: record.salt, count: 0, at: at)
     }
 
     /// Verifies the user for `key`'s auth type and opens its private key.
@@ -110,7 +110,7 @@ extension KeyManager {
         }
         // Else (a TPM key, or a rotation ran meanwhile) re-read in one snapshot with the master key that opens it.
         let (backend, material) = try read { reader -> (any KeyBackend, SecretBytes) in
-            guard let row = try verifiedKey(reader, kid: key.kid), row.status == .active, let sealed = row.wrappedPrivateKey,
+            guard let row = try reader.key(kid: key.kid), row.status == .active, let sealed = row.wrappedPrivateKey,
                   row.authType == key.authType else {
                 throw KeyManagerError(.clientNotRegistered, "key \(key.kid) was revoked or changed while unlocking: try again")
             }
@@ -145,7 +145,7 @@ extension KeyManager {
         }
         let throttled = try throttledCaller(forKeyOf: key.userId)
         let outcome = try write { writer -> Guess? in
-            guard let row = try verifiedKey(writer, kid: key.kid) else {
+            guard let row = try writer.key(kid: key.kid) else {
                 throw KeyManagerError(.clientNotRegistered, "key \(key.kid) was removed: bind the user again")
             }
             if row.status == .locked { return nil }
@@ -166,8 +166,7 @@ extension KeyManager {
             // A blocked caller is refused here, and the whole transaction with it: no attempt of the key is spent.
             let throttle = try throttled.map { try countThrottledGuess(writer, caller: $0, at: now()) }
             record.failedAttempts += 1
-            try writer.setPINFailures(kid: key.kid, salt: record.salt, count: record.failedAttempts,
-                                      integrityMac: try integrity.mac(record), at: now())
+            try writer.setPINFailures(kid: key.kid, salt: record.salt, count: record.failedAttempts, at: now())
             return Guess(record: record, expected: expected, inner: inner, attempts: record.failedAttempts,
                          backend: row.keyBackend, device: try verifiedDevice(writer), throttle: throttle)
         }
@@ -241,9 +240,9 @@ extension KeyManager {
     }
 
     private func lock(_ writer: StoreWriter, kid: String, attempts: Int) throws {
-        guard var key = try verifiedKey(writer, kid: kid), key.status == .active else { return }
+        guard var key = try writer.key(kid: kid), key.status == .active else { return }
         key.status = .locked
-        try writer.update(try stamped(key))
+        try writer.update(key)
         try writer.appendAudit(auditEvent("key.locked", userId: key.userId, kid: kid,
                                           details: ["failedAttempts": .int(Int64(attempts))]))
     }

@@ -64,11 +64,9 @@ extension KeyManager {
     /// write records anything), so every commit records a value no earlier commit recorded, and a copy of the store
     /// taken while it was one ahead is behind the counter after the next write.
     func stepRollback(_ writer: StoreWriter, _ keys: MasterKeys) throws -> RollbackStep? {
+        // Its row MAC checked as it is read (or, in `master rotate`, with every row before this step).
         let device = try Self.requireDevice(writer)
         guard device.keyBackend == KeyBackendKind.tpm.rawValue else { return nil }
-        guard keys.integrity.holds(device.integrityMac, try keys.integrity.mac(device)) else {
-            throw Self.tampered("the device settings (verifier commands, Argon2 parameters, PIN policy, TPM)")
-        }
         guard let tcti = device.tpmTcti, let index = device.tpmCounterIndex, let storedValue = device.rollbackCounter,
               let index32 = UInt32(exactly: index), let stored = UInt64(exactly: storedValue) else {
             throw Self.tampered("the device settings (a TPM store without its rollback counter)")
@@ -78,7 +76,7 @@ extension KeyManager {
         // ahead that is no crash; its increment must land before this write reads the counter.
         let lock = try RollbackStep.lock(home: store.home.url)
         do {
-            let current = try TPMKeyBackend.mapped(tcti) {
+            let current = try TPMKeyBackend.mapped(tcti, counterIndex: index32) {
                 try TPMConnection.with(tcti: tcti) { connection -> UInt64 in
                     let current = try connection.readCounter(index32, auth: auth)
                     // One ahead: an earlier write committed and died before its increment. Repaired here.
@@ -105,15 +103,11 @@ extension KeyManager {
         }
     }
 
-    /// Records `value` in the device row, re-MAC'd under `keys`.
+    /// Records `value` in the device row (stamped with the transaction's other rows).
     private func record(_ value: UInt64, _ writer: StoreWriter, _ keys: MasterKeys) throws {
         var device = try Self.requireDevice(writer)
-        guard keys.integrity.holds(device.integrityMac, try keys.integrity.mac(device)) else {
-            throw Self.tampered("the device settings")
-        }
         guard let recorded = Int64(exactly: value) else { throw Self.tampered("the device settings (the rollback counter)") }
         device.rollbackCounter = recorded
-        device.integrityMac = try keys.integrity.mac(device)
         try writer.save(device)
     }
 

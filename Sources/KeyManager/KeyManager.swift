@@ -126,7 +126,7 @@ public final class KeyManager: Sendable {
         record.tpmSecrets = tpm?.sealedSecrets
         record.tpmCounterIndex = tpm.map { Int64($0.counterIndex) }
         record.rollbackCounter = tpm.map { Int64($0.counterValue) }
-        let device = try manager.stamped(record)
+        let device = record
         let first = try Self.mapped { try store.write(audit: manager.integrity.auditKeys, rows: manager.integrity.rowKeys) { writer in
             guard try writer.device() == nil else {
                 throw KeyManagerError(.config, "\(home.url.path) already holds a keymgr store: use it (change its settings with `keymgr config set`), or choose another --home")
@@ -168,8 +168,8 @@ public final class KeyManager: Sendable {
             try Store.open(home: home, create: false, access: readOnly ? .readOnly : .readWrite, digest: SHA256.hash)
         }
         // The device row and whether the rows carry MACs yet, in one snapshot.
-        let deviceAndStamps = { (reader: StoreReader) throws -> (DeviceRecord, RowStampState)? in
-            try reader.device().map { ($0, try reader.rowStampState()) }
+        let deviceAndStamps = { (reader: StoreReader) throws -> (DeviceRecord, DeviceRowSnapshot, RowStampState)? in
+            try reader.deviceRow().map { ($0.record, $0.row, try reader.rowStampState()) }
         }
         guard let first = try mapped({ try store.read(deviceAndStamps) }) else {
             throw KeyManagerError(.config, "the store at \(home.url.path) was never initialised: run `keymgr init`")
@@ -180,9 +180,9 @@ public final class KeyManager: Sendable {
         // A `master rotate` elsewhere may commit and rename its key file between any two of these reads: the device
         // row and the key file are read afresh on each of a few tries.
         for attempt in 0..<3 {
-            let (device, rows) = attempt == 0 ? first : (try mapped({ try store.read(deviceAndStamps) }) ?? first)
+            let (device, snapshot, rows) = attempt == 0 ? first : (try mapped({ try store.read(deviceAndStamps) }) ?? first)
             let masterKey = try MasterKey.load(from: source)
-            if let (manager, upgrade) = try? opened(store, masterKey, device, rows, environment, logger, now, context) {
+            if let (manager, upgrade) = try? opened(store, masterKey, device, snapshot, rows, environment, logger, now, context) {
                 try manager.upgradeStore(upgrade)
                 return manager
             }
@@ -191,7 +191,7 @@ public final class KeyManager: Sendable {
             if FileManager.default.fileExists(atPath: pending.path),
                let next = try? MasterKey.load(from: pending),
                let (manager, upgrade) = try? opened(store, MasterKey(bytes: next.bytes, source: source, tcti: next.tcti),
-                                                    device, rows, environment, logger, now, context) {
+                                                    device, snapshot, rows, environment, logger, now, context) {
                 _ = rename(pending.path, source.path)  // or the rotation renamed it meanwhile: either way the key is in place
                 MasterKey.syncDirectory(of: source.path)
                 try manager.upgradeStore(upgrade)
@@ -209,16 +209,17 @@ public final class KeyManager: Sendable {
 
     /// A manager holding `masterKey` once the device's check value opens under it, with what the store still needs
     /// stamped (a store made before the integrity MACs or the row MACs, or stamped under an older schema).
-    private static func opened(_ store: Store, _ masterKey: MasterKey, _ device: DeviceRecord, _ rows: RowStampState,
+    private static func opened(_ store: Store, _ masterKey: MasterKey, _ device: DeviceRecord,
+                               _ snapshot: DeviceRowSnapshot, _ rows: RowStampState,
                                _ environment: [String: String], _ logger: Logger,
                                _ now: @escaping @Sendable () -> Date,
                                _ context: RequestContext) throws -> (manager: KeyManager, upgrade: StoreUpgrade) {
         let manager = try KeyManager(store: store, masterKey: masterKey, deviceId: device.deviceId,
                                      environment: environment, logger: logger, now: now, context: context)
-        // A device MAC that holds under this key proves the key (and that the store was stamped): no need to open the
-        // check value, which would cost an AES-GCM set-up every command pays at start-up. Otherwise the check value
-        // tells a wrong key from a store made before the MACs and from an edited device row (reported when read).
-        if rows == .current, let mac = device.integrityMac, manager.integrity.holds(mac, try manager.integrity.mac(device)) {
+        // A device row MAC that holds under this key proves the key (and that the store was stamped): no need to open
+        // the check value, which would cost an AES-GCM set-up every command pays at start-up. Otherwise the check
+        // value tells a wrong key from a store made before the MACs and from an edited device row (reported when read).
+        if rows == .current, try snapshot.macHolds(keys: manager.integrity.rowKeys) {
             return (manager, .none)
         }
         let check = try manager.hierarchy.open(device.masterKeyCheck, in: .masterCheck(deviceId: device.deviceId))
@@ -240,7 +241,7 @@ public final class KeyManager: Sendable {
     public func status() throws -> StoreStatus {
         let visible = try usersInScope()
         // One snapshot: the schema version, the device row, the counts and the last sync agree.
-        return try read { reader in
+        var status = try read { reader in
             let device = try verifiedDevice(reader)
             let counts = try reader.counts()
             let lastSync = try reader.lastSync()
@@ -258,6 +259,10 @@ public final class KeyManager: Sendable {
             try overview(reader, into: &status, lastSync: lastSync, visible: visible)
             return status
         }
+        // A TPM cleared or replaced (NV_ReadPublic only: nothing DA-protected). A TPM that does not answer is no
+        // reason for `status` to fail.
+        if status.keyBackend == .tpm { status.tpmReplaced = try? tpmReplacement() }
+        return status
     }
 
     /// Every user on this device, with how many usable keys each holds.

@@ -40,8 +40,24 @@ package enum RowStampState: Sendable, Equatable {
     case olderSchema
 }
 
+/// The device row as one read found it: its MAC is checked once the master key is known, without reading it again
+/// (the open's proof that the key is this store's).
+package struct DeviceRowSnapshot: Sendable, Equatable {
+    let columns: [String]
+    let values: [RowValue]
+
+    init(_ row: Row) {
+        (columns, values) = RowIntegrity.columnsAndValues(of: row)
+    }
+
+    /// Whether the row's MAC holds under `keys`.
+    package func macHolds(keys: RowIntegrityKeys) throws -> Bool {
+        try RowIntegrity.holds(table: RowIntegrity.rootTable, columns: columns, values: values, keys: keys)
+    }
+}
+
 /// One row value as SQLite holds it.
-enum RowValue: Equatable {
+enum RowValue: Equatable, Sendable {
     case null
     case integer(Int64)
     case real(Double)
@@ -437,7 +453,11 @@ extension StoreReader {
         guard let device = try Row.fetchOne(db, sql: "SELECT * FROM device WHERE id = 1") else {
             return (0, [RowProblem(table: RowIntegrity.rootTable, row: nil, reason: "the device row is missing")])
         }
-        let (deviceColumns, deviceValues) = RowIntegrity.columnsAndValues(of: device)
+        // Values a later migration dropped, put back where they were while the rows are stamped under an older schema.
+        let dropped = (try committedRowSets()?.schema ?? EmbeddedMigration.latestVersion) < EmbeddedMigration.latestVersion
+            ? try droppedValues() : [:]
+        let (deviceColumns, deviceValues) = DroppedValue.restoring(dropped[RowIntegrity.rootTable]?[1] ?? [],
+                                                                   into: RowIntegrity.columnsAndValues(of: device))
         checked += 1
         guard try RowIntegrity.holds(table: RowIntegrity.rootTable, columns: deviceColumns, values: deviceValues, keys: keys) else {
             // The row sets are under the device MAC: without it nothing else can be judged.
@@ -460,14 +480,17 @@ extension StoreReader {
             }
             var digest = [UInt8](repeating: 0, count: 32)
             var count = 0
-            let rows = try Row.fetchCursor(db, sql: "SELECT * FROM \(table.quotedDatabaseIdentifier)")
+            let rows = try Row.fetchCursor(db, sql: "SELECT rowid AS \(RowIntegrity.rowidColumn), * FROM \(table.quotedDatabaseIdentifier)")
             while let row = try rows.next() {
                 checked += 1
                 count += 1
                 let (columns, values) = RowIntegrity.columnsAndValues(of: row)
-                let picked = committed.columns.map { column in columns.firstIndex(of: column).map { values[$0] } ?? .null }
-                guard committed.columns.allSatisfy(columns.contains),
-                      try RowIntegrity.holds(table: table, columns: committed.columns, values: picked, keys: keys),
+                let gone = dropped[table]?[row[RowIntegrity.rowidColumn]] ?? []
+                let picked = committed.columns.map { column in
+                    columns.firstIndex(of: column).map { values[$0] } ?? gone.first { $0.column == column }?.value
+                }
+                guard picked.allSatisfy({ $0 != nil }),
+                      try RowIntegrity.holds(table: table, columns: committed.columns, values: picked.compactMap { $0 }, keys: keys),
                       let index = columns.firstIndex(of: RowIntegrity.macColumn), case .blob(let mac) = values[index] else {
                     problems.append(RowProblem(table: table, row: try rowName(table, columns, values),
                                                reason: "its MAC does not hold: a column was changed, or the row was moved or forged"))
@@ -518,6 +541,8 @@ extension StoreWriter {
         }
         try db.execute(sql: "UPDATE device SET row_sets = ? WHERE id = 1", arguments: [sets.text])
         _ = try stampRow(RowIntegrity.rootTable, rowid: 1, keys: keys)
+        // Every row holds under the latest schema now: the values dropped columns held are checked and not needed.
+        if try hasDroppedValues() { try db.execute(sql: "DELETE FROM \(DroppedValue.table)") }
     }
 
     /// Computes and stores the MAC of the row at `rowid` as it is now; returns its tag, or nil when there is no row.
@@ -678,5 +703,62 @@ extension StoreReader {
             }
         }
         return missing
+    }
+}
+
+/// A value of a column a migration dropped (migration 0012's `dropped_columns`), kept until the first open with the
+/// master key has checked the rows stamped while the column was there.
+struct DroppedValue {
+    static let table = "dropped_columns"
+    let column: String
+    /// The column's position in its table before it was dropped.
+    let position: Int
+    let value: RowValue
+
+    /// `row` (columns and values as read now) with `dropped` put back at their old positions, in order.
+    static func restoring(_ dropped: [DroppedValue], into row: ([String], [RowValue])) -> ([String], [RowValue]) {
+        var (columns, values) = row
+        for value in dropped.sorted(by: { $0.position < $1.position }) {
+            let at = min(max(value.position, 0), columns.count)
+            columns.insert(value.column, at: at)
+            values.insert(value.value, at: at)
+        }
+        return (columns, values)
+    }
+}
+
+extension StoreReader {
+    /// Whether the store has the table of dropped values (asked of the schema itself, not of a cache another
+    /// process's migration may have outdated).
+    func hasDroppedValues() throws -> Bool {
+        try Bool.fetchOne(db, sql: "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?",
+                          arguments: [DroppedValue.table]) ?? false
+    }
+
+    /// The values of dropped columns still kept, by table and rowid.
+    func droppedValues() throws -> [String: [Int64: [DroppedValue]]] {
+        guard try hasDroppedValues() else { return [:] }
+        var found: [String: [Int64: [DroppedValue]]] = [:]
+        for row in try Row.fetchAll(db, sql: "SELECT table_name, column_name, position, row_id, value FROM \(DroppedValue.table)") {
+            let value = DroppedValue(column: row[1], position: row[2], value: RowValue(row[4] as DatabaseValue))
+            found[row[0], default: [:]][row[3], default: []].append(value)
+        }
+        return found
+    }
+
+    /// The field MACs of migration 0002 that migration 0012 kept, by table and the row's key (`device`: "1";
+    /// `user_keys`, `app_pins`: the kid; `servers`: the name): what the first open of a store made before row MACs
+    /// checks before it stamps them. Empty once the rows are stamped under the latest schema.
+    package func droppedFieldMACs() throws -> [String: [String: Data]] {
+        guard try hasDroppedValues() else { return [:] }
+        var found: [String: [String: Data]] = [:]
+        for (table, key) in [("device", "id"), ("user_keys", "kid"), ("app_pins", "kid"), ("servers", "name")] {
+            let rows = try Row.fetchAll(db, sql: """
+                SELECT CAST(t.\(key) AS TEXT), d.value FROM \(DroppedValue.table) d JOIN \(table) t ON t.rowid = d.row_id
+                WHERE d.table_name = ? AND d.column_name = 'integrity_mac' AND typeof(d.value) = 'blob'
+                """, arguments: [table])
+            for row in rows { found[table, default: [:]][row[0]] = row[1] }
+        }
+        return found
     }
 }

@@ -12,6 +12,36 @@ import AgentWire
 
 /// The parsers under fuzz, by name. A new parser is one more entry (and one more name in proof/fuzz.sh).
 let fuzzTargets: [String: @Sendable ([UInt8]) -> Void] = [
+    // The agent's policy file (docs/agent-policy.md), as `keymgr agent` and `--check-policy` read it: the TOML
+    // syntax layer and the rules. A refusal is always `config` naming a line of the file; an accepted document's
+    // tables and entries are on lines it has.
+    "policy-toml": { bytes in
+        let text = String(decoding: bytes, as: UTF8.self)
+        let lines = 1 + text.unicodeScalars.filter { $0 == "\n" || $0 == "\r" }.count
+        let paths: Set<String> = ["status", "users", "list", "bind", "rebind", "sign", "revoke", "pin change", "admin revoke"]
+        func checkRefusal(_ error: any Error) {
+            guard let failure = error as? KeyManagerError, failure.code == .config,
+                  failure.message.hasPrefix("policy.toml:"),
+                  let number = Int(failure.message.dropFirst("policy.toml:".count).prefix { $0.isNumber }),
+                  (1...lines).contains(number) else {
+                fatalError("a policy refusal names no line of the file: \(error)")
+            }
+        }
+        do {
+            for table in try PolicyTOML.parse(text, file: "policy.toml") {
+                guard (1...lines).contains(table.line), table.entries.allSatisfy({ (table.line...lines).contains($0.line) }) else {
+                    fatalError("a table or entry on a line the file does not have")
+                }
+            }
+        } catch {
+            checkRefusal(error)
+        }
+        do {
+            _ = try AgentPolicy(parsing: text, file: "policy.toml", commandPaths: paths)
+        } catch {
+            checkRefusal(error)
+        }
+    },
     // A token endpoint's answer: a success (RFC 6749 §5.1) as `token refresh` and `login` parse it, and the same
     // bytes as an error answer (§5.2), with and without a Basic challenge.
     "token-response": { bytes in

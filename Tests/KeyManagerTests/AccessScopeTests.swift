@@ -247,9 +247,12 @@ final class AccessScopeTests: KeyManagerTestCase {
 
     func testCompletionsOfferOnlyWhatTheScopeCovers() throws {
         XCTAssertEqual(Set(KeyManager.completions(of: .users, prefix: "", home: home, context: RequestContext(scope: scope))), ["alice", "bob", "bobby", "carol"])
+        let alicesKids = try manager.keys(userId: "alice", statuses: KeyStatus.usable).map(\.kid).sorted()
+        XCTAssertFalse(alicesKids.isEmpty)
         scope = selfScope()
         XCTAssertEqual(KeyManager.completions(of: .users, prefix: "", home: home, context: RequestContext(scope: scope)), ["alice"])
-        XCTAssertEqual(KeyManager.completions(of: .kids, prefix: "", home: home, context: RequestContext(scope: scope)), [], "kids name no user: none in a limited scope")
+        // In a limited scope, the kids of the users it covers (issue 32), and no one else's.
+        XCTAssertEqual(KeyManager.completions(of: .kids, prefix: "", home: home, context: RequestContext(scope: scope)), alicesKids)
         scope = selfScope("carol", uid: 1003)
         XCTAssertEqual(KeyManager.completions(of: .users, prefix: "", home: home, context: RequestContext(scope: scope)), [], "a name that matches is not a link")
         scope = everyoneScope("root", uid: 0, operation: .keyList, othersPINKeysNeedPIN: false)

@@ -65,7 +65,7 @@ final class AppPINTests: KeyManagerTestCase {
         try manager.store.write(audit: nil, rows: manager.integrity.rowKeys) { writer in
             var record = try XCTUnwrap(try writer.appPIN(kid: kid))
             change(&record)
-            try writer.save(try manager.stamped(record))
+            try writer.save(record)
         }
     }
 
@@ -117,7 +117,7 @@ final class AppPINTests: KeyManagerTestCase {
         try manager.store.write(audit: nil, rows: manager.integrity.rowKeys) { writer in
             var device = try XCTUnwrap(try writer.device())
             change(&device)
-            try writer.save(try manager.stamped(device))
+            try writer.save(device)
         }
     }
 

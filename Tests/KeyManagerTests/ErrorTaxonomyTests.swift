@@ -68,7 +68,7 @@ final class ErrorTaxonomyTests: KeyManagerTestCase {
         try manager.store.write(audit: nil, rows: manager.integrity.rowKeys) { writer in
             var key = try XCTUnwrap(try writer.keys(statuses: [.active]).first)
             key.status = .locked
-            try writer.update(try manager.stamped(key))
+            try writer.update(key)
         }
         assertCode(.pinLocked) { _ = try self.sign("a", pin: "482916") }
     }

@@ -1,7 +1,7 @@
 import Foundation
 import GRDB
 @testable import KeyManager
-import Storage
+@testable import Storage
 import XCTest
 
 final class KeyLifecycleTests: KeyManagerTestCase {
@@ -189,7 +189,7 @@ final class IntegrityUpgradeTests: KeyManagerTestCase {
         XCTAssertEqual(try manager.auditEntries(AuditFilter(event: "store.integrityStamped")).count, 1, "stamped once")
         // From now on a missing MAC is tampering, never "not stamped yet".
         try rawConnection().write { db in
-            try db.execute(sql: "UPDATE user_keys SET integrity_mac = NULL WHERE kid = ?", arguments: [plain.key.kid])
+            try db.execute(sql: "UPDATE user_keys SET row_mac = NULL WHERE kid = ?", arguments: [plain.key.kid])
         }
         manager = nil
         manager = try KeyManager.open(home: home, environment: [:])
@@ -213,6 +213,7 @@ final class IntegrityUpgradeTests: KeyManagerTestCase {
         try checkStampedOnFirstOpen(readOnly: false)
         XCTAssertEqual(try manager.verifyAudit().rowIssues, [])
         XCTAssertGreaterThan(try manager.verifyAudit().rowsChecked, 4)
+        try assertFieldMACsGone()
         manager = nil
         try rawConnection().write { db in
             try db.execute(sql: "UPDATE users SET row_mac = NULL WHERE user_id = 'ada'")
@@ -237,6 +238,120 @@ final class IntegrityUpgradeTests: KeyManagerTestCase {
         _ = plain
     }
 
+    /// Issue 34: field MACs are checked once, while a store made before row MACs (schema 2) is upgraded. An edit
+    /// made while it lay unused (here a PIN record's retry limit raised) shows: the open refuses and stamps nothing.
+    func testAnEditedFieldOfAStoreMadeBeforeTheRowMACsIsRefusedAndNothingIsStamped() throws {
+        let plain = try makeLegacyStore(schema: 2)
+        let (deviceRetry, pinRetry) = try rawConnection().read { db in
+            (try Int.fetchOne(db, sql: "SELECT pin_retry FROM device") ?? 0, try Int.fetchOne(db, sql: "SELECT pin_retry FROM app_pins") ?? 0)
+        }
+        // A PIN record's retry limit, a device setting, a key's status: each edit alone, then undone.
+        let edits = [
+            ("UPDATE app_pins SET pin_retry = \(pinRetry % 10 + 1)", "UPDATE app_pins SET pin_retry = \(pinRetry)"),
+            ("UPDATE device SET pin_retry = \(deviceRetry % 10 + 1)", "UPDATE device SET pin_retry = \(deviceRetry)"),
+            ("UPDATE user_keys SET status = 'locked' WHERE kid = '\(plain.key.kid)'",
+             "UPDATE user_keys SET status = 'active' WHERE kid = '\(plain.key.kid)'"),
+        ]
+        for (edit, undo) in edits {
+            try rawConnection().write { db in try db.execute(sql: edit) }
+            assertCode(.tampered) { self.manager = try KeyManager.open(home: self.home, environment: [:]) }
+            try rawConnection().read { db in
+                XCTAssertNil(try String.fetchOne(db, sql: "SELECT row_sets FROM device"), "no row was stamped: \(edit)")
+                XCTAssertEqual(try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM audit_events WHERE event = 'store.integrityStamped'"), 0)
+                XCTAssertGreaterThan(try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM dropped_columns") ?? 0, 0, "kept for the next try")
+            }
+            try rawConnection().write { db in try db.execute(sql: undo) }
+        }
+        // Undone, the store upgrades.
+        try checkStampedOnFirstOpen(readOnly: false)
+        try assertFieldMACsGone()
+    }
+
+    /// A store stamped with row MACs while the field MAC columns were there (schema 11): migration 0012 drops them,
+    /// every row is checked under the columns it was stamped with (the dropped values put back), then stamped anew.
+    func testAStoreStampedWithFieldMACColumnsIsCheckedThenRestampedWithoutThem() throws {
+        _ = try makeSchema11Store()
+        manager = try KeyManager.open(home: home, environment: [:])
+        _ = try sign("ada")
+        _ = try sign("bea", pin: "482916")
+        let audit = try manager.verifyAudit()
+        XCTAssertTrue(audit.isIntact)
+        XCTAssertEqual(audit.rowIssues, [])
+        try assertFieldMACsGone()
+    }
+
+    /// The dropped values are under the old row MACs: one edited before the migration shows at the first open.
+    func testAFieldMACEditedBeforeMigration12IsTampering() throws {
+        let plain = try makeSchema11Store()
+        try rawConnection().write { db in
+            try db.execute(sql: "UPDATE user_keys SET integrity_mac = x'00' WHERE kid = ?", arguments: [plain.key.kid])
+        }
+        assertCode(.tampered) { self.manager = try KeyManager.open(home: self.home, environment: [:]) }
+    }
+
+    private func assertFieldMACsGone(file: StaticString = #filePath, line: UInt = #line) throws {
+        try rawConnection().read { db in
+            for table in ["device", "user_keys", "app_pins", "servers"] {
+                XCTAssertEqual(try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM pragma_table_info('\(table)') WHERE name = 'integrity_mac'"),
+                               0, table, file: file, line: line)
+            }
+            XCTAssertEqual(try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM dropped_columns"), 0, file: file, line: line)
+        }
+    }
+
+    /// What keymgr of schema 11 left: the field MAC columns filled, and every row stamped over them.
+    private func makeSchema11Store() throws -> BindResult {
+        let plain = try bind("ada")
+        try bind("bea", .applicationPIN, pin: "482916")
+        _ = try sign("ada")
+        let keys = manager.integrity.rowKeys
+        let macs = try fieldMACs()
+        manager = nil
+        try rawConnection().writeWithoutTransaction { db in
+            try db.execute(sql: undoingMigrations(after: 11))
+            try fill(db, macs)
+        }
+        // Stamped over the columns as they are now (a fresh connection: no statement prepared before the change).
+        let store = try Store.open(home: home.home, create: false, access: .readWrite, digest: SHA256.hash)
+        try store.write { try $0.stampAllRows(keys: keys) }
+        try rawConnection().writeWithoutTransaction { db in
+            try db.execute(sql: "PRAGMA user_version = 11")
+            let text = try XCTUnwrap(try String.fetchOne(db, sql: "SELECT row_sets FROM device WHERE id = 1"))
+            let lines = text.split(separator: "\n").map { line in
+                line.hasPrefix("keymgr-row-sets-v1 ") ? "keymgr-row-sets-v1 schema=11" : String(line)
+            }
+            try db.execute(sql: "UPDATE device SET row_sets = ? WHERE id = 1", arguments: [lines.joined(separator: "\n") + "\n"])
+            let row = try XCTUnwrap(try Row.fetchOne(db, sql: "SELECT * FROM device WHERE id = 1"))
+            let (columns, values) = RowIntegrity.columnsAndValues(of: row)
+            let mac = try keys.mac(RowIntegrity.encoding(table: "device", columns: columns, values: values))
+            try db.execute(sql: "UPDATE device SET row_mac = ? WHERE id = 1", arguments: [Data(mac)])
+        }
+        return plain
+    }
+
+    /// The field MACs keymgr before migration 0012 kept, by table and row key, for the rows the store holds now.
+    private func fieldMACs() throws -> [(table: String, key: String, column: String, mac: Data)] {
+        let legacy = try LegacyFieldMACs(hierarchy: manager.hierarchy)
+        return try manager.store.read { reader in
+            var found: [(String, String, String, Data)] = []
+            let device = try XCTUnwrap(try reader.device())
+            found.append(("device", "1", "id", try legacy.mac(device)))
+            for key in try reader.keys(statuses: Set(UserKeyRecord.Status.allCases)) {
+                found.append(("user_keys", key.kid, "kid", try legacy.mac(key)))
+            }
+            for pin in try reader.appPINs() { found.append(("app_pins", pin.kid, "kid", try legacy.mac(pin))) }
+            for server in try reader.servers() { found.append(("servers", server.name, "name", try legacy.mac(server))) }
+            return found
+        }
+    }
+
+    private func fill(_ db: Database, _ macs: [(table: String, key: String, column: String, mac: Data)]) throws {
+        for entry in macs {
+            try db.execute(sql: "UPDATE \(entry.table) SET integrity_mac = ? WHERE CAST(\(entry.column) AS TEXT) = ?",
+                           arguments: [entry.mac, entry.key])
+        }
+    }
+
     /// What keymgr before migration 0002 (schema 1, no MAC columns, the version 1 master key check) or before
     /// migration 0003 (schema 2, no row MACs, the version 2 check, no key backends) left.
     private func makeLegacyStore(schema: Int = 1) throws -> BindResult {
@@ -246,10 +361,13 @@ final class IntegrityUpgradeTests: KeyManagerTestCase {
         let deviceId = try XCTUnwrap(try manager.store.read { try $0.device() }).deviceId
         let legacyCheck = try manager.hierarchy.seal(schema == 1 ? KeyHierarchy.legacyMasterCheckPlaintext : KeyHierarchy.v2MasterCheckPlaintext,
                                                      in: .masterCheck(deviceId: deviceId))
+        let macs = try fieldMACs()
         manager = nil
         try rawConnection().writeWithoutTransaction { db in
-            // The migrations after 0006, 0004's key-backend columns, then 0003's row MACs.
+            // The migrations after 0006 (0012's field MAC columns back, filled as keymgr of schema 2 filled them),
+            // 0004's key-backend columns, then 0003's row MACs.
             try db.execute(sql: undoingMigrations(after: 6))
+            try fill(db, macs)
             try db.execute(sql: """
                 ALTER TABLE device DROP COLUMN key_backend;
                 ALTER TABLE device DROP COLUMN key_backend_reason;

@@ -79,6 +79,13 @@ class KeyManagerTestCase: XCTestCase {
 /// (a migration added later adds its undo here).
 func undoingMigrations(after version: Int) -> String {
     let undo: [(version: Int, sql: String)] = [
+        (12, """
+            DROP TABLE dropped_columns;
+            ALTER TABLE device ADD COLUMN integrity_mac BLOB;
+            ALTER TABLE user_keys ADD COLUMN integrity_mac BLOB;
+            ALTER TABLE app_pins ADD COLUMN integrity_mac BLOB;
+            ALTER TABLE servers ADD COLUMN integrity_mac BLOB;
+            """),
         (11, """
             DROP TRIGGER audit_events_append_only_delete;
             CREATE TRIGGER audit_events_append_only_delete BEFORE DELETE ON audit_events

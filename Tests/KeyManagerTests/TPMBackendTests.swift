@@ -150,6 +150,8 @@ final class TPMBackendTests: KeyManagerTestCase {
         _ = try IndependentVerifier.verify(try sign("frank").jws, publicJWK: bound.jwk)
     }
 
+    /// Another TPM has none of the store's: not its keys, not its rollback counter. That is told as a TPM cleared or
+    /// replaced (`keymgr tpm recover`), not as tampering: no blob was altered.
     func testAKeyTakenToAnotherTPMDoesNotLoad() throws {
         try reinitializeOnTPM()
         try bind("gina")
@@ -160,9 +162,10 @@ final class TPMBackendTests: KeyManagerTestCase {
             _ = try sign("gina")
             XCTFail("a key blob loaded on another TPM")
         } catch let error as KeyManagerError {
-            XCTAssertEqual(error.code, .tampered, error.message)
-            XCTAssertTrue(error.message.contains("does not load"), error.message)
+            XCTAssertEqual(error.code, .config, error.message)
+            XCTAssertTrue(error.message.contains("cleared or replaced") && error.message.contains("tpm recover"), error.message)
         }
+        XCTAssertEqual(try manager.tpmReplacement()?.unusableKeys.map(\.userId), ["gina"])
         other.stop()
     }
 

@@ -58,11 +58,11 @@ final class StoreRecordsTests: StorageTestCase {
             try writer.save(AppPINRecord(kid: "k1", argon2MemoryKib: 64, argon2Iterations: 1, argon2Parallelism: 1,
                                          salt: Data(count: 16), verifier: Data(count: 32), pinRetry: 5, updatedAt: Date()))
         }
-        XCTAssertEqual(try store.write { try $0.setPINFailures(kid: "k1", salt: Data(count: 16), count: 1, integrityMac: Data([1]), at: Date()) }, true)
+        XCTAssertEqual(try store.write { try $0.setPINFailures(kid: "k1", salt: Data(count: 16), count: 1, at: Date()) }, true)
         XCTAssertEqual(try store.read { try $0.appPIN(kid: "k1") }?.failedAttempts, 1)
-        XCTAssertEqual(try store.write { try $0.setPINFailures(kid: "k1", salt: Data([9]), count: 5, integrityMac: Data([1]), at: Date()) }, false)
+        XCTAssertEqual(try store.write { try $0.setPINFailures(kid: "k1", salt: Data([9]), count: 5, at: Date()) }, false)
         XCTAssertEqual(try openStore(create: false).read { try $0.appPIN(kid: "k1") }?.failedAttempts, 1)
-        XCTAssertEqual(try store.write { try $0.setPINFailures(kid: "nope", salt: Data(count: 16), count: 1, integrityMac: Data([1]), at: Date()) }, false)
+        XCTAssertEqual(try store.write { try $0.setPINFailures(kid: "nope", salt: Data(count: 16), count: 1, at: Date()) }, false)
     }
 
     func testServersRegistrationsTokensAndSyncState() throws {
@@ -138,11 +138,10 @@ final class StoredTimestampTests: StorageTestCase {
     func testAKeyWithEveryFieldSetReadsBackWholeThroughEachKeyQuery() throws {
         let store = try openStore()
         let at = { (seconds: Double) in Date(timeIntervalSince1970: 1_795_000_000 + seconds) }
-        var stored = UserKeyRecord(kid: "K-every", userId: "erin", issuer: "https://issuer.example", authType: .biometricAllowFallback,
+        let stored = UserKeyRecord(kid: "K-every", userId: "erin", issuer: "https://issuer.example", authType: .biometricAllowFallback,
                                    publicJwk: #"{"kty":"EC"}"#, wrappedPrivateKey: Data([9, 8, 7]), status: .locked,
                                    serverState: .pendingDeletion, deviceName: "kiosk 7", serverLastAccessAt: at(1.001),
                                    createdAt: at(2.002), lastUsedAt: at(3.003), revokedAt: at(4.004), revokeReason: "lost")
-        stored.integrityMac = Data([0xAB, 0xCD])
         try store.write { writer in
             try writer.upsertUser(userId: "erin", username: "Erin", at: at(0))
             try writer.insert(stored)

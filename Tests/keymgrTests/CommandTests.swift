@@ -12,7 +12,7 @@ final class CommandTests: XCTestCase {
         let created = try initialised.object()
         XCTAssertEqual(Set(created.keys), ["deviceId", "deviceName", "schemaVersion", "users", "keys", "lastSync",
                                            "keyBackend", "keyBackendReason", "tpmTcti", "masterKey", "agent", "keysByState",
-                                           "pinKeys", "servers", "lastSyncRun", "pinThrottle", "serverClockSkew"])
+                                           "pinKeys", "servers", "lastSyncRun", "pinThrottle", "serverClockSkew", "tpmReplaced"])
         assertNull(created["agent"], "agent: the command opened the store itself")
         XCTAssertEqual(created["keysByState"] as? [String: Int], ["active": 0, "locked": 0, "revoked": 0, "superseded": 0])
         let deviceId = try XCTUnwrap(created["deviceId"] as? String)

@@ -119,6 +119,7 @@ final class Sandbox {
         process.standardInput = input
         process.standardOutput = stdoutHandle
         process.standardError = stderrHandle
+        let profile = RunProfile.start()
         try process.run()
         try? input.fileHandleForWriting.write(contentsOf: Data(stdin.utf8))
         try? input.fileHandleForWriting.close()
@@ -130,6 +131,7 @@ final class Sandbox {
             XCTFail("`\(executable.lastPathComponent) \(arguments.joined(separator: " "))` ran longer than \(timeout) s")
         }
         process.waitUntilExit()
+        profile?.record(executable, arguments)
         return Outcome(status: process.terminationStatus,
                        stdout: String(decoding: try Data(contentsOf: stdoutURL), as: UTF8.self),
                        stderr: String(decoding: try Data(contentsOf: stderrURL), as: UTF8.self),
@@ -157,6 +159,59 @@ final class Sandbox {
     func bind(_ user: String, _ extra: [String] = [], stdin: String = "",
               file: StaticString = #filePath, line: UInt = #line) throws -> [String: Any] {
         try succeed(["bind", "--user", user, "--json"] + extra, stdin: stdin, file: file, line: line).object(file: file, line: line)
+    }
+}
+
+/// With `KEYMGR_TEST_PROFILE=FILE` in the test runner's environment, every run of `Sandbox.run` appends a line to
+/// FILE: the wall seconds, the CPU seconds (user + system) of the children reaped meanwhile, the test, and the
+/// command line without its paths (`scripts/test-profile.py` sums them per test and per command; docs/testing.md).
+/// Costs nothing when unset.
+struct RunProfile {
+    static let file = ProcessInfo.processInfo.environment["KEYMGR_TEST_PROFILE"]
+    let started: Date
+    let childCPU: Double
+
+    /// The test this process runs (`swift test --parallel` runs each in an `xctest -XCTest Class/test` of its own).
+    static let test: String = {
+        let arguments = CommandLine.arguments
+        if let flag = arguments.firstIndex(of: "-XCTest"), flag + 1 < arguments.count { return arguments[flag + 1] }
+        return "pid \(getpid())"
+    }()
+
+    static func start() -> RunProfile? {
+        guard file != nil else { return nil }
+        return RunProfile(started: Date(), childCPU: childrenCPUSeconds())
+    }
+
+    static func childrenCPUSeconds() -> Double {
+        var usage = rusage()
+        guard getrusage(__rusage_who_t(RUSAGE_CHILDREN.rawValue), &usage) == 0 else { return 0 }
+        return Double(usage.ru_utime.tv_sec) + Double(usage.ru_utime.tv_usec) / 1e6
+            + Double(usage.ru_stime.tv_sec) + Double(usage.ru_stime.tv_usec) / 1e6
+    }
+
+    /// The CPU seconds process `pid` used so far (/proc/PID/stat), when profiling.
+    static func cpuSeconds(of pid: Int32) -> Double? {
+        guard file != nil, let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
+              let end = stat.lastIndex(of: ")") else { return nil }
+        let fields = stat[stat.index(after: end)...].split(separator: " ")
+        // After the name: state is field 3, utime and stime are fields 14 and 15.
+        guard fields.count > 12, let user = Double(fields[11]), let system = Double(fields[12]) else { return nil }
+        return (user + system) / Double(sysconf(Int32(_SC_CLK_TCK)))
+    }
+
+    /// Appends the line; `cpu` when the process is not a reaped child (a server still running).
+    func record(_ executable: URL, _ arguments: [String], cpu given: Double? = nil) {
+        guard let file = Self.file else { return }
+        let wall = Date().timeIntervalSince(started)
+        let cpu = given ?? (Self.childrenCPUSeconds() - childCPU)
+        let command = ([executable.lastPathComponent] + arguments.filter { !$0.hasPrefix("/") }.prefix(4).map { String($0.prefix(40)) })
+            .joined(separator: " ").replacingOccurrences(of: "\n", with: " ").replacingOccurrences(of: "\t", with: " ")
+        let line = String(format: "%.3f\t%.3f\t", wall, cpu) + Self.test + "\t" + command + "\n"
+        let descriptor = open(file, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0o644)
+        guard descriptor >= 0 else { return }
+        _ = line.withCString { write(descriptor, $0, strlen($0)) }
+        close(descriptor)
     }
 }
 

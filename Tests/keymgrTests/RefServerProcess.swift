@@ -18,10 +18,21 @@ final class RefServerProcess {
     /// The password every user added at start gets.
     static let password = "correct horse battery staple"
 
-    /// The executable next to `keymgr` (or `$KEYMGR_REFSERVER_BIN`).
+    /// The executable next to `keymgr` (or `$KEYMGR_REFSERVER_BIN`); when `keymgr` is another build's (`$KEYMGR_BIN`,
+    /// e.g. the release build, which has no reference server), the one beside the test bundle.
     static let binary: URL = {
         if let explicit = ProcessInfo.processInfo.environment["KEYMGR_REFSERVER_BIN"] { return URL(fileURLWithPath: explicit) }
-        return Sandbox.binary.deletingLastPathComponent().appendingPathComponent("keymgr-refserver")
+        let beside = Sandbox.binary.deletingLastPathComponent().appendingPathComponent("keymgr-refserver")
+        if FileManager.default.isExecutableFile(atPath: beside.path) { return beside }
+        var directories = [Bundle.main.bundleURL, Bundle.main.bundleURL.deletingLastPathComponent()]
+        for bundle in Bundle.allBundles where bundle.bundleURL.pathExtension == "xctest" {
+            directories.append(bundle.bundleURL.deletingLastPathComponent())
+        }
+        for directory in directories {
+            let candidate = directory.appendingPathComponent("keymgr-refserver")
+            if FileManager.default.isExecutableFile(atPath: candidate.path) { return candidate }
+        }
+        return beside
     }()
 
     /// Starts a server whose state lives in `sandbox`, with `users` (password `RefServerProcess.password`).
@@ -44,6 +55,7 @@ final class RefServerProcess {
         let output = Pipe()
         process.standardOutput = output
         process.standardError = FileHandle.nullDevice
+        let profile = RunProfile.start()
         try process.run()
         // A server that never says where it listens must not hang the suite.
         let watchdog = DispatchWorkItem { [process] in if process.isRunning { process.terminate() } }
@@ -60,12 +72,16 @@ final class RefServerProcess {
             throw XCTSkip("keymgr-refserver did not start: \(text)")
         }
         baseURL = url
+        profile?.record(Self.binary, ["(until listening)"], cpu: RunProfile.cpuSeconds(of: process.processIdentifier))
     }
 
     deinit { stop() }
 
     func stop() {
         guard process.isRunning else { return }
+        if let cpu = RunProfile.cpuSeconds(of: process.processIdentifier) {
+            RunProfile(started: Date(), childCPU: 0).record(Self.binary, ["(its whole life, CPU only)"], cpu: cpu)
+        }
         process.terminate()
         process.waitUntilExit()
     }

@@ -251,20 +251,30 @@ final class SchemaWalkTamperingTests: ServerTestCase {
                 }
                 var refused = 0
                 var named = 0
+                // The column's value in every row of the snapshot (what each row holds once restored), in one run.
+                var pristine: [String: [Substring]] = [:]
+                for found in try attack("SELECT rowid || '|' || typeof(\"\(name)\") || '|' || hex(\"\(name)\") FROM \"\(table)\"")
+                    .split(separator: "\n") {
+                    let parts = found.split(separator: "|", omittingEmptySubsequences: false)
+                    pristine[String(parts[0])] = Array(parts.dropFirst())
+                }
                 for rowid in rowids {
                     try restore()
-                    let found = try attack("SELECT typeof(\"\(name)\") || '|' || hex(\"\(name)\") FROM \"\(table)\" WHERE rowid = \(rowid)")
-                        .split(separator: "|", omittingEmptySubsequences: false)
+                    let found = pristine[rowid] ?? []
                     let type = String(found.first ?? "null")
                     let hex = found.count > 1 ? found[1] : ""
                     var value = edited(table, name, type: type, current: type == "null" ? nil : Self.unhex(hex), hex: String(hex),
                                        sqlType: sqlType)
                     if isKey, type == "integer" { value = "\(value) + 1000000" }  // not onto another row's key
-                    try attack("DROP TRIGGER IF EXISTS audit_events_append_only_update; "
-                        + "UPDATE \"\(table)\" SET \"\(name)\" = \(value) WHERE rowid = \(rowid)")
+                    // The edit, then the row's key as it is now (an edited key column moved it), in one run of sqlite3.
+                    let keyHex = keyColumns.isEmpty ? "" : "; SELECT " + keyColumns.map { "hex(\"\($0)\")" }.joined(separator: " || '|' || ")
+                        + " FROM \"\(table)\" WHERE rowid = \(rowid)"
+                    let keyValues = try attack("DROP TRIGGER IF EXISTS audit_events_append_only_update; "
+                        + "UPDATE \"\(table)\" SET \"\(name)\" = \(value) WHERE rowid = \(rowid)" + keyHex)
+                        .split(separator: "|", omittingEmptySubsequences: false)
                     var key: [String: String] = [:]
-                    for keyColumn in keyColumns {
-                        key[keyColumn] = Self.unhex(Substring(try attack("SELECT hex(\"\(keyColumn)\") FROM \"\(table)\" WHERE rowid = \(rowid)")))
+                    for (index, keyColumn) in keyColumns.enumerated() {
+                        key[keyColumn] = Self.unhex(index < keyValues.count ? keyValues[index] : "")
                     }
                     guard let (arguments, stdin) = reader(table, key, made) else { continue }
                     let outcome = try sandbox.keymgr(arguments + ["--json"], stdin: stdin)

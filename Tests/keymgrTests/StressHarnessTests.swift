@@ -13,7 +13,7 @@ final class StressHarnessTests: XCTestCase {
         XCTAssertTrue(FileManager.default.fileExists(atPath: script.path), script.path)
         let outcome = try sandbox.run(URL(fileURLWithPath: "/usr/bin/env"),
                                       ["python3", script.path, "--short", "--bin-dir",
-                                       Sandbox.binary.deletingLastPathComponent().path],
+                                       Sandbox.binary.deletingLastPathComponent().path, "--refserver", RefServerProcess.binary.path],
                                       timeout: 300)
         XCTAssertEqual(outcome.status, 0, "stress harness failed (replay with the seed it printed):\n\(outcome.stdout)\n\(outcome.stderr)")
         let verdict = outcome.stdout.split(separator: "\n").last { $0.hasSuffix(" failures") }.map(String.init) ?? ""

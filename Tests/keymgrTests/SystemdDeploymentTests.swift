@@ -189,13 +189,126 @@ final class SystemdDeploymentTests: XCTestCase {
                       "bob's refusal is audited as his: \(audit.stdout)")
         XCTAssertTrue(entries.contains { ($0["actor"] as? String ?? "").hasPrefix("root (uid 0)") }, audit.stdout)
 
+        try morePeopleAnAdministratorAndAKiosk()
+        try journalCopyOfTheAudit()
+        try policyTypoThenFix()
         try idleExitAndRestart()
         try cronLineSyncs(section: section)
         try timerServiceSyncs(kid: kid)
 
+        try stolenDeviceRevokeWithASecondKey()
         let verify = try container.shell("keymgr audit verify")
         XCTAssertEqual(verify.status, 0, verify.summary)
         try container.run(["systemctl", "--failed", "--no-pager"])
+    }
+
+    /// Four people, an administrator in `keymgr-admins` and a shared kiosk account, under the shipped policy
+    /// (issue 32): carol binds and signs her own key; dave does not find it; erin, an administrator, sees every user;
+    /// the kiosk binds and signs PIN keys only.
+    private func morePeopleAnAdministratorAndAKiosk() throws {
+        for person in ["carol", "dave", "kiosk"] {
+            XCTAssertEqual(try container.run(["useradd", "--create-home", person]).status, 0)
+        }
+        XCTAssertEqual(try container.run(["useradd", "--create-home", "--groups", "keymgr-admins", "erin"]).status, 0)
+
+        let bound = try container.shell("keymgr bind --user carol --json", as: "carol")
+        XCTAssertEqual(bound.status, 0, "people bind their own keys\n\(bound.summary)")
+        XCTAssertEqual(try container.shell("keymgr sign --user carol --challenge \"$CHALLENGE\"", as: "carol",
+                                           environment: ["CHALLENGE": challenge]).status, 0)
+        let unseen = try container.shell("keymgr sign --user carol --challenge \"$CHALLENGE\"", as: "dave",
+                                         environment: ["CHALLENGE": challenge])
+        XCTAssertEqual(unseen.status, 66, "dave finds no carol\n\(unseen.summary)")
+        XCTAssertFalse(unseen.stderr.contains(try XCTUnwrap(try bound.object()["kid"] as? String)), unseen.summary)
+
+        let users = try container.shell("keymgr users --json", as: "erin")
+        XCTAssertEqual(users.status, 0, users.summary)
+        let ids = Set(try users.array().compactMap { $0["userId"] as? String })
+        XCTAssertTrue(ids.isSuperset(of: ["carol", "id=alice,ou=user,ou=am-config"]), "the administrator sees everyone: \(ids)")
+
+        let pinned = try container.shell("keymgr bind --user patient-7 --auth-type app-pin --pin-stdin", as: "kiosk",
+                                         stdin: "482915\n")
+        XCTAssertEqual(pinned.status, 0, pinned.summary)
+        XCTAssertEqual(try container.shell("keymgr sign --user patient-7 --pin-stdin", as: "kiosk", stdin: "482915\n").status, 0)
+        let none = try container.shell("keymgr bind --user patient-8", as: "kiosk")
+        XCTAssertEqual(none.status, 77, "the kiosk binds PIN keys only\n\(none.summary)")
+    }
+
+    /// The audit log's copy in the journal (issue 36): alice's `sign` is there with its fields, the whole journal
+    /// exported with `journalctl -o json` verifies offline, and the same export without one entry names it.
+    private func journalCopyOfTheAudit() throws {
+        let signed = try container.run(["journalctl", "-o", "json", "--no-pager", "KEYMGR_EVENT=key.signed",
+                                        "KEYMGR_USER=id=alice,ou=user,ou=am-config"])
+        let line = try XCTUnwrap(signed.stdout.split(separator: "\n").last, signed.summary)
+        let fields = try XCTUnwrap(try JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any], String(line))
+        for name in ["MESSAGE", "MESSAGE_ID", "KEYMGR_SEQ", "KEYMGR_EVENT", "KEYMGR_ACTOR", "KEYMGR_ACTOR_UID", "KEYMGR_USER",
+                     "KEYMGR_KID", "KEYMGR_HASH", "KEYMGR_PREV_HASH"] {
+            XCTAssertNotNil(fields[name], "the journal entry of a sign has \(name): \(line)")
+        }
+        XCTAssertEqual(fields["KEYMGR_USER"] as? String, "id=alice,ou=user,ou=am-config", String(line))
+        let aliceUid = try container.run(["id", "-u", "alice"]).stdout.trimmingCharacters(in: .whitespacesAndNewlines)
+        XCTAssertEqual(fields["KEYMGR_ACTOR_UID"] as? String, aliceUid, String(line))
+
+        // Checked as a central log server would: offline, with no store (`--home` of none: the client runs it itself).
+        try container.shell("journalctl -o json --no-pager > /root/journal.json")
+        let whole = try container.shell("keymgr --home /var/empty audit verify --journal /root/journal.json")
+        XCTAssertEqual(whole.status, 0, whole.summary)
+        XCTAssertTrue(whole.stdout.contains("intact"), whole.summary)
+        let seq = try XCTUnwrap(fields["KEYMGR_SEQ"] as? String, String(line))
+        try container.shell("grep -v '\"KEYMGR_SEQ\":\"\(seq)\"' /root/journal.json > /root/journal-cut.json")
+        let cut = try container.shell("keymgr --home /var/empty audit verify --journal /root/journal-cut.json")
+        XCTAssertEqual(cut.status, 1, cut.summary)
+        XCTAssertTrue(cut.stderr.contains("entry \(seq) is missing"), cut.summary)
+    }
+
+    /// A policy typo, then its fix (issue 32): the restart fails, people get 78 saying to ask the administrator,
+    /// `doctor` run directly names the failed unit (issue 36), and the fixed policy brings the agent back.
+    private func policyTypoThenFix() throws {
+        let policy = "/etc/keymgr/policy.toml"
+        try container.run(["cp", "-p", policy, "/root/policy.good"])
+        try container.shell("printf '\\n[[rule]]\\nwho = [\"user:alice\"\\nmay = [\"status\"]\\n' >> \(policy)")
+        let check = try container.shell("keymgr agent --check-policy \(policy)")
+        XCTAssertEqual(check.status, 78, check.summary)
+        XCTAssertTrue(check.stderr.contains("\(policy):"), check.summary)
+        let restart = try container.run(["systemctl", "restart", "keymgr.service"])
+        XCTAssertNotEqual(restart.status, 0, "a restart with a policy that does not load fails\n\(restart.summary)")
+        let doctor = try container.shell("keymgr --home /var/lib/keymgr doctor --json")
+        let checks = try XCTUnwrap(try doctor.object()["checks"] as? [[String: Any]], doctor.summary)
+        let agent = try XCTUnwrap(checks.first { $0["name"] as? String == "agent" }, doctor.stdout)
+        XCTAssertEqual(agent["ok"] as? Bool, false, "\(agent)")
+        XCTAssertTrue((agent["message"] as? String ?? "").contains("keymgr.service"), "\(agent)")
+        XCTAssertTrue((agent["fix"] as? String ?? "").contains("--check-policy"), "\(agent)")
+        let person = try container.shell("keymgr status", as: "alice")
+        XCTAssertEqual(person.status, 78, "the socket answers: the policy does not load\n\(person.summary)")
+        XCTAssertTrue(person.stderr.contains("administrator"), person.summary)
+
+        try container.run(["cp", "-p", "/root/policy.good", policy])
+        try container.run(["systemctl", "reset-failed", "keymgr.service", "keymgr.socket"])
+        let fixed = try container.run(["systemctl", "restart", "keymgr.service"])
+        XCTAssertEqual(fixed.status, 0, fixed.summary)
+        XCTAssertEqual(try container.shell("keymgr status", as: "alice").status, 0)
+    }
+
+    /// The stolen-device revoke with a second key present (issue 32, finding 1): bob bound a key here, then through a
+    /// journey; `admin revoke --device-id THIS-DEVICE` revokes at once exactly the key whose server binding it
+    /// deleted, and never the one that was never on the server.
+    private func stolenDeviceRevokeWithASecondKey() throws {
+        let local = try container.shell("keymgr bind --user bob --json")
+        XCTAssertEqual(local.status, 0, local.summary)
+        let localKid = try XCTUnwrap(try local.object()["kid"] as? String, local.stdout)
+        let journey = try container.shell("keymgr bind --journey RegisterDevice --user bob --password-fd 0 --json",
+                                          stdin: RefServerProcess.password + "\n")
+        XCTAssertEqual(journey.status, 0, journey.summary)
+        let serverKid = try XCTUnwrap(try journey.object()["kid"] as? String, journey.stdout)
+        let before = Dictionary(uniqueKeysWithValues: try container.shell("keymgr list --status all --json").array()
+            .compactMap { key in (key["kid"] as? String).map { ($0, key["status"] as? String ?? "?") } })
+        let deviceId = try XCTUnwrap(try container.shell("keymgr status --json").object()["deviceId"] as? String)
+        let revoked = try container.shell("keymgr admin revoke --user bob --device-id \(deviceId) --reason stolen --yes")
+        XCTAssertEqual(revoked.status, 0, revoked.summary)
+        let after = Dictionary(uniqueKeysWithValues: try container.shell("keymgr list --status all --json").array()
+            .compactMap { key in (key["kid"] as? String).map { ($0, key["status"] as? String ?? "?") } })
+        XCTAssertEqual(after[serverKid], "revoked", "the stolen binding's key is revoked at once")
+        XCTAssertEqual(after[localKid], before[localKid], "the key that was never on the server is left as it was")
+        XCTAssertEqual(try container.shell("keymgr sign --kid \(serverKid)").status, 66)
     }
 
     /// With a short `--idle-exit` (a drop-in), the agent exits by itself and the socket starts it on the next command.

@@ -618,6 +618,18 @@ package final class TPMConnection {
         return withUnsafeBytes(of: data.buffer) { $0.prefix(8).reduce(UInt64(0)) { $0 << 8 | UInt64($1) } }
     }
 
+    /// Whether an NV index is defined on this TPM, asked with NV_ReadPublic (no authorisation, nothing
+    /// dictionary-attack protected): a store's rollback counter that is gone means the TPM was cleared or replaced.
+    package func nvIndexDefined(_ index: UInt32) throws -> Bool {
+        var info = TPM2B_NV_PUBLIC()
+        var name = TPM2B_NAME()
+        let sys = try sys
+        let rc = Self.resubmitting { Tss2_Sys_NV_ReadPublic(sys, index, nil, &info, &name, nil) }
+        if rc == 0 { return true }
+        if UInt32(rc) >> 16 == 0, Self.base(rc) == 0x08B { return false }  // TPM_RC_HANDLE: no such index
+        throw Self.failure("NV_ReadPublic", rc)
+    }
+
     /// keymgr's NV indices: 0x013C0000 to 0x013CFFFF, in the owner's range.
     static let counterRange: UInt32 = 0x013C_0000
 

@@ -20,13 +20,13 @@ extension StoreWriter {
 
     package func deleteAppPIN(kid: String) throws { _ = try AppPINRecord.deleteOne(db, key: kid) }
 
-    /// Sets the key's wrong-PIN counter and the record's MAC, only while the record still has `salt` (the PIN the
+    /// Sets the key's wrong-PIN counter (the row MAC is stamped at commit), only while the record still has `salt` (the PIN the
     /// caller checked); returns whether it did. Only the counter changes: a PIN changed meanwhile is never undone.
     @discardableResult
-    package func setPINFailures(kid: String, salt: Data, count: Int, integrityMac: Data, at now: Date) throws -> Bool {
+    package func setPINFailures(kid: String, salt: Data, count: Int, at now: Date) throws -> Bool {
         try db.execute(sql: """
-            UPDATE app_pins SET failed_attempts = ?, integrity_mac = ?, updated_at = ? WHERE kid = ? AND salt = ?
-            """, arguments: [count, integrityMac, Timestamp.string(from: now), kid, salt])
+            UPDATE app_pins SET failed_attempts = ?, updated_at = ? WHERE kid = ? AND salt = ?
+            """, arguments: [count, Timestamp.string(from: now), kid, salt])
         return db.changesCount == 1
     }
 }

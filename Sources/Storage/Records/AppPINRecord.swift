@@ -15,8 +15,6 @@ package struct AppPINRecord: KeymgrRecord, Equatable {
     package var failedAttempts: Int
     package var pinRetry: Int
     package var updatedAt: Date
-    /// HMAC under a master-derived key over the fields that gate access (nil only before a legacy store is stamped).
-    package var integrityMac: Data?
 
     package init(kid: String, argon2MemoryKib: Int, argon2Iterations: Int, argon2Parallelism: Int,
                 salt: Data, verifier: Data, failedAttempts: Int = 0, pinRetry: Int, updatedAt: Date) {

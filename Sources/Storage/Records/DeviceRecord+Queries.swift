@@ -8,7 +8,11 @@ extension StoreReader {
     ///
     /// Read by column index, not through `Decodable` (with its snake_case key conversion): every command reads this
     /// row once at start-up, where that conversion cost more than the query.
-    package func device() throws -> DeviceRecord? {
+    package func device() throws -> DeviceRecord? { try deviceRow()?.record }
+
+    /// The device row as a record and as read (for checking its row MAC once the master key is known), or nil
+    /// before `init`. One statement: the open's proof of the master key reads nothing more.
+    package func deviceRow() throws -> (record: DeviceRecord, row: DeviceRowSnapshot)? {
         // Every column, in table order (later migrations only append): the row MAC is over all of them.
         guard let found = try Row.fetchOne(db, sql: "SELECT * FROM device WHERE id = 1") else { return nil }
         let row = try checked(DeviceRecord.databaseTableName, found, rowid: 1)
@@ -20,7 +24,6 @@ extension StoreReader {
             argon2Parallelism: try row.decode(atIndex: 11), biometricVerifier: try row.decode(atIndex: 12),
             credentialVerifier: try row.decode(atIndex: 13), masterKeyCheck: try row.decode(atIndex: 14),
             createdAt: try Self.requiredDate(row, 15))
-        device.integrityMac = try row.decode(atIndex: 16)
         // The key-backend columns (migration 0004) by name: they follow 0003's row_mac and row_sets.
         device.keyBackend = try row.decode(forColumn: "key_backend")
         device.keyBackendReason = try row.decode(forColumn: "key_backend_reason")
@@ -29,7 +32,7 @@ extension StoreReader {
         device.tpmCounterIndex = try row.decode(forColumn: "tpm_counter_index")
         device.rollbackCounter = try row.decode(forColumn: "rollback_counter")
         device.tampering = try row.decode(forColumn: "tampering")
-        return device
+        return (device, DeviceRowSnapshot(row))
     }
 }
 

@@ -27,8 +27,6 @@ package struct DeviceRecord: KeymgrRecord, Equatable {
     /// A sealed known value: opening it proves the master key is the right one.
     package var masterKeyCheck: Data
     package var createdAt: Date
-    /// HMAC under a master-derived key over the fields that gate access (nil only before a legacy store is stamped).
-    package var integrityMac: Data?
     /// Where new keys live: `software` or `tpm` (chosen at init).
     package var keyBackend: String = "software"
     /// Why init chose `keyBackend`, for `status`.

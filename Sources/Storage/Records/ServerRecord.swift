@@ -32,8 +32,6 @@ package struct ServerRecord: KeymgrRecord, Equatable {
     /// Seconds the server's clock is ahead of this device's (negative: behind), from its answers' `Date` header;
     /// nil or 0 when no skew is known.
     package var clockOffsetSeconds: Int64?
-    /// HMAC under a master-derived key over the fields that gate access (nil only before a legacy store is stamped).
-    package var integrityMac: Data?
 
     package init(name: String = "default", dialect: String, baseUrl: String, realmPath: String = "/realms/root",
                 credentialFile: String? = nil, credentialHeader: String = "Authorization",

@@ -166,7 +166,6 @@ extension UserKeyRecord {
         lastUsedAt = try StoreReader.date(text: row.decode(forColumn: "last_used_at"))
         revokedAt = try StoreReader.date(text: row.decode(forColumn: "revoked_at"))
         revokeReason = try row.decode(forColumn: "revoke_reason")
-        integrityMac = try row.decode(forColumn: "integrity_mac")
         keyBackend = try row.decode(forColumn: "key_backend")
     }
 }

@@ -41,8 +41,6 @@ package struct UserKeyRecord: KeymgrRecord, Equatable {
     package var lastUsedAt: Date?
     package var revokedAt: Date?
     package var revokeReason: String?
-    /// HMAC under a master-derived key over the fields that gate access (nil only before a legacy store is stamped).
-    package var integrityMac: Data?
     /// Where the private half lives: `software` (sealed P-256 scalar) or `tpm` (sealed TPM-wrapped blob).
     package var keyBackend: String = "software"
 

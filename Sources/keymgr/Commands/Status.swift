@@ -12,7 +12,9 @@ struct Status: KeymgrCommand {
             `keys` counts usable (active or locked) keys. With --json: \
             {"deviceId", "deviceName", "schemaVersion", "users", "keys", "keysByState", "pinKeys", "lastSync", \
             "lastSyncRun", "servers", "agent", "pinThrottle", "keyBackend", "keyBackendReason", "tpmTcti", \
-            "masterKey", "serverClockSkew"}. "serverClockSkew" lists the server \
+            "masterKey", "serverClockSkew", "tpmReplaced"}. "tpmReplaced" is set when the store's TPM was cleared or \
+            replaced (its rollback counter is gone from the TPM at the TCTI): {"tcti", "why", "unusableKeys": \
+            [{"kid", "userId"}]}, else null. "serverClockSkew" lists the server \
             profiles whose clock, as their answers' Date header showed it, is more than 60 s from this device's: \
             [{"server", "seconds"}], seconds the server is ahead (negative: behind). `keyBackend` is where new keys live (software or tpm) \
             and `keyBackendReason` why init chose it. `masterKey` is where this process took the master key from: \
@@ -100,6 +102,7 @@ struct StatusOutput: DocumentOutput {
             ("key backend", status.keyBackend.rawValue + (status.keyBackendReason.map { " (\($0))" } ?? "")),
         ] + (status.tpmTcti.map { [("tpm tcti", $0)] } ?? []) + [("master key", Status.masterKey(status))]
         for skew in status.serverClockSkews { lines.append(("clock skew", Status.skew(skew))) }
+        if let replaced = status.tpmReplaced { lines.append(("tpm", Status.replaced(replaced))) }
         let width = lines.map(\.0.count).max() ?? 0
         console.answer(lines.map { $0.0 + String(repeating: " ", count: width - $0.0.count + 2) + $0.1 }
             .joined(separator: "\n"))
@@ -122,6 +125,15 @@ extension Status {
         let direction = skew.seconds > 0 ? "behind" : "ahead of"
         return "this device is \(abs(skew.seconds)) s \(direction) server \(TextTable.printable(skew.serverName))'s clock: "
             + "check its time (timedatectl)"
+    }
+
+    /// "the TPM at … was cleared or replaced (…): 2 keys are unusable: 1A2B3C4D (alice), …; …".
+    static func replaced(_ replaced: TPMReplacement) -> String {
+        let keys = replaced.unusableKeys.map { "\(HumanText.kid($0.kid, wide: false)) (\(TextTable.printable($0.userId)))" }
+        let count = keys.count == 1 ? "1 key is" : "\(keys.count) keys are"
+        return "\(replaced.why): \(count) unusable\(keys.isEmpty ? "" : ": " + keys.joined(separator: ", ")); "
+            + (AgentCaller.current == nil ? "an administrator runs `keymgr tpm recover`, then they are bound again"
+               : "an administrator recovers the TPM, then they are bound again")
     }
 
     /// Where the master key came from, e.g. "tpm (sealed to swtpm:path=…, blob in /home/master.tpm)".

@@ -1,16 +1,18 @@
 import ArgumentParser
+import AgentWire
 import KeyManager
 
 /// `keymgr tpm`: the TPM a TPM store keeps its keys in.
 struct TPM: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "tpm",
-        abstract: "Show or clear the dictionary-attack state of the store's TPM.",
+        abstract: "Show or clear the dictionary-attack state of the store's TPM; recover from a TPM cleared or replaced.",
         discussion: """
             Example:
               keymgr tpm status
+              keymgr tpm recover --yes
             """,
-        subcommands: [Status.self, ResetLockout.self])
+        subcommands: [Status.self, ResetLockout.self, Recover.self])
 
     @OptionGroup var globals: GlobalOptions
 
@@ -51,6 +53,55 @@ struct TPM: ParsableCommand {
         }
     }
 
+    /// `keymgr tpm recover`: after the store's TPM was cleared or replaced, revokes the keys that were in it and takes
+    /// the TPM now at the store's TCTI into use.
+    struct Recover: KeymgrCommand {
+        static let configuration = CommandConfiguration(
+            commandName: "recover",
+            abstract: "After the store's TPM was cleared or replaced: revoke the keys it held and use the new TPM (audited).",
+            discussion: """
+                Refused (64) while the TPM at the store's TCTI still holds the store's rollback counter: then it was \
+                not cleared or replaced. Otherwise every active or locked TPM key is revoked with the reason "the TPM \
+                it lived in was cleared or replaced" (its people then bind again), a new rollback counter is defined \
+                on the new TPM and, when the new TPM's lockoutAuth is not set, keymgr's DA parameters and a new \
+                lockoutAuth are set as at init. Needs the master key: an administrator's act. Audited as \
+                `tpm.recovered` and one `key.revoked` per key. Software keys are untouched. With --json: \
+                {"tcti", "oldCounterIndex", "newCounterIndex", "revoked": [{"kid", "userId", "reason"}], "note"}.
+
+                Example:
+                  keymgr tpm recover --yes
+                """)
+
+        @OptionGroup var globals: GlobalOptions
+
+        @OptionGroup var confirmation: ConfirmationOptions
+
+        @Option(name: .customLong("tpm-max-tries"), help: "The new TPM's DA maxTries, when keymgr sets them (as init).")
+        var maxTries: UInt32 = InitOptions().tpmMaxTries
+
+        @Option(name: .customLong("tpm-recovery-time"),
+                help: "Seconds the new TPM takes to forget one failure, when keymgr sets them (as init).")
+        var recoveryTime: UInt32 = InitOptions().tpmRecoveryTime
+
+        func run() throws {
+            let manager = try globals.openManager()
+            guard let replaced = try manager.tpmReplacement() else {
+                _ = try manager.recoverTPM(maxTries: maxTries, recoveryTime: recoveryTime)  // says why not (64)
+                return
+            }
+            try confirmation.confirm("Revoke the \(replaced.unusableKeys.count) key(s) that were in the TPM at "
+                + "\(replaced.tcti) and take the TPM now there into use?")
+            let recovery = try manager.recoverTPM(maxTries: maxTries, recoveryTime: recoveryTime)
+            for key in recovery.revoked {
+                globals.console.confirm("revoked key \(key.kid) of \(PrintableText.stripped(key.userId)): \(key.reason)")
+            }
+            globals.console.confirm(String(format: "took the TPM at %@ into use (rollback counter 0x%08x)", recovery.tcti,
+                                           recovery.newCounterIndex))
+            if let note = recovery.note { globals.console.warn(note) }
+            try globals.render(TPMRecoveryOutput(recovery: recovery))
+        }
+    }
+
     static func show(_ status: TPMStatus, _ globals: GlobalOptions) throws {
         try globals.render(TPMStatusOutput(status: status))
     }
@@ -83,4 +134,32 @@ struct TPMStatusJSON: Encodable {
     let recoveryTime: UInt32
     let inLockout: Bool
     let holdsLockoutAuth: Bool
+}
+
+/// `tpm recover`: `{"tcti","oldCounterIndex","newCounterIndex","revoked":[…],"note"}`, or nothing more in text (the
+/// confirmations said it).
+struct TPMRecoveryOutput: DocumentOutput {
+    let recovery: TPMRecovery
+
+    struct Document: Encodable {
+        struct Key: Encodable {
+            let kid: String
+            let userId: String
+            let reason: String
+        }
+        let tcti: String
+        let oldCounterIndex: String
+        let newCounterIndex: String
+        let revoked: [Key]
+        @Nullable var note: String?
+    }
+
+    var document: Document {
+        Document(tcti: recovery.tcti, oldCounterIndex: String(format: "0x%08x", recovery.oldCounterIndex),
+                 newCounterIndex: String(format: "0x%08x", recovery.newCounterIndex),
+                 revoked: recovery.revoked.map { Document.Key(kid: $0.kid, userId: $0.userId, reason: $0.reason) },
+                 note: recovery.note)
+    }
+
+    func text(on console: Console) {}
 }

@@ -147,6 +147,19 @@ struct StatusJSON: Encodable {
     /// Server profiles whose clock is more than 60 s from this device's: `[{"server","seconds"}]`, seconds the
     /// server is ahead (negative: behind).
     let serverClockSkew: [ClockSkewJSON]
+    /// A TPM store whose TPM was cleared or replaced: `{"tcti", "why", "unusableKeys": [{"kid", "userId"}]}`; null
+    /// otherwise.
+    @Nullable var tpmReplaced: TPMReplacedJSON?
+
+    struct TPMReplacedJSON: Encodable {
+        struct Key: Encodable {
+            let kid: String
+            let userId: String
+        }
+        let tcti: String
+        let why: String
+        let unusableKeys: [Key]
+    }
 
     struct ClockSkewJSON: Encodable {
         let server: String
@@ -185,6 +198,10 @@ struct StatusJSON: Encodable {
         masterKey = MasterKeyJSON(source: status.masterKeySource, path: status.masterKeyLocation,
                                   tcti: status.masterKeyTCTI)
         serverClockSkew = status.serverClockSkews.map { ClockSkewJSON(server: $0.serverName, seconds: $0.seconds) }
+        tpmReplaced = status.tpmReplaced.map {
+            TPMReplacedJSON(tcti: $0.tcti, why: $0.why,
+                            unusableKeys: $0.unusableKeys.map { TPMReplacedJSON.Key(kid: $0.kid, userId: $0.userId) })
+        }
     }
 
     /// `ok`, `partial` or `unfinished`.

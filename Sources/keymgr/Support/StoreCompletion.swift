@@ -1,17 +1,43 @@
+import ArgumentParser
 import Foundation
 import KeyManager
 
 /// The shell completions that come from the store: `--user` offers user ids and usernames, `--kid` the kids of usable
 /// keys, `audit --event` the events keymgr records. The generated bash, zsh and fish scripts call
 /// `keymgr ---completion <command path> -- <option> <words>`; these closures answer, read-only, in one small query.
+/// Through the agent they offer only the identity users, and the kids of their keys, that the caller may act on.
 enum StoreCompletion {
     /// Names with a blank are left out: the shells split candidates on blanks.
     static let users: @Sendable ([String], Int, String) -> [String] = { words, _, prefix in
-        KeyManager.completions(of: .users, prefix: prefix, home: home(in: words), context: ServedRequest.context).filter { !$0.contains(where: \.isWhitespace) }
+        complete(.users, prefix, words).filter { !$0.contains(where: \.isWhitespace) }
     }
 
     static let kids: @Sendable ([String], Int, String) -> [String] = { words, _, prefix in
-        KeyManager.completions(of: .kids, prefix: prefix, home: home(in: words), context: ServedRequest.context)
+        complete(.kids, prefix, words)
+    }
+
+    /// Through the agent, only what the policy lets the caller see for the command being completed (issue 32): the
+    /// worker decides that command as it would decide the command itself, and offers nothing when it is denied.
+    private static func complete(_ subject: CompletionSubject, _ prefix: String, _ words: [String]) -> [String] {
+        let request = ServedRequest.context
+        guard let caller = request.caller else {
+            return KeyManager.completions(of: subject, prefix: prefix, home: home(in: words), scope: nil)
+        }
+        guard let policy = request.policy, let command = commandType(in: words),
+              let operation = AgentGate.operation(of: command),
+              case .allowed(let scope) = policy.decide(caller: caller, operation: operation)
+        else { return [] }
+        return KeyManager.completions(of: subject, prefix: prefix, home: home(in: words), scope: scope)
+    }
+
+    /// The command the words being completed name (`keymgr pin change --user …`: `pin change`), or nil for none.
+    static func commandType(in words: [String]) -> (any ParsableCommand.Type)? {
+        var type: any ParsableCommand.Type = Keymgr.self
+        for word in words.dropFirst() where !word.hasPrefix("-") {
+            if let sub = type.configuration.subcommands.first(where: { $0._commandName == word }) { type = sub }
+        }
+        if let fallback = type.configuration.defaultSubcommand { type = fallback }
+        return type == Keymgr.self ? nil : type
     }
 
     static let auditEvents: @Sendable ([String], Int, String) -> [String] = { _, _, prefix in
