@@ -33,15 +33,17 @@ public enum Doctor {
 
     /// Every check, in order. `extra` adds the checks of the store's opened manager that need more than this module
     /// (the server's, over the network), after `sync`.
-    public static func run(home location: StoreLocation, environment: [String: String], now: Date = Date(),
-                           extra: (KeyManager) -> [DoctorCheck] = { _ in [] }) -> [DoctorCheck] {
+    /// `context`: the request's, so a person served by the agent sees only what concerns them (the TPM's unusable keys
+    /// and the sync errors of the identities they may reach).
+    package static func run(home location: StoreLocation, context: RequestContext, environment: [String: String],
+                           now: Date = Date(), extra: (KeyManager) -> [DoctorCheck] = { _ in [] }) -> [DoctorCheck] {
         let home = location.home
         var checks = [files(home)]
         let schema = Self.schema(home)
         checks.append(schema.check)
         guard let store = schema.store else { return checks }
         checks.append(integrity(store))
-        let opened = masterKey(location, home, environment)
+        let opened = masterKey(location, home, context, environment)
         checks.append(opened.check)
         checks.append(disk(home))
         if let manager = opened.manager {
@@ -132,7 +134,7 @@ public enum Doctor {
     }
 
     /// Where the master key comes from, that it is there, and that it opens this store.
-    static func masterKey(_ location: StoreLocation, _ home: StoreHome,
+    static func masterKey(_ location: StoreLocation, _ home: StoreHome, _ context: RequestContext,
                           _ environment: [String: String]) -> (check: DoctorCheck, manager: KeyManager?) {
         let source = MasterKey.source(home: home, environment: environment)
         let kind = KeyManager.sourceKind(source)
@@ -141,7 +143,7 @@ public enum Doctor {
                                 fix: "restore \(source.path) from its backup (without it the store cannot be opened)"), nil)
         }
         do {
-            let manager = try KeyManager.open(home: location, readOnly: true, environment: environment)
+            let manager = try KeyManager.open(home: location, readOnly: true, context: context, environment: environment)
             return (DoctorCheck("masterKey", ok: true, "from \(kind) (\(source.path)); it opens this store"), manager)
         } catch let failure as KeyManagerError {
             return (DoctorCheck("masterKey", ok: false, "the master key from \(kind) (\(source.path)) does not open the store: "

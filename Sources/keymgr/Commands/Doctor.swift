@@ -35,7 +35,8 @@ struct DoctorCommand: KeymgrCommand {
 
     func run() throws {
         let timeout = timeout
-        var checks = Doctor.run(home: globals.storeHome, environment: ProcessEnvironment.variables) { manager in
+        var checks = Doctor.run(home: globals.storeHome, context: ServedRequest.context,
+                                environment: ProcessEnvironment.variables) { manager in
             Self.serverChecks(manager, timeout: timeout)
         }
         checks.insert(Self.agentCheck(), at: 0)
