@@ -92,11 +92,21 @@ build: deps
 # and 2-6 times less CPU per run than the debug build's, whose argument parser checks every command's definition at
 # each parse; the reference server stays the debug one. The whole suite took 397 s wall so (714 tests) against about
 # 630 s on the debug binaries. TEST_BINARIES=debug runs them on the debug build instead.
+# The run ends with where its time went: deps, the builds and the tests, each in wall and CPU seconds (user + system
+# of every process reaped below it), so a slower build or a waiting test shows as well as a slower test.
 TEST_BINARIES ?= release
-test: deps
-	@$(MAKE) --no-print-directory -j2 test-builds
-	@$(if $(filter release,$(TEST_BINARIES)),KEYMGR_BIN=$(CURDIR)/$(RELEASE_BIN) KEYMGR_CORE_BIN=$(CURDIR)/$(RELEASE_CORE)) \
-	  ./scripts/run-tests.sh .build/test-results.xml
+test:
+	@cpu=$$(mktemp -d); t0=$$(date +%s); \
+	$(MAKE) --no-print-directory deps || exit 1; t1=$$(date +%s); \
+	/usr/bin/time -q -f '%U %S' -o $$cpu/builds $(MAKE) --no-print-directory -j2 test-builds || exit 1; t2=$$(date +%s); \
+	$(if $(filter release,$(TEST_BINARIES)),KEYMGR_BIN=$(CURDIR)/$(RELEASE_BIN) KEYMGR_CORE_BIN=$(CURDIR)/$(RELEASE_CORE)) \
+	  /usr/bin/time -q -f '%U %S' -o $$cpu/tests ./scripts/run-tests.sh .build/test-results.xml; status=$$?; t3=$$(date +%s); \
+	echo; echo "== where make test's time went =="; \
+	printf '%6d s wall                 deps\n' $$((t1 - t0)); \
+	awk -v w=$$((t2 - t1)) '{ printf "%6d s wall, %6.0f s CPU   the release build and the debug build with tests, side by side\n", w, $$1 + $$2 }' $$cpu/builds; \
+	awk -v w=$$((t3 - t2)) '{ printf "%6d s wall, %6.0f s CPU   the tests\n", w, $$1 + $$2 }' $$cpu/tests; \
+	printf '%6d s wall                 in all\n' $$((t3 - t0)); \
+	rm -rf $$cpu; exit $$status
 
 test-builds: release $(MANPAGE) debug-tests
 

@@ -95,11 +95,18 @@ public struct RecordedRequest: Sendable, Equatable {
     public var target: String
     /// The request headers; credential values (`Authorization`, `iPlanetDirectoryPro`) are replaced by `[redacted]`.
     public var headers: [String: String]
+    /// When it arrived and when its answer was ready (after any `delay` fault), on the machine's clock (not the
+    /// `--clock-offset` one): a test measures a client's deadline against these, not against its own wall clock.
+    public var received: Date
+    public var answered: Date?
 
     var json: JSONValue {
-        .object([
+        var fields: [String: JSONValue] = [
             "method": .string(method), "target": .string(target),
             "headers": .object(headers.mapValues { .string($0) }),
-        ])
+            "received": .double(received.timeIntervalSince1970),
+        ]
+        if let answered { fields["answered"] = .double(answered.timeIntervalSince1970) }
+        return .object(fields)
     }
 }

@@ -35,14 +35,19 @@ struct RequestHandler: Sendable {
 
     func respond(to request: Request, resetConnection: (@Sendable () async -> Void)? = nil) async -> Response {
         let rawTarget = request.head.path ?? "/"
-        let now = configuration.clock()
+        let isAdmin = RawTarget(rawTarget)?.segments.first == "__refserver"
+        let number = isAdmin ? nil : await state.record(recorded(request, rawTarget), at: configuration.clock())
+        let response = await answer(request, rawTarget: rawTarget, resetConnection: resetConnection)
+        if let number { await state.answered(number) }
+        return response
+    }
+
+    private func answer(_ request: Request, rawTarget: String, resetConnection: (@Sendable () async -> Void)?) async -> Response {
         do {
             guard let target = RawTarget(rawTarget) else {
-                await state.record(recorded(request, rawTarget), at: now)
                 throw AMError.badRequest("The request path is not valid percent-encoded UTF-8")
             }
             let isAdmin = target.segments.first == "__refserver"
-            if !isAdmin { await state.record(recorded(request, rawTarget), at: now) }
             var mutableRequest = request
             let buffer: ByteBuffer
             do {
@@ -125,7 +130,7 @@ struct RequestHandler: Sendable {
             let value = redacted ? "[redacted]" : field.value
             headers[name] = headers[name].map { "\($0), \(value)" } ?? value
         }
-        return RecordedRequest(method: request.method.rawValue, target: rawTarget, headers: headers)
+        return RecordedRequest(method: request.method.rawValue, target: rawTarget, headers: headers, received: Date())
     }
 }
 

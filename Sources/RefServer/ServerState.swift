@@ -29,6 +29,9 @@ actor ServerState {
     private var faults: [String: ArmedFault] = [:]
     private var sessions: [String: JourneySession] = [:]
     private var journal: [RecordedRequest] = []
+    /// `journal`'s entries' numbers, in step with it.
+    private var journalNumbers: [Int] = []
+    private var nextJournalNumber = 0
     private var openSessions: [String: OpenSession] = [:]
     private var clientErrors: [JourneyClientError] = []
     private let journalLimit = 1000
@@ -84,16 +87,33 @@ actor ServerState {
 
     // MARK: journal
 
-    func record(_ request: RecordedRequest, at date: Date) {
+    /// Records a request as it arrives; the number it returns marks its answer (`answered(_:)`).
+    @discardableResult
+    func record(_ request: RecordedRequest, at date: Date) -> Int {
         // Idleness (`--idle-exit`) is on the machine's clock: `date` is the server's, which `--clock-offset` moves.
         lastActivity = Date()
         journal.append(request)
-        if journal.count > journalLimit { journal.removeFirst(journal.count - journalLimit) }
+        journalNumbers.append(nextJournalNumber)
+        nextJournalNumber += 1
+        if journal.count > journalLimit {
+            journal.removeFirst(journal.count - journalLimit)
+            journalNumbers.removeFirst(journalNumbers.count - journalLimit)
+        }
+        return nextJournalNumber - 1
+    }
+
+    /// Stamps the answer time of the request `record` numbered `number`, if it is still in the journal.
+    func answered(_ number: Int) {
+        guard let index = journalNumbers.lastIndex(of: number) else { return }
+        journal[index].answered = Date()
     }
 
     func recordedRequests() -> [RecordedRequest] { journal }
 
-    func clearRecordedRequests() { journal.removeAll() }
+    func clearRecordedRequests() {
+        journal.removeAll()
+        journalNumbers.removeAll()
+    }
 }
 
 /// Random bytes from libcrypto's CSPRNG, through the server's own crypto (`ServerCrypto`).

@@ -316,8 +316,18 @@ final class SyncCommandTests: ServerTestCase {
             return
         }
         try assertJSONError(busy.1.0, status: 75, code: "busy")
-        XCTAssertLessThan(busy.1.1.timeIntervalSince(busy.0.startedAt), 2.5, "the overlapping run left at once")
-        XCTAssertGreaterThanOrEqual(ran.1.1.timeIntervalSince(ran.0.startedAt), 3, "the other really was mid-run")
+        // Timed by the server's request journal, not by this test's clock against a constant: the held listing of
+        // alice is the running sync's, and the other run ended while the server still held it.
+        let held = try server.recordedRequests().compactMap { request -> (received: Date, answered: Date)? in
+            guard request["method"] as? String == "GET",
+                  (request["target"] as? String ?? "").contains("/users/alice/devices/2fa/binding"),
+                  let received = request["received"] as? Double, let answered = request["answered"] as? Double,
+                  answered - received >= 3 else { return nil }
+            return (Date(timeIntervalSince1970: received), Date(timeIntervalSince1970: answered))
+        }
+        let listing = try XCTUnwrap(held.min { $0.answered < $1.answered }, "the running sync listed alice under the delay")
+        XCTAssertLessThan(busy.1.1, listing.answered, "the overlapping run left at once, while the other was mid-run")
+        XCTAssertGreaterThanOrEqual(ran.1.1, listing.answered, "the run that held the lease waited for its listing")
         XCTAssertEqual(Set(try ran.1.0.object().keys), Self.reportFields)
         // The lease is free again afterwards.
         XCTAssertEqual(try sync()["inSync"] as? Int, 2)
