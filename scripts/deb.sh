@@ -10,7 +10,8 @@ binary=$1; core=$2; manpage=$3; version=$4; output=$5
 # A tree of its own and the package written aside, then moved into place: two builds at once (two tests) never mix.
 root=$(mktemp -d "$(dirname "$output")/deb-root.XXXXXX")
 packaged_manpage=$(mktemp "$(dirname "$output")/keymgr.1.XXXXXX")
-trap 'rm -rf "$root" "$output.partial" "$packaged_manpage"' EXIT
+partial=$(mktemp "$output.partial.XXXXXX")
+trap 'rm -rf "$root" "$partial" "$packaged_manpage"' EXIT
 chmod 0755 "$root"
 mkdir -p "$root/DEBIAN"
 # keymgr(1) with this package's paths in FILES (the MANPAGE given was written for `make install`'s PREFIX).
@@ -173,6 +174,7 @@ Description: device-bound signing keys for shared devices
  directories and policy, and the periodic sync's timer.
 CONTROL
 chmod 0644 "$root/DEBIAN/control" "$root/DEBIAN/md5sums" "$root/DEBIAN/conffiles"
-dpkg-deb --root-owner-group -Zgzip --build "$root" "$output.partial" >/dev/null
-mv "$output.partial" "$output"
+dpkg-deb --root-owner-group -Zgzip --build "$root" "$partial" >/dev/null
+chmod 0644 "$partial"
+mv "$partial" "$output"
 echo "$output"
