@@ -36,8 +36,10 @@ printf '/etc/keymgr/policy.toml\n' > "$root/DEBIAN/conffiles"
 # On configure: the keymgr user and groups, the store's and policy's directories; the units' enablement recorded
 # with deb-systemd-helper (an administrator's `systemctl enable` is kept on upgrade and its links are removed on
 # purge); daemon-reload, so a new or upgraded unit is what systemd runs; on upgrade, a running agent or timer is
-# restarted on the new program. Nothing is enabled or started on a first install: the socket waits for the master
-# key's credential and `keymgr init` (README, "Deploying on a shared device").
+# restarted on the new program, and on an upgrade or a reinstall after `remove` (which stopped and masked them),
+# the socket and the timer are started if the administrator had enabled them (deb-systemd-invoke start starts only
+# enabled units). Nothing is enabled or started on a first install: the socket waits for the master key's
+# credential and `keymgr init` (README, "Deploying on a shared device").
 units="keymgr.socket keymgr.service keymgr-sync.timer keymgr-sync.service"
 {
   printf '#!/bin/sh\nset -e\n'
@@ -58,6 +60,7 @@ units="keymgr.socket keymgr.service keymgr-sync.timer keymgr-sync.service"
   printf '\t\tsystemctl --system daemon-reload >/dev/null || true\n'
   printf '\t\tif [ -n "$2" ]; then\n'
   printf '\t\t\tdeb-systemd-invoke try-restart keymgr.service keymgr-sync.timer >/dev/null || true\n'
+  printf '\t\t\tdeb-systemd-invoke start keymgr.socket keymgr-sync.timer >/dev/null || true\n'
   printf '\t\tfi\n\tfi\nfi\n'
 } > "$root/DEBIAN/postinst"
 

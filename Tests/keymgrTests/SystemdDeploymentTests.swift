@@ -501,8 +501,9 @@ final class SystemdDeploymentTests: XCTestCase {
     }
 
     /// Step 11: `apt-get remove` stops the socket, the agent and the timer before their files go, and nothing of
-    /// keymgr runs after it; `purge` then removes the enablement links, the masks and the untouched policy, and says
-    /// what data it keeps (the store, the credentials) and how to remove it (issue 32, finding 9).
+    /// keymgr runs after it; a reinstall brings back what the administrator had enabled, at once; `purge` then stops
+    /// it all again, removes the enablement links, the masks and the untouched policy, and says what data it keeps
+    /// (the store, the credentials) and how to remove it (issue 32, finding 9).
     private func removeThenPurge() throws {
         container.step("11. apt-get remove, then purge: nothing left running")
         XCTAssertFalse(try keymgrProcesses().isEmpty, "the agent runs before the remove (alice's sign started it)")
@@ -522,6 +523,21 @@ final class SystemdDeploymentTests: XCTestCase {
         XCTAssertEqual(try container.run(["test", "-e", "/var/lib/keymgr/keymgr.db"]).status, 0, "remove keeps the store")
         XCTAssertEqual(try container.run(["test", "-e", "/etc/keymgr/policy.toml"]).status, 0, "remove keeps the conffile")
 
+        // Installed again (finding 9: the units were `not-found` until a manual daemon-reload): systemd knows them at
+        // once, the administrator's enablement is back, and the enabled socket and timer run again; then removed.
+        let reinstalled = try container.shell("apt-get install ./keymgr_*_amd64.deb")
+        XCTAssertEqual(reinstalled.status, 0, reinstalled.summary)
+        let loaded = try container.run(["systemctl", "show", "-P", "LoadState"] + units)
+        XCTAssertEqual(loaded.stdout.split(separator: "\n"), ["loaded", "loaded", "loaded", "loaded"], loaded.summary)
+        XCTAssertEqual(try container.run(["systemctl", "is-enabled", "keymgr.socket", "keymgr-sync.timer"]).stdout,
+                       "enabled\nenabled\n", "a reinstall keeps the administrator's enablement")
+        XCTAssertEqual(try container.run(["systemctl", "is-active", "keymgr.socket", "keymgr-sync.timer"]).stdout,
+                       "active\nactive\n", "a reinstall starts what the administrator had enabled")
+        let status = try container.shell("keymgr status", as: "carol")
+        XCTAssertEqual(status.status, 0, "the reinstalled agent serves the store it left\n\(status.summary)")
+
+        // Purged from installed: dpkg runs the remove scripts, then the purge ones.
+        XCTAssertFalse(try keymgrProcesses().isEmpty, "carol's status started the agent")
         let purged = try container.shell("apt-get purge -y keymgr")
         XCTAssertEqual(purged.status, 0, purged.summary)
         let said = purged.stdout + purged.stderr
