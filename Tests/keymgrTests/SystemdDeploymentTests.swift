@@ -71,11 +71,12 @@ final class BootedContainer {
     func note(_ line: String, _ outcome: Outcome? = nil) {
         var text = line + "\n"
         if let outcome {
-            let lines = (outcome.stdout + outcome.stderr).split(separator: "\n", omittingEmptySubsequences: true)
-            for shown in lines.prefix(Self.linesPerCommand) {
-                text += "    " + (shown.count > 150 ? shown.prefix(150) + "…" : shown) + "\n"
-            }
-            if lines.count > Self.linesPerCommand { text += "    … (\(lines.count - Self.linesPerCommand) more lines)\n" }
+            // The first lines and, of a longer output, the last two (where apt-get ends and a script's notice is).
+            let lines = (outcome.stdout + outcome.stderr).split(separator: "\n", omittingEmptySubsequences: true).map(String.init)
+            let long = lines.count > Self.linesPerCommand + 2
+            let shown = long ? Array(lines.prefix(Self.linesPerCommand)) + ["… (\(lines.count - Self.linesPerCommand - 2) more lines)"]
+                + lines.suffix(2) : lines
+            for line in shown { text += "    " + (line.count > 150 ? line.prefix(150) + "…" : line) + "\n" }
             text += "    → \(outcome.status)\n"
         }
         if let handle = try? FileHandle(forWritingTo: transcriptFile) {
