@@ -72,7 +72,10 @@ final class BootedContainer {
         var text = line + "\n"
         if let outcome {
             // The first lines and, of a longer output, the last two (where apt-get ends and a script's notice is).
-            let lines = (outcome.stdout + outcome.stderr).split(separator: "\n", omittingEmptySubsequences: true).map(String.init)
+            // As a terminal shows it: "\r\n" (one Character to Swift) ends a line, and a progress line's "\r" rewinds it.
+            let lines = (outcome.stdout + outcome.stderr).replacingOccurrences(of: "\r\n", with: "\n")
+                .split(separator: "\n", omittingEmptySubsequences: true)
+                .compactMap { $0.split(separator: "\r").last.map(String.init) }
             let long = lines.count > Self.linesPerCommand + 2
             let shown = long ? Array(lines.prefix(Self.linesPerCommand)) + ["… (\(lines.count - Self.linesPerCommand - 2) more lines)"]
                 + lines.suffix(2) : lines
