@@ -193,8 +193,16 @@ uninstall:
 
 # The Debian package of the release binary, its man page, completions and systemd units (scripts/deb.sh), in
 # $(DEB). Dependencies are the packages that own the libraries the binary links and loads, found with ldd and dpkg -S.
+# A file target, built under a lock: two runs at once (the tests that install the package run in parallel) build it
+# once, the second finding it up to date; so does any later run until the release build or a packaged file changes.
+DEB_INPUTS := $(RELEASE_BIN) $(MANPAGE) Makefile scripts/deb.sh scripts/manpage.py $(DOCS) \
+	$(shell find contrib -type f 2>/dev/null)
 deb: release $(MANPAGE)
-	./scripts/deb.sh $(RELEASE_BIN) $(RELEASE_CORE) $(MANPAGE) $(VERSION) $(DEB)
+	@flock $(DEB).lock $(MAKE) --no-print-directory $(DEB)
+	@echo $(DEB)
+
+$(DEB): $(DEB_INPUTS)
+	./scripts/deb.sh $(RELEASE_BIN) $(RELEASE_CORE) $(MANPAGE) $(VERSION) $@ >/dev/null
 
 # Static release build in .build-bench-release (make install keeps .build-release), every benchmark side by side
 # with its baseline, one table (benchmarks/README.md).

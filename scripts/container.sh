@@ -5,6 +5,8 @@
 #   container.sh start ROOTFS STATE [LIFETIME]  boot; returns once systemd inside reports the system running
 #   container.sh exec STATE COMMAND [ARG...]    run COMMAND inside as root, with the PATH a root login gets (stdin,
 #                                               stdout, stderr and exit status passed)
+#   container.sh reboot STATE                   `systemctl reboot` inside; returns once the same tree has booted again
+#                                               and its systemd reports the system running; prints nspawn's exit status
 #   container.sh pid STATE                      the container's systemd, as a PID of this machine
 #   container.sh stop STATE                     power off (orderly, else killed) and remove STATE but its console.log
 #
@@ -18,9 +20,12 @@
 # later; a watcher stops it as soon as systemd-nspawn is gone (killed), or the process KEYMGR_CONTAINER_WATCH_PID
 # names (the test) is.
 # This machine runs no systemd: --register=no and --keep-unit keep nspawn from asking for machined or a scope.
+# A reboot inside makes systemd-nspawn --boot exit with status 133; systemd-nspawn@.service restarts on it
+# (RestartForceExitStatus=133), and so does the supervisor here: it boots the same overlay again (STATE/upper, so
+# whatever the container wrote survives, as on a disk) and notes each exit in STATE/console.log. Any other exit ends it.
 set -eu
 
-usage() { echo "usage: container.sh start ROOTFS STATE [LIFETIME] | exec STATE COMMAND... | pid STATE | stop STATE" >&2; exit 64; }
+usage() { echo "usage: container.sh start ROOTFS STATE [LIFETIME] | exec STATE COMMAND... | reboot STATE | pid STATE | stop STATE" >&2; exit 64; }
 die() { echo "container.sh: $*" >&2; exit 1; }
 [ $# -ge 2 ] || usage
 action=$1
@@ -66,6 +71,36 @@ stop_container() {
   rm -rf "$state/merged" "$state/work" "$state/upper" "$state"/*.pid
 }
 
+# Waits for the container's systemd (a new one after a reboot) and for it to finish booting: records its PID in
+# STATE/systemd.pid and prints it. Fails, after printing the failed units, when it does not report "running".
+await_boot() {
+  state=$1
+  # systemd appears within a second or two; then `is-system-running --wait` returns once boot is finished.
+  waited=0
+  until [ -f "$state/nspawn.pid" ] && systemd=$(find_systemd "$(cat "$state/nspawn.pid")"); do
+    if ! alive "$(cat "$state/supervisor.pid")" || [ $waited -ge 600 ]; then
+      echo "container.sh: no systemd appeared in the container" >&2
+      return 1
+    fi
+    sleep 0.1; waited=$((waited + 1))
+  done
+  echo "$systemd" > "$state/systemd.pid"
+  # systemctl answers only once its bus is up; is-system-running --wait then blocks until boot is finished.
+  # Until /run/systemd/system exists, systemctl answers "offline".
+  waited=0
+  until running=$(timeout 120 nsenter -t "$systemd" -a env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin \
+                    systemctl is-system-running --wait 2>/dev/null); [ -n "$running" ] && [ "$running" != offline ]; do
+    if [ $waited -ge 100 ]; then break; fi
+    sleep 0.2; waited=$((waited + 1))
+  done
+  if [ "$running" != running ]; then
+    nsenter -t "$systemd" -a env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin systemctl --failed --no-pager >&2 || true
+    echo "container.sh: systemd in the container reports '${running:-nothing}', not running" >&2
+    return 1
+  fi
+  echo "$systemd"
+}
+
 case $action in
 start)
   [ $# -ge 2 ] || usage
@@ -83,10 +118,19 @@ start)
   # setsid: the container is not in the caller's process group, so a terminal's ^C reaches it only through stop.
   setsid timeout --signal=TERM --kill-after=30 "$lifetime" \
     unshare --mount --propagation private \
-    sh -c 'mount -t overlay overlay -o "lowerdir=$1,upperdir=$2/upper,workdir=$2/work" "$2/merged" &&
-           echo $$ > "$2/nspawn.pid" &&
-           exec systemd-nspawn --quiet --directory="$2/merged" --register=no --keep-unit --boot \
-             --kill-signal=SIGRTMIN+3 --console=read-only' \
+    sh -c 'mount -t overlay overlay -o "lowerdir=$1,upperdir=$2/upper,workdir=$2/work" "$2/merged" || exit 1
+           echo $$ > "$2/nspawn.pid"
+           # A stop (SIGTERM to the process group, from `timeout`) reaches systemd-nspawn too, which powers the
+           # container off; this shell runs the trap only once nspawn has exited, and then boots nothing again.
+           stopping=; trap "stopping=1" TERM
+           while :; do
+             status=0
+             systemd-nspawn --quiet --directory="$2/merged" --register=no --keep-unit --boot \
+               --kill-signal=SIGRTMIN+3 --console=read-only || status=$?
+             echo "container.sh: systemd-nspawn exited $status"
+             if [ "$status" != 133 ] || [ -n "$stopping" ]; then exit "$status"; fi
+             echo "container.sh: a reboot: booting the same tree again"
+           done' \
     container "$rootfs" "$state" </dev/null >>"$state/console.log" 2>&1 &
   echo $! > "$state/supervisor.pid"
   disown
@@ -99,31 +143,32 @@ start)
     </dev/null >/dev/null 2>&1 &
   echo $! > "$state/watcher.pid"
   disown
-  # systemd appears within a second or two; then `is-system-running --wait` returns once boot is finished.
+  await_boot "$state" || {
+    tail -n 30 "$state/console.log" >&2
+    stop_container "$state"
+    die "the container did not boot (its console and failed units are above)"
+  }
+  ;;
+reboot)
+  state=$1
+  systemd=$(cat "$state/systemd.pid" 2>/dev/null) || die "$state has no running container"
+  alive "$systemd" || die "the container of $state is not running"
+  exits=$(grep -c '^container.sh: systemd-nspawn exited ' "$state/console.log" || true)
+  nsenter -t "$systemd" -a env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin systemctl reboot || true
+  # The old systemd goes (nspawn exits 133, the supervisor boots the tree again), then a new one boots.
   waited=0
-  until [ -f "$state/nspawn.pid" ] && systemd=$(find_systemd "$(cat "$state/nspawn.pid")"); do
-    if ! alive "$(cat "$state/supervisor.pid")" || [ $waited -ge 600 ]; then
-      tail -n 30 "$state/console.log" >&2
-      stop_container "$state"
-      die "the container did not start (its console is above)"
-    fi
+  while alive "$systemd"; do
+    [ $waited -lt 1200 ] || die "the container's systemd (pid $systemd) did not stop within 120 s of the reboot"
     sleep 0.1; waited=$((waited + 1))
   done
-  echo "$systemd" > "$state/systemd.pid"
-  # systemctl answers only once its bus is up; is-system-running --wait then blocks until boot is finished.
-  waited=0
-  # Until /run/systemd/system exists, systemctl answers "offline".
-  until running=$(timeout 120 nsenter -t "$systemd" -a env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin \
-                    systemctl is-system-running --wait 2>/dev/null); [ -n "$running" ] && [ "$running" != offline ]; do
-    if [ $waited -ge 100 ]; then break; fi
-    sleep 0.2; waited=$((waited + 1))
-  done
-  if [ "$running" != running ]; then
-    nsenter -t "$systemd" -a env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin systemctl --failed --no-pager >&2 || true
-    stop_container "$state"
-    die "systemd in the container reports '${running:-nothing}', not running (failed units above)"
+  rm -f "$state/systemd.pid"
+  if ! new=$(await_boot "$state"); then
+    tail -n 30 "$state/console.log" >&2
+    die "the container did not boot again after the reboot (its console is above)"
   fi
-  echo "$systemd"
+  # What nspawn exited with: the first exit noted after the reboot began.
+  sed -n 's/^container.sh: systemd-nspawn exited //p' "$state/console.log" | sed -n "$((exits + 1))p" | sed 's/^/nspawn exited /'
+  echo "systemd $new"
   ;;
 exec)
   state=$1; shift

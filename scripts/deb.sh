@@ -10,7 +10,8 @@ binary=$1; core=$2; manpage=$3; version=$4; output=$5
 # A tree of its own and the package written aside, then moved into place: two builds at once (two tests) never mix.
 root=$(mktemp -d "$(dirname "$output")/deb-root.XXXXXX")
 packaged_manpage=$(mktemp "$(dirname "$output")/keymgr.1.XXXXXX")
-trap 'rm -rf "$root" "$output.partial" "$packaged_manpage"' EXIT
+partial=$(mktemp "$output.partial.XXXXXX")
+trap 'rm -rf "$root" "$partial" "$packaged_manpage"' EXIT
 chmod 0755 "$root"
 mkdir -p "$root/DEBIAN"
 # keymgr(1) with this package's paths in FILES (the MANPAGE given was written for `make install`'s PREFIX).
@@ -35,8 +36,10 @@ printf '/etc/keymgr/policy.toml\n' > "$root/DEBIAN/conffiles"
 # On configure: the keymgr user and groups, the store's and policy's directories; the units' enablement recorded
 # with deb-systemd-helper (an administrator's `systemctl enable` is kept on upgrade and its links are removed on
 # purge); daemon-reload, so a new or upgraded unit is what systemd runs; on upgrade, a running agent or timer is
-# restarted on the new program. Nothing is enabled or started on a first install: the socket waits for the master
-# key's credential and `keymgr init` (README, "Deploying on a shared device").
+# restarted on the new program, and on an upgrade or a reinstall after `remove` (which stopped and masked them),
+# the socket and the timer are started if the administrator had enabled them (deb-systemd-invoke start starts only
+# enabled units). Nothing is enabled or started on a first install: the socket waits for the master key's
+# credential and `keymgr init` (README, "Deploying on a shared device").
 units="keymgr.socket keymgr.service keymgr-sync.timer keymgr-sync.service"
 {
   printf '#!/bin/sh\nset -e\n'
@@ -57,6 +60,7 @@ units="keymgr.socket keymgr.service keymgr-sync.timer keymgr-sync.service"
   printf '\t\tsystemctl --system daemon-reload >/dev/null || true\n'
   printf '\t\tif [ -n "$2" ]; then\n'
   printf '\t\t\tdeb-systemd-invoke try-restart keymgr.service keymgr-sync.timer >/dev/null || true\n'
+  printf '\t\t\tdeb-systemd-invoke start keymgr.socket keymgr-sync.timer >/dev/null || true\n'
   printf '\t\tfi\n\tfi\nfi\n'
 } > "$root/DEBIAN/postinst"
 
@@ -173,6 +177,7 @@ Description: device-bound signing keys for shared devices
  directories and policy, and the periodic sync's timer.
 CONTROL
 chmod 0644 "$root/DEBIAN/control" "$root/DEBIAN/md5sums" "$root/DEBIAN/conffiles"
-dpkg-deb --root-owner-group -Zgzip --build "$root" "$output.partial" >/dev/null
-mv "$output.partial" "$output"
+dpkg-deb --root-owner-group -Zgzip --build "$root" "$partial" >/dev/null
+chmod 0644 "$partial"
+mv "$partial" "$output"
 echo "$output"

@@ -5,6 +5,30 @@ import XCTest
 let packageRoot = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
     .deletingLastPathComponent()
 
+/// keymgr's Debian package as `make deb` writes it, for the tests that install it (`InstallTests` on this machine,
+/// `SystemdDeploymentTests` in a container). `make deb` is a file target built under a lock: the first caller of a
+/// run builds it (from the release build, which `make test` made before the tests), and a caller at the same time
+/// or after finds it up to date, so the two tests pay for one package.
+enum DebianPackage {
+    /// The version Sources/keymgr/Version.swift sets, read from the source as a release manager edits it.
+    static func declaredVersion() throws -> String {
+        let source = try String(contentsOf: packageRoot.appendingPathComponent("Sources/keymgr/Version.swift"),
+                                encoding: .utf8)
+        let line = try XCTUnwrap(source.split(separator: "\n").first { $0.contains("static let current") })
+        let quoted = line.split(separator: "\"", omittingEmptySubsequences: false)
+        XCTAssertEqual(quoted.count, 3, "expected one quoted version in: \(line)")
+        return String(quoted[1])
+    }
+
+    /// `make deb`, then the package it names: `.build-release/keymgr_VERSION_amd64.deb`.
+    static func built(in sandbox: Sandbox) throws -> (deb: URL, outcome: Outcome) {
+        let outcome = try sandbox.run(URL(fileURLWithPath: "/usr/bin/env"),
+                                      ["-C", packageRoot.path, "make", "--no-print-directory", "deb"], timeout: 3600)
+        let deb = packageRoot.appendingPathComponent(".build-release/keymgr_\(try declaredVersion())_amd64.deb")
+        return (deb, outcome)
+    }
+}
+
 /// `make install` / `make uninstall` and `keymgr --version`.
 ///
 /// `make install` builds the release binary in `.build-release` (its own scratch path, shared by every run of
@@ -15,15 +39,7 @@ final class InstallTests: XCTestCase {
     override func setUpWithError() throws { sandbox = try Sandbox() }
     override func tearDown() { sandbox = nil }
 
-    /// The version Sources/keymgr/Version.swift sets, read from the source as a release manager edits it.
-    private func declaredVersion() throws -> String {
-        let source = try String(contentsOf: packageRoot.appendingPathComponent("Sources/keymgr/Version.swift"),
-                                encoding: .utf8)
-        let line = try XCTUnwrap(source.split(separator: "\n").first { $0.contains("static let current") })
-        let quoted = line.split(separator: "\"", omittingEmptySubsequences: false)
-        XCTAssertEqual(quoted.count, 3, "expected one quoted version in: \(line)")
-        return String(quoted[1])
-    }
+    private func declaredVersion() throws -> String { try DebianPackage.declaredVersion() }
 
     func testVersionPrintsTheDeclaredSemanticVersion() throws {
         let outcome = try sandbox.run(Sandbox.binary, ["--version"])
@@ -182,10 +198,9 @@ final class InstallTests: XCTestCase {
     /// `make deb`, installed with dpkg on this machine (the tests run as root), run, removed and purged; lintian
     /// finds no error in it.
     func testTheDebianPackageInstallsRunsAndRemovesCleanly() throws {
-        let built = try make(["deb"])
+        let (deb, built) = try DebianPackage.built(in: sandbox)
         XCTAssertEqual(built.status, 0, built.summary)
         let version = try declaredVersion()
-        let deb = packageRoot.appendingPathComponent(".build-release/keymgr_\(version)_amd64.deb")
         XCTAssertTrue(FileManager.default.fileExists(atPath: deb.path), built.summary)
         let tool = { (name: String, arguments: [String]) in
             try self.sandbox.run(URL(fileURLWithPath: "/usr/bin/env"), [name] + arguments, timeout: 600)

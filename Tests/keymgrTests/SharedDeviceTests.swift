@@ -106,7 +106,14 @@ final class SharedDeviceTests: XCTestCase {
         XCTAssertEqual(settings(service, "User"), ["keymgr"])
         XCTAssertEqual(settings(service, "StateDirectory"), ["keymgr"])
         XCTAssertTrue(try contrib("sysusers.d/keymgr.conf").contains("\nu keymgr - "))
-        XCTAssertTrue(setup.contains("systemd-sysusers keymgr.conf") && setup.contains("systemd-tmpfiles --create keymgr.conf"))
+        // The package makes the accounts and directories (its postinst runs systemd-sysusers and systemd-tmpfiles).
+        XCTAssertEqual(section.setup.first, "apt-get install ./keymgr_*_amd64.deb", "the setup starts with the package")
+        let deb = try String(contentsOf: packageRoot.appendingPathComponent("scripts/deb.sh"), encoding: .utf8)
+        XCTAssertTrue(deb.contains("systemd-sysusers ${DPKG_ROOT:+--root=\"$DPKG_ROOT\"} keymgr.conf")
+                      && deb.contains("systemd-tmpfiles ${DPKG_ROOT:+--root=\"$DPKG_ROOT\"} --create keymgr.conf"), deb)
+        XCTAssertTrue(section.text.replacingOccurrences(of: "\n", with: " ")
+                        .contains("`systemd-sysusers keymgr.conf` and `systemd-tmpfiles --create keymgr.conf`"),
+                      "after `make install` the section says to make them")
         XCTAssertTrue(setup.contains("systemctl enable --now keymgr.socket keymgr-sync.timer"), setup)
 
         // The socket people reach is the one the cron line and the timer's service name.
@@ -122,10 +129,11 @@ final class SharedDeviceTests: XCTestCase {
         let cron = try DeploymentSection().cron
         XCTAssertEqual(cron.schedule, ["*/15", "*", "*", "*", "*"])
         XCTAssertEqual(cron.user, "keymgr", "an /etc/cron.d line names the user it runs as")
-        // cron's PATH is /usr/bin:/bin: the program is named by the path `make install` gives it (PREFIX=/usr/local).
+        // The program is named by the path the package gives it (scripts/deb.sh: `make install PREFIX=/usr`).
         let makefile = try String(contentsOf: packageRoot.appendingPathComponent("Makefile"), encoding: .utf8)
-        XCTAssertTrue(makefile.contains("\nPREFIX ?= /usr/local\n") && makefile.contains("\nBINDIR := $(PREFIX)/bin\n"))
-        XCTAssertTrue(cron.command.hasPrefix("KEYMGR_SOCKET=/run/keymgr/keymgr.sock /usr/local/bin/keymgr sync --json "),
+        let deb = try String(contentsOf: packageRoot.appendingPathComponent("scripts/deb.sh"), encoding: .utf8)
+        XCTAssertTrue(deb.contains("make --no-print-directory install PREFIX=/usr ") && makefile.contains("\nBINDIR := $(PREFIX)/bin\n"))
+        XCTAssertTrue(cron.command.hasPrefix("KEYMGR_SOCKET=/run/keymgr/keymgr.sock /usr/bin/keymgr sync --json "),
                       cron.command)
         XCTAssertFalse(cron.command.contains("/var/log"), "the keymgr user cannot write /var/log")
         XCTAssertFalse(cron.command.contains("KEYMGR_HOME"), "through the agent, never a store of its own")

@@ -16,14 +16,21 @@ final class BootedContainer {
     let sandbox: Sandbox
     let state: URL
     var upper: URL { state.appendingPathComponent("upper") }
+    /// The readable transcript: each step's title, then each command as typed, the first lines of what it printed
+    /// and its exit status. Written as the test goes (so a failed run leaves it too).
+    let transcriptFile: URL
     private var started = false
-    /// Every command run inside and what it printed, for the test log.
+    /// Every command run inside and all it printed, for the test log.
     private(set) var transcript = ""
+    /// Lines of output the readable transcript keeps per command.
+    static let linesPerCommand = 4
 
     init(in sandbox: Sandbox) throws {
         self.sandbox = sandbox
         state = sandbox.root.appendingPathComponent("container")
+        transcriptFile = sandbox.root.appendingPathComponent("day-transcript.txt")
         try FileManager.default.createDirectory(at: upper, withIntermediateDirectories: true)
+        _ = FileManager.default.createFile(atPath: transcriptFile.path, contents: nil)
         let built = try sandbox.run(packageRoot.appendingPathComponent("scripts/container-rootfs.sh"), [Self.rootfs.path],
                                     timeout: 1800)
         XCTAssertEqual(built.status, 0, built.summary)
@@ -37,6 +44,16 @@ final class BootedContainer {
         guard boot.status == 0 else { throw BootFailed(summary: boot.summary) }
         started = true
         log("# systemd in the container: pid \(boot.stdout.trimmingCharacters(in: .whitespacesAndNewlines)) here\n")
+        note("# booted: systemd is running")
+    }
+
+    /// `systemctl reboot` inside; returns once the same tree has booted again. Its stdout names nspawn's exit status
+    /// (`nspawn exited 133`) and the new systemd.
+    func reboot() throws -> Outcome {
+        let outcome = try sandbox.run(Self.script, ["reboot", state.path], timeout: 300)
+        log("$ systemctl reboot   (container.sh reboot)\n\(outcome.stdout)\(outcome.stderr)→ \(outcome.status)\n")
+        note("[root] $ systemctl reboot", outcome)
+        return outcome
     }
 
     func stop() {
@@ -50,11 +67,40 @@ final class BootedContainer {
         print(text, terminator: "")
     }
 
+    /// A line (or a command and what it printed, abridged) in the readable transcript.
+    func note(_ line: String, _ outcome: Outcome? = nil) {
+        var text = line + "\n"
+        if let outcome {
+            // The first lines and, of a longer output, the last two (where apt-get ends and a script's notice is).
+            // As a terminal shows it: "\r\n" (one Character to Swift) ends a line, and a progress line's "\r" rewinds it.
+            let lines = (outcome.stdout + outcome.stderr).replacingOccurrences(of: "\r\n", with: "\n")
+                .split(separator: "\n", omittingEmptySubsequences: true)
+                .compactMap { $0.split(separator: "\r").last.map(String.init) }
+            let long = lines.count > Self.linesPerCommand + 2
+            let shown = long ? Array(lines.prefix(Self.linesPerCommand)) + ["… (\(lines.count - Self.linesPerCommand - 2) more lines)"]
+                + lines.suffix(2) : lines
+            for line in shown { text += "    " + (line.count > 150 ? line.prefix(150) + "…" : line) + "\n" }
+            text += "    → \(outcome.status)\n"
+        }
+        if let handle = try? FileHandle(forWritingTo: transcriptFile) {
+            _ = try? handle.seekToEnd()
+            try? handle.write(contentsOf: Data(text.utf8))
+            try? handle.close()
+        }
+    }
+
+    /// The start of a step of the day, in the readable transcript and the log.
+    func step(_ title: String) {
+        log("\n## \(title)\n")
+        note("\n## \(title)")
+    }
+
     /// Runs `arguments` inside the container as root.
     @discardableResult
-    func run(_ arguments: [String], stdin: String = "", timeout: TimeInterval = 300) throws -> Outcome {
+    func run(_ arguments: [String], stdin: String = "", timeout: TimeInterval = 300, shown: String? = nil) throws -> Outcome {
         let outcome = try sandbox.run(Self.script, ["exec", state.path] + arguments, stdin: stdin, timeout: timeout)
         log("$ \(arguments.joined(separator: " "))\n\(outcome.stdout)\(outcome.stderr)→ \(outcome.status)\n")
+        note(shown ?? "[root] $ \(arguments.joined(separator: " "))", outcome)
         return Outcome(status: outcome.status, stdout: outcome.stdout, stderr: outcome.stderr, arguments: arguments)
     }
 
@@ -66,28 +112,35 @@ final class BootedContainer {
         let prefix = user.map { ["runuser", "-u", $0, "--"] } ?? []
         let home = user.map { $0 == "keymgr" ? "/var/lib/keymgr" : "/home/\($0)" } ?? "/root"
         log(user.map { "[\($0)] " } ?? "[root] ")
-        return try run(prefix + ["env", "-C", home] + variables + ["sh", "-c", line], stdin: stdin, timeout: timeout)
+        return try run(prefix + ["env", "-C", home] + variables + ["sh", "-c", line], stdin: stdin, timeout: timeout,
+                       shown: "[\(user ?? "root")] $ \(line)")
     }
 
     /// Polls `line` (as root) until it prints `expected`, for at most `seconds`; returns what it printed last.
-    func wait(for line: String, toPrint expected: String, seconds: Int) throws -> String {
+    func wait(for line: String, toPrint expected: String, seconds: TimeInterval) throws -> String {
         var last = ""
-        for _ in 0..<(seconds * 5) {
+        let deadline = Date().addingTimeInterval(seconds)
+        repeat {
             let outcome = try sandbox.run(Self.script, ["exec", state.path, "sh", "-c", line])
             last = outcome.stdout.trimmingCharacters(in: .whitespacesAndNewlines)
             if last == expected { break }
             usleep(200_000)
-        }
+        } while Date() < deadline
         log("$ \(line)   (polled)\n\(last)\n")
+        note("[root] $ \(line)   (polled until it printed \(expected))\n    \(last)")
         return last
     }
 }
 
-/// The README's "Deploying on a shared device" on a real systemd: `make install` into a booted Debian container,
-/// the section's setup block run as root as written, its people's block as two people, then what the section
-/// promises: the audit names each person, the agent exits when idle and the next command starts it again, the
-/// timer's service and the cron line's command sync with the reference server (on this machine's loopback, which
-/// the container shares). The whole transcript is printed.
+/// An administrator's first day with keymgr on a real systemd (issue 32, "Prove it end to end"), in a booted Debian
+/// container, in this order: (1) the Debian package `make deb` built, installed with the README's own line; (2) the
+/// rest of the README's setup block as written, read from README.md; (3) four people, an administrator in
+/// `keymgr-admins` and a shared `kiosk` account; (4) binds and signs through the agent; (5) a journey bind against
+/// the reference server (on this machine's loopback, which the container shares), with the README's people's block
+/// and the audit; (6) the sync timer, and the cron line's command; (7) a revocation on the server side; (8) the
+/// stolen-device revoke with a second key present; (9) a policy typo, then its fix; (10) a reboot; (11) `apt-get
+/// remove`, then `purge`, with nothing left running. A readable transcript of every step is written to the test's
+/// directory, and copied to `$KEYMGR_DAY_TRANSCRIPT` when that is set.
 final class SystemdDeploymentTests: XCTestCase {
     private var sandbox: Sandbox!
     private var container: BootedContainer!
@@ -101,6 +154,11 @@ final class SystemdDeploymentTests: XCTestCase {
     }
 
     override func tearDown() {
+        if let container, let copy = ProcessInfo.processInfo.environment["KEYMGR_DAY_TRANSCRIPT"], !copy.isEmpty {
+            let target = URL(fileURLWithPath: copy)
+            try? FileManager.default.removeItem(at: target)
+            try? FileManager.default.copyItem(at: container.transcriptFile, to: target)
+        }
         container?.stop()
         container = nil
         server?.stop()
@@ -111,39 +169,73 @@ final class SystemdDeploymentTests: XCTestCase {
 
     /// The challenge the people's block signs (its `$CHALLENGE`).
     private let challenge = "n0nce-\(UUID().uuidString.prefix(8))"
+    private let units = ["keymgr.socket", "keymgr.service", "keymgr-sync.timer", "keymgr-sync.service"]
 
-    func testTheDeploymentSectionOnARealSystemd() throws {
+    func testAnAdministratorsFirstDayOnARealSystemd() throws {
         let section = try DeploymentSection()
+        let (deb, built) = try DebianPackage.built(in: sandbox)
+        XCTAssertEqual(built.status, 0, built.summary)
         container = try BootedContainer(in: sandbox)
         server = try RefServerProcess(in: sandbox, users: ["alice", "bob"])
 
-        // keymgr as `make install` installs it (PREFIX=/usr/local, the README's), staged into the container's tree.
-        let install = try sandbox.run(URL(fileURLWithPath: "/usr/bin/env"),
-                                      ["-C", packageRoot.path, "make", "--no-print-directory", "install",
-                                       "DESTDIR=\(container.upper.path)"], timeout: 3600)
-        XCTAssertEqual(install.status, 0, install.summary)
-        // The admin token where the setup block expects it: root's working directory.
-        let token = container.upper.appendingPathComponent("root/admin-token.txt")
-        try FileManager.default.createDirectory(at: token.deletingLastPathComponent(), withIntermediateDirectories: true)
-        try FileManager.default.copyItem(at: server.tokenFile, to: token)
+        // Root's directory holds what the setup block names: the package and the admin token.
+        let root = container.upper.appendingPathComponent("root")
+        try FileManager.default.createDirectory(at: root, withIntermediateDirectories: true)
+        try FileManager.default.copyItem(at: deb, to: root.appendingPathComponent(deb.lastPathComponent))
+        try FileManager.default.copyItem(at: server.tokenFile, to: root.appendingPathComponent("admin-token.txt"))
         try container.start()
 
-        // The setup block, line by line as root, as written; only the server's URL is this test's.
+        try theSetupBlock(section)
+        try peopleAnAdministratorAndAKiosk()
+        try bindsAndSignsThroughTheAgent()
+        let kid = try aJourneyBind(section)
+        try theSyncTimer(section)
+        try aRevocationOnTheServer(kid: kid)
+        try stolenDeviceRevokeWithASecondKey()
+        try policyTypoThenFix()
+        try aReboot()
+        try removeThenPurge()
+    }
+
+    /// Steps 1 and 2: the README's setup block, line by line as root, as written; only the server's URL is this
+    /// test's. Its first line installs the package: the units are known to systemd at once, and nothing is enabled
+    /// or started before the credentials and the store exist.
+    private func theSetupBlock(_ section: DeploymentSection) throws {
+        container.step("1-2. the package, then the README's setup block as written")
         let exampleURL = "https://am.example.com/am"
+        XCTAssertTrue(section.setup.first?.hasPrefix("apt-get install ./keymgr_") == true, "\(section.setup)")
         XCTAssertTrue(section.setup.last?.contains(exampleURL) == true, "\(section.setup)")
-        for line in section.setup {
+        for (index, line) in section.setup.enumerated() {
             let outcome = try container.shell(line.replacingOccurrences(of: exampleURL, with: server.baseURL.absoluteString))
             XCTAssertEqual(outcome.status, 0, "README: \(line)\n\(outcome.summary)")
+            guard index == 0 else { continue }
+            let loaded = try container.run(["systemctl", "show", "-P", "LoadState"] + units)
+            XCTAssertEqual(loaded.stdout.split(separator: "\n"), ["loaded", "loaded", "loaded", "loaded"], loaded.summary)
+            XCTAssertEqual(try container.run(["systemctl", "is-active"] + units).stdout, String(repeating: "inactive\n", count: 4))
+            XCTAssertEqual(try container.run(["systemctl", "is-enabled", "keymgr.socket", "keymgr-sync.timer"]).stdout,
+                           "disabled\ndisabled\n", "nothing is enabled before the store exists")
+            XCTAssertEqual(try container.run(["stat", "-c", "%U %a", "/var/lib/keymgr"]).stdout, "keymgr 700\n")
         }
-        try container.run(["systemctl", "is-active", "keymgr.socket", "keymgr-sync.timer"])
+        XCTAssertEqual(try container.run(["systemctl", "is-active", "keymgr.socket", "keymgr-sync.timer"]).stdout,
+                       "active\nactive\n")
         XCTAssertFalse(try container.run(["test", "-e", "/var/lib/keymgr/master.key"]).status == 0,
                        "the master key is never on the disk in clear")
         XCTAssertNotEqual(try container.run(["test", "-e", "/root/admin-token.txt"]).status, 0, "shred -u removed it")
+    }
 
-        // Two people with accounts of their own; alice's identity registered by root through the agent.
-        for person in ["alice", "bob"] {
+    /// Step 3: four people with accounts of their own, an administrator in `keymgr-admins`, a shared kiosk account.
+    private func peopleAnAdministratorAndAKiosk() throws {
+        container.step("3. four people, an administrator in keymgr-admins, a shared kiosk account")
+        for person in ["alice", "bob", "carol", "dave", "kiosk"] {
             XCTAssertEqual(try container.run(["useradd", "--create-home", person]).status, 0)
         }
+        XCTAssertEqual(try container.run(["useradd", "--create-home", "--groups", "keymgr-admins", "erin"]).status, 0)
+    }
+
+    /// Step 5: a journey bind against the reference server: alice's identity registered by root through the agent
+    /// and linked to her; then the README's people's block as alice, bob refused alice's key, and the audit.
+    private func aJourneyBind(_ section: DeploymentSection) throws -> String {
+        container.step("5. a journey bind against the reference server; the README's people's block")
         let registered = try container.shell("keymgr bind --journey RegisterDevice --user alice --password-fd 0 --json",
                                              stdin: RefServerProcess.password + "\n")
         XCTAssertEqual(registered.status, 0, registered.summary)
@@ -188,29 +280,15 @@ final class SystemdDeploymentTests: XCTestCase {
         XCTAssertTrue(entries.contains { $0["actor"] as? String == "bob (uid \(uids[1]))" && $0["event"] as? String == "agent.denied" },
                       "bob's refusal is audited as his: \(audit.stdout)")
         XCTAssertTrue(entries.contains { ($0["actor"] as? String ?? "").hasPrefix("root (uid 0)") }, audit.stdout)
-
-        try morePeopleAnAdministratorAndAKiosk()
         try journalCopyOfTheAudit()
-        try policyTypoThenFix()
-        try idleExitAndRestart()
-        try cronLineSyncs(section: section)
-        try timerServiceSyncs(kid: kid)
-
-        try stolenDeviceRevokeWithASecondKey()
-        let verify = try container.shell("keymgr audit verify")
-        XCTAssertEqual(verify.status, 0, verify.summary)
-        try container.run(["systemctl", "--failed", "--no-pager"])
+        return kid
     }
 
-    /// Four people, an administrator in `keymgr-admins` and a shared kiosk account, under the shipped policy
-    /// (issue 32): carol binds and signs her own key; dave does not find it; erin, an administrator, sees every user;
-    /// the kiosk binds and signs PIN keys only.
-    private func morePeopleAnAdministratorAndAKiosk() throws {
-        for person in ["carol", "dave", "kiosk"] {
-            XCTAssertEqual(try container.run(["useradd", "--create-home", person]).status, 0)
-        }
-        XCTAssertEqual(try container.run(["useradd", "--create-home", "--groups", "keymgr-admins", "erin"]).status, 0)
-
+    /// Step 4: binds and signs through the agent under the shipped policy (issue 32): carol binds and signs her own
+    /// key; dave does not find it; the kiosk binds and signs PIN keys only; erin, an administrator, sees every user;
+    /// the agent exits when idle and the socket starts it again.
+    private func bindsAndSignsThroughTheAgent() throws {
+        container.step("4. binds and signs through the agent")
         let bound = try container.shell("keymgr bind --user carol --json", as: "carol")
         XCTAssertEqual(bound.status, 0, "people bind their own keys\n\(bound.summary)")
         XCTAssertEqual(try container.shell("keymgr sign --user carol --challenge \"$CHALLENGE\"", as: "carol",
@@ -220,17 +298,18 @@ final class SystemdDeploymentTests: XCTestCase {
         XCTAssertEqual(unseen.status, 66, "dave finds no carol\n\(unseen.summary)")
         XCTAssertFalse(unseen.stderr.contains(try XCTUnwrap(try bound.object()["kid"] as? String)), unseen.summary)
 
-        let users = try container.shell("keymgr users --json", as: "erin")
-        XCTAssertEqual(users.status, 0, users.summary)
-        let ids = Set(try users.array().compactMap { $0["userId"] as? String })
-        XCTAssertTrue(ids.isSuperset(of: ["carol", "id=alice,ou=user,ou=am-config"]), "the administrator sees everyone: \(ids)")
-
         let pinned = try container.shell("keymgr bind --user patient-7 --auth-type app-pin --pin-stdin", as: "kiosk",
                                          stdin: "482915\n")
         XCTAssertEqual(pinned.status, 0, pinned.summary)
         XCTAssertEqual(try container.shell("keymgr sign --user patient-7 --pin-stdin", as: "kiosk", stdin: "482915\n").status, 0)
         let none = try container.shell("keymgr bind --user patient-8", as: "kiosk")
         XCTAssertEqual(none.status, 77, "the kiosk binds PIN keys only\n\(none.summary)")
+
+        let users = try container.shell("keymgr users --json", as: "erin")
+        XCTAssertEqual(users.status, 0, users.summary)
+        let ids = Set(try users.array().compactMap { $0["userId"] as? String })
+        XCTAssertTrue(ids.isSuperset(of: ["carol", "patient-7"]), "the administrator sees everyone: \(ids)")
+        try idleExitAndRestart()
     }
 
     /// The audit log's copy in the journal (issue 36): alice's `sign` is there with its fields, the whole journal
@@ -263,6 +342,7 @@ final class SystemdDeploymentTests: XCTestCase {
     /// A policy typo, then its fix (issue 32): the restart fails, people get 78 saying to ask the administrator,
     /// `doctor` run directly names the failed unit (issue 36), and the fixed policy brings the agent back.
     private func policyTypoThenFix() throws {
+        container.step("9. a policy typo, then its fix")
         let policy = "/etc/keymgr/policy.toml"
         try container.run(["cp", "-p", policy, "/root/policy.good"])
         try container.shell("printf '\\n[[rule]]\\nwho = [\"user:alice\"\\nmay = [\"status\"]\\n' >> \(policy)")
@@ -292,6 +372,7 @@ final class SystemdDeploymentTests: XCTestCase {
     /// journey; `admin revoke --device-id THIS-DEVICE` revokes at once exactly the key whose server binding it
     /// deleted, and never the one that was never on the server.
     private func stolenDeviceRevokeWithASecondKey() throws {
+        container.step("8. the stolen-device revoke, with a second key present")
         let local = try container.shell("keymgr bind --user bob --json")
         XCTAssertEqual(local.status, 0, local.summary)
         let localKid = try XCTUnwrap(try local.object()["kid"] as? String, local.stdout)
@@ -333,12 +414,31 @@ final class SystemdDeploymentTests: XCTestCase {
         XCTAssertEqual(try again.object()["deviceName"] as? String, "kiosk 7", again.stdout)
         let second = try container.run(["systemctl", "show", "-P", "InvocationID", "keymgr.service"]).stdout
         XCTAssertNotEqual(first, second, "the socket started the agent again")
-        try container.run(["journalctl", "-u", "keymgr.service", "--no-pager", "-o", "short-monotonic"])
+        // The shipped unit again: the rest of the day runs the agent as installed.
+        try container.run(["rm", "-r", "/etc/systemd/system/keymgr.service.d"])
+        try container.run(["systemctl", "daemon-reload"])
+        XCTAssertEqual(try container.run(["systemctl", "restart", "keymgr.service"]).status, 0)
     }
 
-    /// keymgr-sync.service, as the timer starts it: an administrator removed alice's binding on the server, and
-    /// the sync revokes her key here.
-    private func timerServiceSyncs(kid: String) throws {
+    /// Step 6: the sync timer is enabled and active and starts keymgr-sync.service (its next run is scheduled);
+    /// the cron line's command, the README's other way, syncs through the agent too.
+    private func theSyncTimer(_ section: DeploymentSection) throws {
+        container.step("6. the sync timer (and the cron line's command)")
+        XCTAssertEqual(try container.run(["systemctl", "is-enabled", "keymgr-sync.timer"]).stdout, "enabled\n")
+        XCTAssertEqual(try container.run(["systemctl", "show", "-P", "Triggers", "keymgr-sync.timer"]).stdout,
+                       "keymgr-sync.service\n")
+        let timers = try container.run(["systemctl", "list-timers", "--no-pager", "keymgr-sync.timer"])
+        XCTAssertTrue(timers.stdout.contains("keymgr-sync.timer") && timers.stdout.contains("keymgr-sync.service"),
+                      timers.summary)
+        XCTAssertNotEqual(try container.run(["systemctl", "show", "-P", "NextElapseUSecRealtime", "keymgr-sync.timer"])
+                            .stdout.trimmingCharacters(in: .whitespacesAndNewlines), "", "the timer has a next run")
+        try cronLineSyncs(section: section)
+    }
+
+    /// Step 7: keymgr-sync.service, as the timer starts it: an administrator removed alice's binding on the server,
+    /// and the sync revokes her key here.
+    private func aRevocationOnTheServer(kid: String) throws {
+        container.step("7. a revocation on the server side; the timer's service syncs it")
         try server.deleteBinding(user: "alice", uuid: kid)
         let run = try container.run(["systemctl", "start", "keymgr-sync.service"])
         XCTAssertEqual(run.status, 0, run.summary)
@@ -371,5 +471,116 @@ final class SystemdDeploymentTests: XCTestCase {
         let logged = try container.wait(for: "journalctl -t \(tag) -o cat --no-pager | grep -c '\"orphans\":\\[\"\(orphan)\"\\]'",
                                         toPrint: "1", seconds: 30)
         XCTAssertEqual(logged, "1", "the cron line's report names the orphan")
+    }
+
+    /// Step 10: a reboot (the container's systemd reboots; systemd-nspawn exits 133 and the same tree boots again,
+    /// as systemd-nspawn@.service does): the socket and the timer come back, nothing has started the agent, a person's
+    /// first command starts it through the socket and signs; the store and the links survive.
+    private func aReboot() throws {
+        container.step("10. a reboot")
+        let keysBefore = try keyStates()
+        let linksBefore = try links()
+        XCTAssertFalse(linksBefore.isEmpty)
+        let rebooted = try container.reboot()
+        XCTAssertEqual(rebooted.status, 0, rebooted.summary)
+        XCTAssertTrue(rebooted.stdout.contains("nspawn exited 133\n"), "a reboot inside ends systemd-nspawn with 133\n\(rebooted.summary)")
+        XCTAssertEqual(try container.run(["systemctl", "is-active", "keymgr.socket", "keymgr-sync.timer"]).stdout, "active\nactive\n",
+                       "the enabled socket and timer come back with the boot")
+        XCTAssertEqual(try container.run(["systemctl", "is-active", "keymgr.service"]).stdout, "inactive\n",
+                       "nothing has asked for the agent yet")
+        // carol's key (alice's was revoked on the server in step 7).
+        let signed = try container.shell("keymgr sign --user carol --challenge \"$CHALLENGE\"", as: "carol",
+                                         environment: ["CHALLENGE": challenge])
+        XCTAssertEqual(signed.status, 0, "carol signs after the reboot\n\(signed.summary)")
+        XCTAssertEqual(try jwsParts(signed.stdout.trimmingCharacters(in: .whitespacesAndNewlines)).payload["challenge"] as? String,
+                       challenge, signed.stdout)
+        XCTAssertEqual(try container.run(["systemctl", "is-active", "keymgr.service"]).stdout, "active\n",
+                       "the socket started the agent for her command")
+        XCTAssertEqual(try keyStates(), keysBefore, "the store survives the reboot")
+        XCTAssertEqual(try links(), linksBefore, "the links survive the reboot")
+        let verify = try container.shell("keymgr audit verify")
+        XCTAssertEqual(verify.status, 0, verify.summary)
+        let failed = try container.run(["systemctl", "--failed", "--no-legend", "--no-pager"])
+        XCTAssertEqual(failed.stdout, "", "no failed unit after the boot")
+    }
+
+    /// Step 11: `apt-get remove` stops the socket, the agent and the timer before their files go, and nothing of
+    /// keymgr runs after it; a reinstall brings back what the administrator had enabled, at once; `purge` then stops
+    /// it all again, removes the enablement links, the masks and the untouched policy, and says what data it keeps
+    /// (the store, the credentials) and how to remove it (issue 32, finding 9).
+    private func removeThenPurge() throws {
+        container.step("11. apt-get remove, then purge: nothing left running")
+        XCTAssertFalse(try keymgrProcesses().isEmpty, "the agent runs before the remove (alice's sign started it)")
+        let removed = try container.shell("apt-get remove -y keymgr")
+        XCTAssertEqual(removed.status, 0, removed.summary)
+        XCTAssertEqual(try keymgrProcesses(), [], "no keymgr process after apt-get remove")
+        XCTAssertEqual(try container.run(["systemctl", "is-active"] + units).stdout, String(repeating: "inactive\n", count: 4))
+        let listed = try container.run(["systemctl", "list-units", "--all", "--no-legend", "--no-pager", "keymgr*"])
+        for line in listed.stdout.split(separator: "\n") {
+            XCTAssertFalse(line.contains(" active ") || line.contains(" failed ") || line.contains(" running "),
+                           "a keymgr unit is left active after remove: \(line)")
+        }
+        for state in try container.run(["systemctl", "is-enabled", "keymgr.socket", "keymgr-sync.timer"]).stdout.split(separator: "\n") {
+            XCTAssertNotEqual(state, "enabled", "a removed package's unit cannot start again")
+        }
+        XCTAssertNotEqual(try container.run(["test", "-e", "/usr/bin/keymgr"]).status, 0)
+        XCTAssertEqual(try container.run(["test", "-e", "/var/lib/keymgr/keymgr.db"]).status, 0, "remove keeps the store")
+        XCTAssertEqual(try container.run(["test", "-e", "/etc/keymgr/policy.toml"]).status, 0, "remove keeps the conffile")
+
+        // Installed again (finding 9: the units were `not-found` until a manual daemon-reload): systemd knows them at
+        // once, the administrator's enablement is back, and the enabled socket and timer run again; then removed.
+        let reinstalled = try container.shell("apt-get install ./keymgr_*_amd64.deb")
+        XCTAssertEqual(reinstalled.status, 0, reinstalled.summary)
+        let loaded = try container.run(["systemctl", "show", "-P", "LoadState"] + units)
+        XCTAssertEqual(loaded.stdout.split(separator: "\n"), ["loaded", "loaded", "loaded", "loaded"], loaded.summary)
+        XCTAssertEqual(try container.run(["systemctl", "is-enabled", "keymgr.socket", "keymgr-sync.timer"]).stdout,
+                       "enabled\nenabled\n", "a reinstall keeps the administrator's enablement")
+        XCTAssertEqual(try container.run(["systemctl", "is-active", "keymgr.socket", "keymgr-sync.timer"]).stdout,
+                       "active\nactive\n", "a reinstall starts what the administrator had enabled")
+        let status = try container.shell("keymgr status", as: "carol")
+        XCTAssertEqual(status.status, 0, "the reinstalled agent serves the store it left\n\(status.summary)")
+
+        // Purged from installed: dpkg runs the remove scripts, then the purge ones.
+        XCTAssertFalse(try keymgrProcesses().isEmpty, "carol's status started the agent")
+        let purged = try container.shell("apt-get purge -y keymgr")
+        XCTAssertEqual(purged.status, 0, purged.summary)
+        let said = purged.stdout + purged.stderr
+        XCTAssertTrue(said.contains("/var/lib/keymgr") && said.contains("/etc/credstore.encrypted/keymgr.master")
+                      && said.contains("rm -rf"), "purge names the data it keeps and how to remove it\n\(purged.summary)")
+        XCTAssertEqual(try container.run(["find", "/etc/systemd", "-name", "keymgr*"]).stdout, "",
+                       "no enablement link or mask of keymgr is left")
+        XCTAssertNotEqual(try container.run(["test", "-e", "/etc/keymgr"]).status, 0, "the untouched policy is purged")
+        XCTAssertEqual(try container.run(["systemctl", "list-units", "--all", "--no-legend", "--no-pager", "keymgr*"]).stdout, "",
+                       "systemd knows no keymgr unit after purge")
+        XCTAssertEqual(try container.run(["systemctl", "--failed", "--no-legend", "--no-pager"]).stdout, "")
+        XCTAssertEqual(try keymgrProcesses(), [], "no keymgr process after apt-get purge")
+        XCTAssertEqual(try container.run(["test", "-e", "/var/lib/keymgr/keymgr.db"]).status, 0, "the data stays, as said")
+        XCTAssertNotEqual(try container.run(["dpkg-query", "-W", "-f", "${Status}", "keymgr"]).stdout, "install ok installed")
+    }
+
+    /// Every process in the container whose name says keymgr, as `PID NAME EXECUTABLE` (a deleted program's
+    /// executable ends in " (deleted)"). The container has no procps: this reads /proc as pgrep does.
+    private func keymgrProcesses() throws -> [String] {
+        let scan = "for d in /proc/[0-9]*; do read -r c < \"$d/comm\" 2>/dev/null || continue; case $c in *keymgr*) " +
+            "echo \"${d#/proc/} $c $(readlink \"$d/exe\")\";; esac; done"
+        let outcome = try container.run(["sh", "-c", scan], shown: "[root] $ pgrep -a keymgr   (the same, read from /proc)")
+        XCTAssertEqual(outcome.status, 0, outcome.summary)
+        return outcome.stdout.split(separator: "\n").map(String.init)
+    }
+
+    /// Each key's status by kid, as root sees them through the agent.
+    private func keyStates() throws -> [String: String] {
+        let listed = try container.shell("keymgr list --status all --json")
+        XCTAssertEqual(listed.status, 0, listed.summary)
+        return Dictionary(uniqueKeysWithValues: try listed.array().compactMap { key in
+            (key["kid"] as? String).map { ($0, key["status"] as? String ?? "?") }
+        })
+    }
+
+    /// Every person's link, as `login userId` lines.
+    private func links() throws -> [String] {
+        let listed = try container.shell("keymgr person list --json")
+        XCTAssertEqual(listed.status, 0, listed.summary)
+        return try listed.array().map { "\($0["login"] as? String ?? "?") \($0["userId"] as? String ?? "?")" }.sorted()
     }
 }
