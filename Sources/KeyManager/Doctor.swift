@@ -54,6 +54,51 @@ public enum Doctor {
         return checks
     }
 
+    /// The agent as it describes itself to a request it serves: its socket, its policy file and, when that file as
+    /// it is now does not load, why (the running agent keeps the policy it loaded; a restart would meet this one).
+    public struct ServingAgent: Sendable {
+        public let socket: String
+        public let policy: String
+        public let policyProblem: String?
+
+        public init(socket: String, policy: String, policyProblem: String?) {
+            self.socket = socket
+            self.policy = policy
+            self.policyProblem = policyProblem
+        }
+    }
+
+    /// The agent check. Through the agent (`serving`): its socket and whether its policy loads, the policy's mistake
+    /// said in full to an administrator and only where it is (`file:line`) to a person, since a policy's lines name
+    /// other people. Run directly: the systemd units' state when systemd runs this system.
+    package static func agent(_ serving: ServingAgent?, context: RequestContext,
+                              failedUnits: () -> [String]? = { SystemdUnits.failed(["keymgr.socket", "keymgr.service"]) })
+        -> DoctorCheck {
+        if let agent = serving {
+            guard let problem = agent.policyProblem else {
+                return DoctorCheck("agent", ok: true, "served by the agent at \(agent.socket); its policy \(agent.policy) loads")
+            }
+            let administrator = context.scope?.coversAllUsers != false
+            return DoctorCheck("agent", ok: false, "the agent at \(agent.socket) serves, but its policy \(agent.policy) "
+                + "as it is now does not load (\(administrator ? problem : whereOnly(problem))): the next restart of "
+                + "keymgr.service will fail",
+                fix: administrator ? "correct it, then check it with `keymgr agent --check-policy \(agent.policy)`"
+                    : "ask the device's administrator to correct the agent's policy")
+        }
+        if let failed = failedUnits(), !failed.isEmpty {
+            return DoctorCheck("agent", ok: false, "\(failed.joined(separator: " and ")) failed (a policy that did not "
+                + "load, or systemd's start limit): people's commands find no agent",
+                fix: "check the policy with `keymgr agent --check-policy`, then run `systemctl reset-failed keymgr.socket "
+                    + "keymgr.service && systemctl start keymgr.socket`")
+        }
+        return DoctorCheck("agent", ok: true, "not used: this command opened the store itself")
+    }
+
+    /// A policy's mistake as a person may read it: its `file:line`, without the words of the line.
+    static func whereOnly(_ problem: String) -> String {
+        String(problem.prefix(while: { $0 != " " })).trimmingCharacters(in: CharacterSet(charactersIn: ":"))
+    }
+
     /// The home, every directory above it, and the database files: owned by this user or root, writable by no one
     /// else (a world-writable directory with the sticky bit, owned by root, such as /tmp, is allowed above the home).
     static func files(_ home: StoreHome) -> DoctorCheck {
@@ -68,7 +113,7 @@ public enum Doctor {
             var parent = stat()
             if stat(directory.path, &parent) == 0 {
                 let sticky = parent.st_mode & S_ISVTX != 0 && parent.st_uid == 0
-                if parent.st_uid != 0 && parent.st_uid != geteuid() {
+                if !AgentAccount.mayOwnStore(parent.st_uid) {
                     return DoctorCheck(name, ok: false, "\(directory.path), above the home, belongs to uid \(parent.st_uid), "
                         + "who could move the store away", fix: "keep the home under directories owned by root or by keymgr's user")
                 }
@@ -86,14 +131,20 @@ public enum Doctor {
         for (path, kind, forbidden, fix) in targets {
             var target = stat()
             guard lstat(path, &target) == 0 else { continue }
-            if target.st_uid != geteuid() && target.st_uid != 0 {
+            if !AgentAccount.mayOwnStore(target.st_uid) {
                 return DoctorCheck(name, ok: false, "the \(kind) \(path) belongs to uid \(target.st_uid)",
-                                   fix: "run `chown \(geteuid()) \(path)` (keymgr's user must own its store)")
+                                   fix: geteuid() == 0
+                                    ? "run `chown \(AgentAccount.name) \(path)` if it is the agent's store, `chown 0 \(path)` if it is root's"
+                                    : "run `chown \(geteuid()) \(path)` (keymgr's user must own its store)")
             }
             if target.st_mode & forbidden != 0 {
                 return DoctorCheck(name, ok: false, "the \(kind) \(path) has mode \(String(target.st_mode & 0o777, radix: 8)) "
                     + "(others may read or write it)", fix: "run `\(fix) \(path)`")
             }
+        }
+        if info.st_uid != geteuid(), info.st_uid == AgentAccount.uid {
+            return DoctorCheck(name, ok: true, "\(home.url.path) and its files are the agent's user's "
+                + "(\(AgentAccount.name), uid \(info.st_uid)) alone")
         }
         return DoctorCheck(name, ok: true, "\(home.url.path) and its files are this user's alone")
     }
@@ -139,6 +190,9 @@ public enum Doctor {
         let source = MasterKey.source(home: home, environment: environment)
         let kind = KeyManager.sourceKind(source)
         if case .tpmSealed = source {} else if !FileManager.default.fileExists(atPath: source.path) {
+            if case .home = source, !context.isServed, let agents = agentCredential(home, environment) {
+                return (agents, nil)
+            }
             return (DoctorCheck("masterKey", ok: false, "the master key (\(kind)) is missing at \(source.path)",
                                 fix: "restore \(source.path) from its backup (without it the store cannot be opened)"), nil)
         }
@@ -153,6 +207,36 @@ public enum Doctor {
             return (DoctorCheck("masterKey", ok: false, "the store does not open: \(error)",
                                 fix: "run `keymgr audit verify` to see what is wrong"), nil)
         }
+    }
+
+    /// The agent's store checked directly (not through the agent): its master key is keymgr.service's credential,
+    /// which systemd hands to that service alone, so this process cannot see it. What can be seen is checked
+    /// instead: the credential's source as the installed unit declares it, there, root's, and nobody else's to read
+    /// or replace. nil when the installed keymgr.service serves another home, or loads no `keymgr.master`.
+    static func agentCredential(_ home: StoreHome, _ environment: [String: String]) -> DoctorCheck? {
+        guard let unit = SystemdUnitFile.installed("keymgr.service", environment: environment),
+              let served = unit.home, URL(fileURLWithPath: served).standardizedFileURL.path == home.url.path,
+              let credential = unit.credential(MasterKey.credentialName)
+        else { return nil }
+        let (directive, source) = (credential.directive, credential.source)
+        let name = "masterKey"
+        let declared = "keymgr.service loads it from \(source) (\(directive)= in \(unit.path))"
+        var info = stat()
+        guard stat(source, &info) == 0 else {
+            return DoctorCheck(name, ok: false, "the master key is missing: \(declared), which does not exist, so the "
+                + "agent cannot start", fix: "restore \(source) from its backup (`systemd-creds encrypt "
+                + "--name=\(MasterKey.credentialName) KEYFILE \(source)` makes it from the key file)")
+        }
+        // An encrypted credential is sealed (to the host key or the TPM); a plain one is the key itself.
+        let forbidden: mode_t = directive == "LoadCredentialEncrypted" ? 0o022 : 0o077
+        if info.st_uid != 0 || info.st_mode & forbidden != 0 {
+            return DoctorCheck(name, ok: false, "\(declared); it belongs to uid \(info.st_uid) with mode "
+                + "\(String(info.st_mode & 0o777, radix: 8)): someone other than root could "
+                + (forbidden == 0o077 ? "read or " : "") + "replace it", fix: "run `chown 0 \(source) && chmod 600 \(source)`")
+        }
+        return DoctorCheck(name, ok: true, "\(declared), root's alone; only keymgr.service sees it decrypted, so whether "
+            + "it opens this store (and the sync, server and TPM checks that need it) is seen through the agent: run "
+            + "`keymgr doctor` through the agent as an administrator")
     }
 
     /// The WAL's size and the free space on the home's file system.

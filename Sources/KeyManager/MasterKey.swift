@@ -43,6 +43,8 @@ struct MasterKey: Sendable {
 
     static let byteCount = 32
     static let sealedFileName = "master.tpm"
+    /// The systemd credential's name (`LoadCredentialEncrypted=keymgr.master`).
+    static let credentialName = "keymgr.master"
     let bytes: SecretBytes
     let source: Source
     /// The TCTI of the TPM the key is sealed to (a `.tpmSealed` source).
@@ -51,7 +53,7 @@ struct MasterKey: Sendable {
     /// The source that applies in this environment (the first present), or the home file to create.
     static func source(home: StoreHome, environment: [String: String]) -> Source {
         if let directory = environment["CREDENTIALS_DIRECTORY"], !directory.isEmpty {
-            let path = URL(fileURLWithPath: directory, isDirectory: true).appendingPathComponent("keymgr.master", isDirectory: false).path
+            let path = URL(fileURLWithPath: directory, isDirectory: true).appendingPathComponent(credentialName, isDirectory: false).path
             if FileManager.default.fileExists(atPath: path) { return .systemdCredential(path) }
         }
         if let path = environment["KEYMGR_MASTER_KEY_FILE"], !path.isEmpty { return .environmentFile(path) }

@@ -300,7 +300,17 @@ package final class Store: Sendable {
                 + "— check the home's owner and permissions")
         }
         defer { keymgr_writer_lock_release(descriptor) }
+        if geteuid() == 0 { ownLikeTheDatabase(descriptor) }
         return try body()
+    }
+
+    /// Root writing the agent's store (`AgentAccount`) gives the writers' queue it may have created the database's
+    /// owner, as SQLite does for the -wal and -shm files it creates as root, so the agent can still open it.
+    private func ownLikeTheDatabase(_ descriptor: Int32) {
+        var lock = stat(), database = stat()
+        guard fstat(descriptor, &lock) == 0, stat(home.databaseURL.path, &database) == 0,
+              lock.st_uid != database.st_uid || lock.st_gid != database.st_gid else { return }
+        _ = fchown(descriptor, database.st_uid, database.st_gid)
     }
 
     /// Folds the WAL into the database and truncates it, if no reader holds it, so that rows a transaction

@@ -1,7 +1,8 @@
 import Foundation
 
 /// The directory that holds a keymgr store: `keymgr.db`, the master key (unless it comes from elsewhere)
-/// and the sync lock. Mode 0700, owned by the user running keymgr (or root).
+/// and the sync lock. Mode 0700, owned by the user running keymgr (or root; for root, also the agent's account,
+/// `AgentAccount`).
 package struct StoreHome: Sendable, Equatable {
     /// The home directory.
     package let url: URL
@@ -62,7 +63,7 @@ package struct StoreHome: Sendable, Equatable {
     /// Refuses a file or directory that another OS user could write: owned by someone else, or group/world-writable.
     static func checkNotWritableByOthers(path: String, info: stat, kind: String, fix: String) throws {
         let owner = info.st_uid
-        if owner != geteuid() && owner != 0 {
+        if !AgentAccount.mayOwnStore(owner) {
             throw StorageError(.insecureHome,
                 "the \(kind) \(path) belongs to another OS user (uid \(owner)), who could change it: use a home of your own")
         }

@@ -12,6 +12,18 @@ public enum ServerProbe {
     /// anyone, and no person is named in a message.
     static let probeUser = "keymgr-doctor-probe"
 
+    /// Each server profile's check, in the profiles' order (none when no server is configured: `sync` says so).
+    public static func checks(_ manager: KeyManager, timeout: TimeInterval) async -> [DoctorCheck] {
+        guard let profiles = try? manager.serverProfiles().map(\.name), !profiles.isEmpty else { return [] }
+        var checks: [DoctorCheck] = []
+        for profile in profiles { checks.append(await check(manager, profile: profile, timeout: timeout)) }
+        return checks
+    }
+
+    /// Said when the checks could not be run to their end.
+    public static let unfinished = DoctorCheck("server", ok: false, "the server check did not finish",
+                                               fix: "run `keymgr doctor` again")
+
     /// The check of `profile`, named `server` for the default profile and `server.PROFILE` for another.
     public static func check(_ manager: KeyManager, profile: String, timeout: TimeInterval) async -> DoctorCheck {
         let name = profile == "default" ? "server" : "server.\(profile)"

@@ -15,7 +15,10 @@ struct DoctorCommand: KeymgrCommand {
             protected), so it is safe on a timer. The server check sends each profile's server one read-only request \
             with the admin credential (a device listing of an identity nobody has): it answers, its clock (Date) is \
             within 60 s of this device's, it accepts the credential. Through the agent, a person sees what concerns \
-            them (their own keys and sync errors, never another person's); an administrator sees everything. Exit 0 \
+            them (their own keys and sync errors, never another person's); an administrator sees everything. Run \
+            directly as root on the agent's store, the store may be the keymgr account's, and the master key (the \
+            agent's systemd credential) is checked where keymgr.service loads it from; whether it opens the store is \
+            seen through the agent. Exit 0 \
             when every check holds, 1 otherwise. With --json (for fleet tools): \
             {"ok", "checks": [{"name", "ok", "message", "fix"}]}.
 
@@ -37,69 +40,14 @@ struct DoctorCommand: KeymgrCommand {
         let timeout = timeout
         var checks = Doctor.run(home: globals.storeHome, context: ServedRequest.context,
                                 environment: ProcessEnvironment.variables) { manager in
-            Self.serverChecks(manager, timeout: timeout)
+            (try? AsyncBridge.wait { await ServerProbe.checks(manager, timeout: timeout) }) ?? [ServerProbe.unfinished]
         }
-        checks.insert(Self.agentCheck(), at: 0)
+        let serving = Status.agent().map {
+            Doctor.ServingAgent(socket: $0.socket, policy: $0.policy, policyProblem: $0.policyChecks ? nil : $0.policyProblem ?? "?")
+        }
+        checks.insert(Doctor.agent(serving, context: ServedRequest.context), at: 0)
         try globals.render(DoctorOutput(checks: checks))
         if checks.contains(where: { !$0.ok }) { throw ExitCode.failure }
-    }
-
-    /// Each server profile's check (none when no server is configured: `sync` says so).
-    static func serverChecks(_ manager: KeyManager, timeout: TimeInterval) -> [DoctorCheck] {
-        guard let profiles = try? manager.serverProfiles().map(\.name), !profiles.isEmpty else { return [] }
-        return profiles.map { profile in
-            (try? AsyncBridge.wait { await ServerProbe.check(manager, profile: profile, timeout: timeout) })
-                ?? DoctorCheck(profile == "default" ? "server" : "server.\(profile)", ok: false,
-                               "the server check did not finish", fix: "run `keymgr doctor` again")
-        }
-    }
-
-    /// The agent: through it, its socket and whether its policy file, as it is now, loads (the running agent keeps
-    /// the policy it loaded; a restart would meet this one). Run directly, the systemd units' state when systemd
-    /// runs this system.
-    static func agentCheck() -> DoctorCheck {
-        if let agent = Status.agent() {
-            guard agent.policyChecks else {
-                let administrator = ServedRequest.context.scope?.coversAllUsers != false
-                // A person is told where, not what: the policy's lines name other people.
-                let problem = agent.policyProblem ?? "?"
-                let said = administrator ? problem
-                    : String(problem.prefix(while: { $0 != " " })).trimmingCharacters(in: CharacterSet(charactersIn: ":"))
-                return DoctorCheck("agent", ok: false, "the agent at \(agent.socket) serves, but its policy \(agent.policy) "
-                    + "as it is now does not load (\(said)): the next restart of keymgr.service will fail",
-                    fix: administrator ? "correct it, then check it with `keymgr agent --check-policy \(agent.policy)`"
-                        : "ask the device's administrator to correct the agent's policy")
-            }
-            return DoctorCheck("agent", ok: true, "served by the agent at \(agent.socket); its policy \(agent.policy) loads")
-        }
-        if let failed = SystemdUnits.failed(["keymgr.socket", "keymgr.service"]), !failed.isEmpty {
-            return DoctorCheck("agent", ok: false, "\(failed.joined(separator: " and ")) failed (a policy that did not "
-                + "load, or systemd's start limit): people's commands find no agent",
-                fix: "check the policy with `keymgr agent --check-policy`, then run `systemctl reset-failed keymgr.socket "
-                    + "keymgr.service && systemctl start keymgr.socket`")
-        }
-        return DoctorCheck("agent", ok: true, "not used: this command opened the store itself")
-    }
-}
-
-/// The state of systemd units, asked of `systemctl` when systemd runs this system (sd_booted: /run/systemd/system).
-enum SystemdUnits {
-    /// The units of `units` that are failed; nil when systemd does not run here or cannot be asked.
-    static func failed(_ units: [String]) -> [String]? {
-        var isDirectory: ObjCBool = false
-        guard FileManager.default.fileExists(atPath: "/run/systemd/system", isDirectory: &isDirectory), isDirectory.boolValue,
-              let systemctl = ["/usr/bin/systemctl", "/bin/systemctl"].first(where: { FileManager.default.isExecutableFile(atPath: $0) })
-        else { return nil }
-        return units.filter { unit in
-            let process = Process()
-            process.executableURL = URL(fileURLWithPath: systemctl)
-            process.arguments = ["is-failed", "--quiet", unit]
-            process.standardOutput = FileHandle.nullDevice
-            process.standardError = FileHandle.nullDevice
-            guard (try? process.run()) != nil else { return false }
-            process.waitUntilExit()
-            return process.terminationStatus == 0
-        }
     }
 }
 
