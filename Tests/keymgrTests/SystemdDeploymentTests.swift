@@ -366,6 +366,30 @@ final class SystemdDeploymentTests: XCTestCase {
         let fixed = try container.run(["systemctl", "restart", "keymgr.service"])
         XCTAssertEqual(fixed.status, 0, fixed.summary)
         XCTAssertEqual(try container.shell("keymgr status", as: "alice").status, 0)
+
+        // doctor run directly by root on the agent's store: the store owned by the agent's account is right, and the
+        // master key it cannot open (only keymgr.service has the credential) is checked where the unit loads it from.
+        let direct = try container.shell("keymgr --home /var/lib/keymgr doctor --json")
+        let directChecks = try XCTUnwrap(try direct.object()["checks"] as? [[String: Any]], direct.summary)
+        func check(_ name: String, in checks: [[String: Any]]) throws -> (ok: Bool, message: String) {
+            let found = try XCTUnwrap(checks.first { $0["name"] as? String == name }, "no \(name) in \(checks)")
+            return (found["ok"] as? Bool ?? false, found["message"] as? String ?? "")
+        }
+        let files = try check("store.files", in: directChecks)
+        XCTAssertTrue(files.ok && files.message.contains("the agent's user's (keymgr, uid"), files.message)
+        XCTAssertTrue(try check("store.schema", in: directChecks).ok, direct.stdout)
+        let masterKey = try check("masterKey", in: directChecks)
+        XCTAssertTrue(masterKey.ok, masterKey.message)
+        XCTAssertTrue(masterKey.message.contains("/etc/credstore.encrypted/keymgr.master")
+                      && masterKey.message.contains("LoadCredentialEncrypted=")
+                      && masterKey.message.contains("through the agent as an administrator"), masterKey.message)
+        XCTAssertFalse(masterKey.message.contains("missing"), masterKey.message)
+        // Through the agent, an administrator's doctor runs inside keymgr.service, where the credential opens the store.
+        let served = try container.shell("keymgr doctor --json", as: "erin")
+        let servedKey = try check("masterKey", in: try XCTUnwrap(try served.object()["checks"] as? [[String: Any]],
+                                                                 served.summary))
+        XCTAssertTrue(servedKey.ok && servedKey.message.contains("systemd-credential")
+                      && servedKey.message.contains("opens this store"), servedKey.message)
     }
 
     /// The stolen-device revoke with a second key present (issue 32, finding 1): bob bound a key here, then through a
