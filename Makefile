@@ -19,7 +19,7 @@ export PATH := $(SWIFT_BIN):$(PATH)
 APT_PACKAGES := libsqlite3-dev libssl-dev libargon2-dev libcurl4-openssl-dev pkg-config sqlite3 openssl \
 	python3 python3-pip curl argon2 systemd make bsdutils time valgrind strace eatmydata man-db dpkg-dev lintian \
 	swtpm swtpm-tools tpm2-tools libtss2-dev tpm2-openssl \
-	systemd-container debootstrap libnss-wrapper softhsm2 opensc binutils
+	systemd-container debootstrap libnss-wrapper softhsm2 opensc binutils acl
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 PREFIX ?= /usr/local

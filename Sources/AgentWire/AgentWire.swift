@@ -11,6 +11,8 @@ public enum AgentWire {
     public static let maximumFrameLength = 65536
     /// The most numbered descriptors (`fds`) a request may pass; the terminal, when passed, comes on top.
     public static let maximumDescriptors = 8
+    /// The most files named by options (`files`) a request may pass, after the numbered descriptors and the terminal.
+    public static let maximumNamedFiles = 4
     /// The highest number a passed descriptor may take in the command (the agent keeps its own above it).
     public static let maximumDescriptorNumber: Int32 = 255
     /// The widest `columns` accepted.
@@ -70,18 +72,24 @@ public struct AgentRequest: Equatable, Sendable {
     public var terminal: Bool
     /// The client's `COLUMNS`, when it holds a number from 1 to `AgentWire.maximumColumns`.
     public var columns: Int?
+    /// The files the arguments' options name, opened by the client with the caller's rights: one descriptor each,
+    /// after the `fds` ones and the terminal, in this order. At most `AgentWire.maximumNamedFiles`, each option once.
+    public var files: [NamedFileArgument]
 
-    public init(arguments: [String], fds: [Int32] = [0, 1, 2], terminal: Bool = false, columns: Int? = nil) {
+    public init(arguments: [String], fds: [Int32] = [0, 1, 2], terminal: Bool = false, columns: Int? = nil,
+                files: [NamedFileArgument] = []) {
         self.arguments = arguments
         self.fds = fds
         self.terminal = terminal
         self.columns = columns
+        self.files = files
     }
 
     /// How many descriptors travel with the request.
-    public var descriptorCount: Int { fds.count + (terminal ? 1 : 0) }
+    public var descriptorCount: Int { fds.count + (terminal ? 1 : 0) + files.count }
 
-    /// The request's JSON body: `{"version":1,"arguments":[…],"fds":[…],"terminal":…[,"columns":N]}`.
+    /// The request's JSON body:
+    /// `{"version":1,"arguments":[…],"fds":[…],"terminal":…[,"columns":N][,"files":[{"access","option","path"}…]]}`.
     public func encoded() -> [UInt8] {
         var writer = JSONWriter()
         writer.raw("{\"version\":\(AgentWire.version),\"arguments\":[")
@@ -93,6 +101,19 @@ public struct AgentRequest: Equatable, Sendable {
         writer.raw(fds.map { String($0) }.joined(separator: ","))
         writer.raw("],\"terminal\":\(terminal)")
         if let columns { writer.raw(",\"columns\":\(columns)") }
+        if !files.isEmpty {
+            writer.raw(",\"files\":[")
+            for (index, file) in files.enumerated() {
+                writer.raw(index > 0 ? ",{\"access\":" : "{\"access\":")
+                writer.string(file.access.rawValue)
+                writer.raw(",\"option\":")
+                writer.string(file.option)
+                writer.raw(",\"path\":")
+                writer.string(file.path)
+                writer.raw("}")
+            }
+            writer.raw("]")
+        }
         writer.raw("}")
         return writer.bytes
     }
@@ -154,7 +175,30 @@ public struct AgentRequest: Equatable, Sendable {
             }
             columns = Int(number)
         }
-        return AgentRequest(arguments: arguments, fds: fds, terminal: terminal, columns: columns)
+        var files: [NamedFileArgument] = []
+        if let value = members["files"] {
+            guard case .array(let list) = value else { throw AgentWireError("the request's \"files\" is not an array") }
+            guard list.count <= AgentWire.maximumNamedFiles else {
+                throw AgentWireError("the request passes \(list.count) named files: at most \(AgentWire.maximumNamedFiles)")
+            }
+            for item in list {
+                guard case .object(let file) = item, case .string(let option)? = file["option"],
+                      case .string(let path)? = file["path"], case .string(let how)? = file["access"],
+                      let access = NamedFileAccess(rawValue: how)
+                else {
+                    throw AgentWireError("the request's \"files\" holds something other than "
+                        + "{\"access\":\"read\"|\"create\",\"option\":…,\"path\":…}")
+                }
+                guard option.hasPrefix("--"), option.count > 2, !path.isEmpty, !path.utf8.contains(0) else {
+                    throw AgentWireError("a named file of the request has no --option, or a path that is empty or holds a NUL")
+                }
+                guard !files.contains(where: { $0.option == option }) else {
+                    throw AgentWireError("the request's \"files\" names \(option) twice")
+                }
+                files.append(NamedFileArgument(option: option, path: path, access: access))
+            }
+        }
+        return AgentRequest(arguments: arguments, fds: fds, terminal: terminal, columns: columns, files: files)
     }
 }
 

@@ -41,23 +41,4 @@ package struct AgentCaller: Sendable, Equatable {
         }
         return String(cString: name)
     }
-
-    /// Whether this caller may read a file with the given owner, group and mode (the permission bits alone: the
-    /// caller's own access, not the agent's). Root may read anything.
-    package func mayRead(owner: UInt32, group: UInt32, mode: UInt32) -> Bool {
-        permits(0o4, owner: owner, group: group, mode: mode)
-    }
-
-    /// Whether this caller may search (pass through) a directory with the given owner, group and mode.
-    package func maySearch(owner: UInt32, group: UInt32, mode: UInt32) -> Bool {
-        permits(0o1, owner: owner, group: group, mode: mode)
-    }
-
-    /// The permission bits for the class the caller falls in (owner, else group, else others) allow `bit`.
-    private func permits(_ bit: UInt32, owner: UInt32, group: UInt32, mode: UInt32) -> Bool {
-        if uid == 0 { return true }
-        if owner == uid { return mode & (bit << 6) != 0 }
-        if group == gid || groups.contains(group) { return mode & (bit << 3) != 0 }
-        return mode & bit != 0
-    }
 }

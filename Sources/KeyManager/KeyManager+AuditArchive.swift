@@ -23,17 +23,16 @@ public struct AuditArchiveSummary: Sendable, Equatable {
 extension KeyManager {
     static let archiveFormat = "keymgr-audit-archive-v1"
 
-    /// Archives the entries written before `before` to a new file at `path` (mode 0600; an existing file is refused),
-    /// then removes them from the store. Nothing before `before`: nothing is written.
-    /// - Throws: `denied` for a caller whose scope does not cover every user; `usage` for an existing file;
-    ///   `tampered` for a log that does not verify (nothing is archived).
-    public func archiveAudit(before: Date, to path: String) throws -> AuditArchiveSummary? {
+    /// Archives the entries written before `before` to `descriptor`, a new, empty file open for writing that the
+    /// caller created (mode 0600) and calls `name` in messages, then removes them from the store. Nothing before
+    /// `before`: nothing is written, and the file stays empty (its creator removes it). A failed write leaves it
+    /// empty too.
+    /// - Throws: `denied` for a caller whose scope does not cover every user; `tampered` for a log that does not
+    ///   verify (nothing is archived).
+    public func archiveAudit(before: Date, to descriptor: Int32, name path: String) throws -> AuditArchiveSummary? {
         if let scope = context.scope, !scope.coversAllUsers {
             throw denied(scope, target: "the audit log", reason: "\(scope.rule) does not let \(scope.caller) archive the "
                 + "audit log: it is an administrator's act (a rule with for = \"*\")")
-        }
-        guard !FileManager.default.fileExists(atPath: path) else {
-            throw KeyManagerError(.usage, "\(path) already exists: archive to a new file")
         }
         let keys = integrity.auditKeys
         // One snapshot: the entries, the base they continue and a keyed check of the chain they belong to.
@@ -51,7 +50,7 @@ extension KeyManager {
                 + "archived; run `keymgr audit verify` and restore the store from a backup")
         }
         guard let first = read.entries.first, let last = read.entries.last else { return nil }
-        try writeArchive(read.entries, after: read.base, before: before, to: path)
+        try writeArchive(read.entries, after: read.base, before: before, to: descriptor, name: path)
         let removed = try write { writer -> Int in
             let removed = try writer.archiveAudit(through: last.seq, lastHash: last.hash, keys: keys)
             try writer.appendAudit(auditEvent("audit.archived", details: [
@@ -65,8 +64,10 @@ extension KeyManager {
         return AuditArchiveSummary(entries: removed, firstSeq: first.seq, lastSeq: last.seq, lastHash: last.hash)
     }
 
-    /// Writes the archive file and syncs it (and its directory) before anything is removed from the store.
-    private func writeArchive(_ entries: [AuditEventRecord], after base: AuditBase?, before: Date, to path: String) throws {
+    /// Writes the archive file and syncs it (and its directory, when its name is a path here) before anything is
+    /// removed from the store; on failure it is emptied again.
+    private func writeArchive(_ entries: [AuditEventRecord], after base: AuditBase?, before: Date, to descriptor: Int32,
+                              name path: String) throws {
         var text = JSONValue.object([
             "format": .string(Self.archiveFormat), "deviceId": .string(deviceId),
             "after": .object(["seq": .int(base?.seq ?? 0), "hash": .string(base?.hash ?? String(repeating: "0", count: 64))]),
@@ -80,26 +81,31 @@ extension KeyManager {
                 "hash": .string(entry.hash), "mac": entry.mac.map(JSONValue.string) ?? .null,
             ]).canonicalJSON() + "\n"
         }
-        let descriptor = Glibc.open(path, O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC, 0o600)
-        guard descriptor >= 0 else {
-            throw KeyManagerError(.config, "cannot create \(path): \(String(cString: strerror(errno))); nothing was archived")
-        }
-        defer { close(descriptor) }
         let bytes = Array(text.utf8)
         var written = 0
         while written < bytes.count {
             let result = bytes[written...].withUnsafeBytes { Glibc.write(descriptor, $0.baseAddress, $0.count) }
+            if result < 0 && errno == EINTR { continue }
             guard result > 0 else {
-                unlink(path)
-                throw KeyManagerError(.failure, "cannot write \(path): \(String(cString: strerror(errno))); nothing was archived")
+                let reason = String(cString: strerror(errno))
+                _ = ftruncate(descriptor, 0)
+                throw KeyManagerError(.failure, "cannot write \(path): \(reason); nothing was archived")
             }
             written += result
         }
         guard fsync(descriptor) == 0 else {
-            unlink(path)
-            throw KeyManagerError(.failure, "cannot sync \(path): \(String(cString: strerror(errno))); nothing was archived")
+            let reason = String(cString: strerror(errno))
+            _ = ftruncate(descriptor, 0)
+            throw KeyManagerError(.failure, "cannot sync \(path): \(reason); nothing was archived")
         }
-        MasterKey.syncDirectory(of: path)
+        // Through the agent the name is the caller's, perhaps relative to a directory the agent cannot see: the
+        // directory is synced only when the name leads to this very file here.
+        var opened = stat()
+        var named = stat()
+        if path.hasPrefix("/"), fstat(descriptor, &opened) == 0, stat(path, &named) == 0,
+           opened.st_dev == named.st_dev, opened.st_ino == named.st_ino {
+            MasterKey.syncDirectory(of: path)
+        }
     }
 
     /// Checks an archive file offline (`audit verify --input FILE`): its header, then the SHA-256 chain from the

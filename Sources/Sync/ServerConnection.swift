@@ -60,9 +60,15 @@ public struct ServerConnection: Sendable {
             throw SyncError(.config, "no admin credential: give `keymgr server set --credential-file F`, "
                 + "or run under systemd with LoadCredentialEncrypted=keymgr.admin")
         }
-        guard let data = FileManager.default.contents(atPath: path) else {
-            throw SyncError(.config, "cannot read the admin credential file \(path): check it exists and is readable")
+        // Read with the rights of the process that syncs: through the agent, the agent's user, not the caller.
+        let descriptor = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK)
+        guard descriptor >= 0 else {
+            let reason = String(cString: strerror(errno))
+            throw SyncError(.config, "cannot read the admin credential file \(path) as uid \(geteuid()), who runs the "
+                + "sync (through the agent: the agent's user): \(reason): let that user read it, or name another file "
+                + "with `keymgr server set --credential-file F`")
         }
+        let data = (try? FileHandle(fileDescriptor: descriptor, closeOnDealloc: true).readToEnd()) ?? Data()
         let token = String(decoding: data, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
         guard !token.isEmpty, !token.contains("\n") else {
             throw SyncError(.config, "the admin credential file \(path) must hold one token on one line")

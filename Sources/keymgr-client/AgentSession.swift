@@ -43,9 +43,26 @@ struct AgentSession {
         if let text = ClientEnvironment.value("COLUMNS"), let value = Int(text), value > 0, value <= AgentWire.maximumColumns {
             columns = value
         }
+        // Files the options name, opened here with the caller's own rights (the agent reads or writes them through
+        // these descriptors and never opens the names itself): a file the caller may not use is refused here.
+        var files: [(file: NamedFileArgument, descriptor: Int32)] = []
+        defer {
+            for opened in files {
+                ClientFiles.discardIfUnused(opened.file, descriptor: opened.descriptor)
+                close(opened.descriptor)
+            }
+        }
+        for file in arguments.namedFiles {
+            switch ClientFiles.open(file) {
+            case .success(let descriptor): files.append((file, descriptor))
+            case .failure(let failure): return fail(failure.code, failure.status, failure.message)
+            }
+        }
         let terminal = ClientTerminal.open()
         if let terminal { passed.append(terminal) }
-        let request = AgentRequest(arguments: arguments.all, fds: numbers, terminal: terminal != nil, columns: columns)
+        passed += files.map { $0.descriptor }
+        let request = AgentRequest(arguments: arguments.all, fds: numbers, terminal: terminal != nil, columns: columns,
+                                   files: files.map { $0.file })
         let body = request.encoded()
         guard body.count <= AgentWire.maximumFrameLength else {
             return fail("usage", 64, "the command line is too long for the agent: its request is \(body.count) bytes, "

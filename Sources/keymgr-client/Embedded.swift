@@ -1,3 +1,4 @@
+import AgentWire
 import Glibc
 
 /// Embedded mode: the full program, `keymgr-core`, runs the command in this process (execv, same argv).
@@ -19,7 +20,7 @@ enum Embedded {
             execv(path, CommandLine.unsafeArgv)
             lastError = errno
         }
-        let json = CommandLine.arguments.dropFirst().prefix(while: { $0 != "--" }).contains("--json")
+        let json = ArgumentScan(CommandLine.arguments.dropFirst()).has("--json")
         ClientFailure.report(code: "failure",
             message: "cannot run keymgr-core (looked for \(places.joined(separator: " and "))): "
                 + String(cString: strerror(lastError)) + ": reinstall keymgr (make install puts it in "

@@ -195,7 +195,10 @@ let fuzzTargets: [String: @Sendable ([UInt8]) -> Void] = [
               [0, 1, 2].allSatisfy(request.fds.contains),
               request.fds.allSatisfy({ (0...AgentWire.maximumDescriptorNumber).contains($0) }),
               !request.arguments.contains(where: { $0.utf8.contains(0) }),
-              (1...AgentWire.maximumColumns).contains(request.columns ?? 1)
+              (1...AgentWire.maximumColumns).contains(request.columns ?? 1),
+              request.files.count <= AgentWire.maximumNamedFiles,
+              Set(request.files.map(\.option)).count == request.files.count,
+              request.files.allSatisfy({ $0.option.hasPrefix("--") && !$0.path.isEmpty && !$0.path.utf8.contains(0) })
         else { fatalError("a request the agent cannot act on was accepted: \(request)") }
         guard (try? AgentRequest.decode(request.encoded())) == request else {
             fatalError("a request does not survive re-encoding: \(request)")

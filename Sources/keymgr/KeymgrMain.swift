@@ -1,3 +1,4 @@
+import AgentWire
 import ArgumentParser
 import KeyManager
 
@@ -17,9 +18,9 @@ enum KeymgrMain {
                     authorize: ((any ParsableCommand, RequestContext) throws -> RequestContext)? = nil) -> Int32 {
         if request.isServed { ServedRequest.serve(request) }
         // Known before parsing, so that even a usage error can be answered in JSON.
-        let options = arguments.prefix(while: { $0 != "--" })
-        let wantsJSON = options.contains("--json")
-        let wantsVerbose = options.contains("--verbose")
+        let scan = ArgumentScan(arguments)
+        let wantsJSON = scan.has("--json")
+        let wantsVerbose = scan.has("--verbose")
 
         var command: ParsableCommand
         if let plain = HotPathParser.command(for: arguments) {

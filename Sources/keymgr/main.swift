@@ -1,3 +1,4 @@
+import AgentWire
 import KeyManager
 import Foundation
 
@@ -13,9 +14,9 @@ let arguments = Array(CommandLine.arguments.dropFirst())
 // CommandLine.arguments has already replaced invalid UTF-8 with U+FFFD, which could then match another user's
 // id: the raw argv decides.
 if let bad = RawArguments.firstInvalidUTF8() {
-    let options = arguments.prefix(while: { $0 != "--" })
+    let scan = ArgumentScan(arguments)
     exit(FailureReport.running(CommandFailure(.badInput, "argument \(bad) is not valid UTF-8 text: "
-        + "give user ids and other values as UTF-8"), json: options.contains("--json"), verbose: options.contains("--verbose")))
+        + "give user ids and other values as UTF-8"), json: scan.has("--json"), verbose: scan.has("--verbose")))
 }
 
 exit(KeymgrMain.run(arguments: arguments))

@@ -66,8 +66,10 @@ final class AgentSocketTests: XCTestCase {
     func testTooManyDescriptorsAreNotSent() {
         let (a, b) = pair()
         defer { close(a); close(b) }
-        let ten = [Int32](repeating: 1, count: 10)
-        XCTAssertEqual(agent_socket_send(a, "x", 1, ten, ten.count), -1)
+        // One more than AGENT_SOCKET_MAX_FDS: 8 numbered descriptors, the terminal and 4 named files.
+        let fourteen = [Int32](repeating: 1, count: Int(AGENT_SOCKET_MAX_FDS) + 1)
+        XCTAssertEqual(AGENT_SOCKET_MAX_FDS, 13)
+        XCTAssertEqual(agent_socket_send(a, "x", 1, fourteen, fourteen.count), -1)
         XCTAssertEqual(errno, EINVAL)
     }
 

@@ -411,7 +411,7 @@ final class AgentServerTests: XCTestCase {
         try harness.start()
         let served = try harness.request(["dcr", "register", "--user", "alice", "--metadata", secret.path, "--json"], as: 4242)
         try assertJSONError(served, status: 65, code: "badInput")
-        XCTAssertTrue(served.stderr.contains("you (alice) may not read it"), served.summary)
+        XCTAssertTrue(served.stderr.contains("you (uid 4242) cannot read \(secret.path): Permission denied"), served.summary)
         // Readable by everyone, but inside a directory alice may not enter: not hers to name either.
         let closed = harness.sandbox.root.appendingPathComponent("closed")
         try FileManager.default.createDirectory(at: closed, withIntermediateDirectories: false)
@@ -421,19 +421,21 @@ final class AgentServerTests: XCTestCase {
         try FileManager.default.setAttributes([.posixPermissions: 0o700], ofItemAtPath: closed.path)
         let hidden = try harness.request(["dcr", "register", "--user", "alice", "--metadata", inside.path, "--json"], as: 4242)
         try assertJSONError(hidden, status: 65, code: "badInput")
-        XCTAssertTrue(hidden.stderr.contains("may not read it"), hidden.summary)
+        XCTAssertTrue(hidden.stderr.contains("you (uid 4242) cannot read \(inside.path): Permission denied"), hidden.summary)
         // A file alice may read gets past the check (and on to the server, which is not configured: 78).
         try FileManager.default.setAttributes([.posixPermissions: 0o755], ofItemAtPath: closed.path)
         let readable = try harness.request(["dcr", "register", "--user", "alice", "--metadata", inside.path, "--json"], as: 4242)
-        XCTAssertFalse(readable.stderr.contains("may not read it"), readable.summary)
+        XCTAssertFalse(readable.stderr.contains("cannot read"), readable.summary)
         XCTAssertNotEqual(readable.status, 65, readable.summary)
         // The credential file `server set` names, which sync reads later as the agent, is checked the same way.
         let credential = try harness.request(["server", "set", "--dialect", "pingam", "--base-url", "https://am.example.com/am",
                                               "--credential-file", secret.path, "--json"], as: 4242)
         try assertJSONError(credential, status: 65, code: "badInput")
-        let relative = try harness.request(["dcr", "register", "--user", "alice", "--metadata", "root-only.json", "--json"])
-        try assertJSONError(relative, status: 65, code: "badInput")
-        XCTAssertTrue(relative.stderr.contains("absolute path"), relative.summary)
+        // A client that passes no descriptor for the file gets nothing read for it: the agent never opens the name.
+        let unpassed = try harness.request(["dcr", "register", "--user", "alice", "--metadata", inside.path, "--json"],
+                                           via: .protocolScript)
+        try assertJSONError(unpassed, status: 64, code: "usage")
+        XCTAssertTrue(unpassed.stderr.contains("did not come with the request"), unpassed.summary)
     }
 
     func testAPINPromptAppearsOnTheTerminalTheClientPassed() throws {

@@ -31,8 +31,8 @@ class ProtocolError(Exception):
     """The agent's answer is not a frame of the protocol."""
 
 
-def encode_request(arguments, fd_numbers, terminal, columns=None):
-    """The request's JSON body (UTF-8 bytes)."""
+def encode_request(arguments, fd_numbers, terminal, columns=None, files=()):
+    """The request's JSON body (UTF-8 bytes). `files`: (option, path, access) of each named file passed."""
     request = {
         "version": PROTOCOL_VERSION,
         "arguments": list(arguments),
@@ -41,6 +41,8 @@ def encode_request(arguments, fd_numbers, terminal, columns=None):
     }
     if columns is not None:
         request["columns"] = int(columns)
+    if files:
+        request["files"] = [{"access": access, "option": option, "path": path} for option, path, access in files]
     body = json.dumps(request, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
     if not 1 <= len(body) <= MAX_FRAME:
         raise ValueError(f"the request is {len(body)} bytes; a frame carries 1 to {MAX_FRAME}")
@@ -81,12 +83,15 @@ def read_response(connection):
     return status, error
 
 
-def run(arguments, socket_path=DEFAULT_SOCKET, fds=None, terminal=None, columns=None):
+def run(arguments, socket_path=DEFAULT_SOCKET, fds=None, terminal=None, columns=None, files=()):
     """Runs `arguments` (without the program name) through the agent at `socket_path`.
 
     `fds` maps the number each descriptor takes in the command to a descriptor of this process; by default
     {0: 0, 1: 1, 2: 2}. Add e.g. {5: pin_read_end} for `--pin-fd 5`. `terminal` is an open descriptor of the
-    person's terminal for no-echo prompts, or None. Returns (status, error)."""
+    person's terminal for no-echo prompts, or None. `files`: for each file an option of `arguments` names
+    (`--metadata FILE`; docs/agent-protocol.md, "Named files"), (option, path, access, descriptor), the file opened
+    by this process with its own rights: access "read", or "create" (opened O_CREAT|O_EXCL|O_WRONLY, mode 0600).
+    The agent never opens those names itself. Returns (status, error)."""
     if fds is None:
         fds = {0: 0, 1: 1, 2: 2}
     if not {0, 1, 2} <= set(fds):
@@ -97,7 +102,9 @@ def run(arguments, socket_path=DEFAULT_SOCKET, fds=None, terminal=None, columns=
     passed = [fds[number] for number in numbers]
     if terminal is not None:
         passed.append(terminal)
-    body = encode_request(arguments, numbers, terminal is not None, columns)
+    passed += [descriptor for _, _, _, descriptor in files]
+    body = encode_request(arguments, numbers, terminal is not None, columns,
+                          [(option, path, access) for option, path, access, _ in files])
     frame = struct.pack(">I", len(body)) + body
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as connection:
         connection.connect(socket_path)

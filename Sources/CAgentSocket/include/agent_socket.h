@@ -10,8 +10,8 @@
 // Used by the lean client (keymgr) and by the agent (keymgr-core agent). Every function returns -1 with errno set
 // on failure, and retries EINTR itself.
 
-/// The most descriptors one message carries: 8 numbered descriptors plus the client's terminal.
-#define AGENT_SOCKET_MAX_FDS 9
+/// The most descriptors one message carries: 8 numbered descriptors, the client's terminal and 4 named files.
+#define AGENT_SOCKET_MAX_FDS 13
 
 /// Sends all `length` bytes of `bytes` on the stream socket `socket`, with `count` descriptors (at most
 /// AGENT_SOCKET_MAX_FDS) attached with SCM_RIGHTS to the first sendmsg, in the order given. Never raises SIGPIPE

@@ -52,11 +52,11 @@ enum AgentWorker {
             answer(connection, status: 64, error: ("usage", "the request could not be read"))
         }
 
-        let expected = request.fds.count + (request.terminal ? 1 : 0)
+        let expected = request.descriptorCount
         guard passed.count == expected else {
             for descriptor in passed { close(descriptor) }
-            answer(connection, status: 64, error: ("usage",
-                "the request passed \(passed.count) descriptors and names \(expected) (fds, and the terminal if any)"))
+            answer(connection, status: 64, error: ("usage", "the request passed \(passed.count) descriptors and names "
+                + "\(expected) (fds, the terminal if any, and the named files)"))
         }
         let arguments: [String]
         do {
@@ -71,15 +71,15 @@ enum AgentWorker {
                                  keeping: keeping) else {
             answer(connection, status: 75, error: ("busy", "the agent could not take the request's descriptors: try again in a moment"))
         }
-        let (socket, terminal) = placed
+        let (socket, terminal, named) = placed
         // Only now, with every descriptor in place: the user database look-up for the login name may keep a file
         // or socket open (nss modules do), which must not be closed under it.
         // The request's context, built once here: the kernel's caller, the agent's policy, the client's terminal. The
         // gate adds the policy's decision; the command runs with it and passes it to `KeyManager.open`.
         let caller = AgentCaller(uid: reported.uid, gid: reported.gid, pid: reported.pid, groups: reported.groups)
+        let files = zip(request.files, named).map { PassedFile(argument: $0, descriptor: $1) }
         let context = RequestContext(caller: caller, policy: policy, terminal: terminal ?? -1, columns: request.columns,
-                                     home: home)
-        CallerFiles.serve(passed: Set(request.fds))
+                                     home: home, passedDescriptors: request.fds, files: files)
         ProcessEnvironment.export(context)
 
         // The answer goes out once the command is done, not after the store's teardown: the worker exits next.
@@ -170,7 +170,8 @@ enum AgentWorker {
             if got < 0 {
                 if errno == EINTR || errno == EAGAIN { continue }
                 if errno == EMSGSIZE {
-                    throw Refusal.usage("the request passed more than \(AgentWire.maximumDescriptors) descriptors and a terminal")
+                    throw Refusal.usage("the request passed more than \(AgentWire.maximumDescriptors) descriptors, a "
+                        + "terminal and \(AgentWire.maximumNamedFiles) named files")
                 }
                 throw Refusal.usage("the request could not be read")
             }
@@ -180,40 +181,39 @@ enum AgentWorker {
         bytes = buffer
     }
 
-    /// The command line to run: `--socket` dropped (the client's business), `--home`, `agent` and `init` refused.
+    /// The command line to run: `--socket` and its value dropped (the client's business), `--home`, `agent` and
+    /// `init` refused. Read with `ArgumentScan`, as the client read it: what follows `--` is left as it is.
     static func servedArguments(_ arguments: [String]) throws -> [String] {
+        let scan = ArgumentScan(arguments)
         var served: [String] = []
-        var index = arguments.startIndex
-        var command: String?
-        while index < arguments.endIndex {
-            let token = arguments[index]
-            index += 1
-            if token == "--" {
-                served.append(contentsOf: arguments[(index - 1)...])
-                break
-            }
-            if token == "--home" || token.hasPrefix("--home=") {
+        for element in scan.elements {
+            switch element {
+            case .option("--home", _, _):
                 throw Refusal.usage("--home is not served: the agent serves one store (leave out --home, or run keymgr without the agent)")
-            }
-            if token == "--socket" {
-                index += 1  // and its value
+            case .option("--socket", _, _):
                 continue
+            case .option(let name, let value, let inline):
+                served.append(inline ? name + "=" + (value ?? "") : name)
+                if !inline, let value { served.append(value) }
+            case .word(let word):
+                served.append(word)
             }
-            if token.hasPrefix("--socket=") { continue }
-            if command == nil, !token.hasPrefix("-") { command = token }
-            served.append(token)
         }
-        if let command, command == AgentCommand.configuration.commandName || command == Init.configuration.commandName {
+        if scan.hasTerminator { served += ["--"] + scan.operands }
+        if let command = scan.subcommand,
+           command == AgentCommand.configuration.commandName || command == Init.configuration.commandName {
             throw Refusal.usage("`keymgr \(command)` is not served through the agent: run it as the store's owner, without the agent")
         }
         return served
     }
 
     /// Puts passed descriptor i at number `targets[i]` (the connection moved out of the way first); stdin, stdout or
-    /// stderr not passed become /dev/null; every other descriptor is closed. Returns the connection's and the
-    /// terminal's new numbers, or nil (the connection where it was) when the descriptors could not be moved.
+    /// stderr not passed become /dev/null; every other descriptor is closed. What follows the targets' descriptors
+    /// (the terminal when `terminal`, then the named files) stays above every target. Returns the connection's, the
+    /// terminal's and the named files' new numbers, or nil (the connection where it was) when the descriptors could
+    /// not be moved.
     static func place(_ passed: [Int32], at targets: [Int32], terminal: Bool, connection: Int32,
-                      keeping: [Int32] = []) -> (socket: Int32, terminal: Int32?)? {
+                      keeping: [Int32] = []) -> (socket: Int32, terminal: Int32?, files: [Int32])? {
         let above = max(targets.max() ?? 2, 2) + 1
         // Every received descriptor and the connection first go above every target, so no dup2 below clobbers one.
         let socket = fcntl(connection, F_DUPFD_CLOEXEC, above)
@@ -233,11 +233,12 @@ enum AgentWorker {
             close(moved[index])
         }
         let tty = terminal ? moved[targets.count] : nil
+        let files = Array(moved.dropFirst(targets.count + (terminal ? 1 : 0)))
         let null = open("/dev/null", O_RDWR | O_CLOEXEC)
         for standard: Int32 in 0...2 where !targets.contains(standard) { _ = dup2(null, standard) }
-        let keep = targets + [socket] + (tty.map { [$0] } ?? []) + keeping
+        let keep = targets + [socket] + (tty.map { [$0] } ?? []) + files + keeping
         closeAll(except: keep)
-        return (socket, tty)
+        return (socket, tty, files)
     }
 
     /// Closes every open descriptor of the worker but `keep`: one close_range(2) per gap between the kept numbers,

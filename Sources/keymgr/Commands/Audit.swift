@@ -149,8 +149,14 @@ struct Audit: KeymgrCommand {
         }
 
         func run() throws {
-            if let input { return try Audit.verifyCopy(try KeyManager.verifyArchive(Audit.read(input)), globals) }
-            if let journal { return try Audit.verifyCopy(try KeyManager.verifyJournalExport(Audit.read(journal)), globals) }
+            if let input {
+                let text = try NamedFile.open(input, option: "--input", access: .read).text()
+                return try Audit.verifyCopy(try KeyManager.verifyArchive(text), globals)
+            }
+            if let journal {
+                let text = try NamedFile.open(journal, option: "--journal", access: .read).text()
+                return try Audit.verifyCopy(try KeyManager.verifyJournalExport(text), globals)
+            }
             let report = try globals.openManager(readOnly: true).verifyAudit()
             try globals.render(AuditVerificationOutput(report: report))
             if report.isIntact { return }
@@ -291,15 +297,6 @@ struct AuditVerificationOutput: DocumentOutput {
 }
 
 extension Audit {
-    /// The text of a file named on the command line.
-    /// - Throws: `badInput` (65) naming the file when it cannot be read.
-    static func read(_ path: String) throws -> String {
-        guard let data = FileManager.default.contents(atPath: path) else {
-            throw CommandFailure(.badInput, "cannot read \(path): check the path and that you may read it")
-        }
-        return String(decoding: data, as: UTF8.self)
-    }
-
     /// Prints a checked copy of the log (journal export or archive) and exits 1 when it does not hold.
     static func verifyCopy(_ report: AuditCopyReport, _ globals: GlobalOptions) throws {
         try globals.render(AuditCopyOutput(report: report))

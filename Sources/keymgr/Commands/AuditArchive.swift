@@ -37,8 +37,14 @@ extension Audit {
 
         func run() throws {
             guard let date = ISOTime.date(from: before) else { throw ValidationError("--before needs an ISO 8601 time") }
-            let path = URL(fileURLWithPath: output).standardizedFileURL.path
-            let summary = try globals.openManager().archiveAudit(before: date, to: path)
+            // Through the agent a relative name is the caller's (the client created the file in their working
+            // directory): it is shown as given.
+            let path = output.hasPrefix("/") || !ServedRequest.context.isServed
+                ? URL(fileURLWithPath: output).standardizedFileURL.path : output
+            let manager = try globals.openManager()
+            let file = try NamedFile.open(output, option: "--output", access: .create)
+            defer { file.discardIfUnused() }
+            let summary = try manager.archiveAudit(before: date, to: file.descriptor, name: path)
             if let summary {
                 globals.console.confirm("archived \(summary.entries) audit entries (\(summary.firstSeq) to \(summary.lastSeq)) "
                     + "to \(path); the log now continues from entry \(summary.lastSeq)")

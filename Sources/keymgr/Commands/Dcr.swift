@@ -69,7 +69,7 @@ struct Dcr: ParsableCommand {
         func run() throws {
             var document: [String: JSONValue]?
             if let metadata {
-                let data = try OAuthContext.readFile(metadata, what: "client metadata")
+                let data = try NamedFile.open(metadata, option: "--metadata", access: .read).contents()
                 guard let object = (try? JSONDecoder().decode(JSONValue.self, from: data))?.objectValue else {
                     throw CommandFailure(.badInput, "\(metadata) must hold a JSON object of RFC 7591 client metadata")
                 }
@@ -77,7 +77,7 @@ struct Dcr: ParsableCommand {
             }
             var initialAccessToken: String?
             if let initialAccessTokenFile {
-                let text = String(decoding: try OAuthContext.readFile(initialAccessTokenFile, what: "the initial access token"), as: UTF8.self)
+                let text = String(decoding: try NamedFile.open(initialAccessTokenFile, option: "--initial-access-token-file", access: .read).contents(), as: UTF8.self)
                     .trimmingCharacters(in: .whitespacesAndNewlines)
                 guard !text.isEmpty, !text.contains("\n") else {
                     throw CommandFailure(.badInput, "\(initialAccessTokenFile) must hold one token on one line")

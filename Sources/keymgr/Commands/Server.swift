@@ -1,5 +1,6 @@
 import ArgumentParser
 import Foundation
+import Glibc
 import KeyManager
 import Sync
 
@@ -113,8 +114,13 @@ struct Server: ParsableCommand {
         func run() throws {
             if let realmPath { try ServerSettings.checkRealmPath(realmPath) }  // before discovery talks to the issuer
             let console = globals.console
-            // Through the agent, sync reads this file as the agent later: only a file the caller may read is named.
-            if let credentialFile { try CallerFiles.checkCallerMayRead(credentialFile, what: "the credential file") }
+            // The profile keeps the path, and sync reads the file when it runs, as whoever runs it (through the
+            // agent: the agent's user). Through the agent, the caller proves now that they may read it (the client
+            // opened it) and the agent's user must see that same file.
+            if let credentialFile, ServedRequest.context.isServed {
+                try Self.checkTheAgentReadsTheCallersFile(
+                    NamedFile.open(credentialFile, option: "--credential-file", access: .read))
+            }
             let credentialPath = credentialFile.map(Self.absolutePath)
             if let credentialPath { Self.checkCredentialFile(credentialPath, console: console) }
             let manager = try globals.openManager()
@@ -163,6 +169,35 @@ struct Server: ParsableCommand {
             let expanded = (path as NSString).expandingTildeInPath
             let base = URL(fileURLWithPath: FileManager.default.currentDirectoryPath, isDirectory: true)
             return URL(fileURLWithPath: expanded, relativeTo: base).standardizedFileURL.path
+        }
+
+        /// Through the agent: the credential file the caller opened (`file`, their rights) is the one the agent's
+        /// user will read at each sync, at the same absolute path. Never reads the token.
+        /// - Throws: `badInput` (65) naming whose rights failed, or why the two are not the same file.
+        static func checkTheAgentReadsTheCallersFile(_ file: NamedFile) throws {
+            let path = file.name
+            guard path.hasPrefix("/") else {
+                throw CommandFailure(.badInput, "--credential-file \(path): give it as an absolute path: the profile keeps "
+                    + "the path, and sync reads it later as the agent, which does not know your working directory")
+            }
+            let agentUser = "the agent's user \(AgentCaller.loginName(uid: geteuid())) (uid \(geteuid()))"
+            let own = Glibc.open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK)
+            guard own >= 0 else {
+                let reason = String(cString: strerror(errno))
+                throw CommandFailure(.badInput, "you may read \(path), but sync reads it later as \(agentUser), who cannot "
+                    + "(\(reason)): let that user read it (e.g. `setfacl -m u:\(AgentCaller.loginName(uid: geteuid())):r "
+                    + "\(path)`), or give the token to the agent as its systemd credential keymgr.admin and leave out "
+                    + "--credential-file")
+            }
+            defer { close(own) }
+            var callers = stat()
+            var agents = stat()
+            guard fstat(file.descriptor, &callers) == 0, fstat(own, &agents) == 0,
+                  callers.st_dev == agents.st_dev, callers.st_ino == agents.st_ino else {
+                throw CommandFailure(.badInput, "\(path) is not the same file for you and for \(agentUser), which reads it "
+                    + "at each sync (it sees another file there, e.g. in its private /tmp): keep the credential file "
+                    + "where both see it, such as /etc/keymgr/admin.token")
+            }
         }
 
         /// Warns when the credential file is missing or others may read it; never reads the token.

@@ -1,3 +1,4 @@
+import AgentWire
 import ArgumentParser
 
 /// `status` and `sign`, the commands a shared device runs most, parsed without the argument parser's reflection.
@@ -60,37 +61,34 @@ enum HotPathParser {
         }
     }
 
-    /// The command's name and the values given for each option (`""` for a flag), or nil for any other shape.
+    /// The command's name and the values given for each option (`""` for a flag), or nil for any other shape. Read
+    /// with `ArgumentScan`, the scanner the client and the agent's worker use.
     private static func scan(_ arguments: [String]) -> (command: String, values: [String: [String]])? {
+        let scan = ArgumentScan(arguments)
+        guard !scan.hasTerminator else { return nil }
         var command: String?
         var specs = globalOptions
         var values: [String: [String]] = [:]
-        var index = arguments.startIndex
-        while index < arguments.endIndex {
-            let token = arguments[index]
-            index += 1
-            guard token.hasPrefix("--"), token.count > 2 else {
-                // The first word that is no option names the command; any other is the argument parser's to refuse.
-                guard command == nil, let own = commandOptions[token] else { return nil }
-                command = token
+        for element in scan.elements {
+            switch element {
+            case .word(let word):
+                // The first word names the command; any other is the argument parser's to refuse.
+                guard command == nil, let own = commandOptions[word] else { return nil }
+                command = word
                 specs += own
-                continue
-            }
-            let body = token.dropFirst(2)
-            let name = body.firstIndex(of: "=").map { String(body[..<$0]) } ?? String(body)
-            var value = body.firstIndex(of: "=").map { String(body[body.index(after: $0)...]) }
-            guard let spec = specs.first(where: { $0.name == name }) else { return nil }
-            if spec.takesValue {
-                if value == nil, index < arguments.endIndex {
-                    value = arguments[index]
-                    index += 1
+            case .option(let option, let value, let inline):
+                // Long options only, spelled out; a short one (`-q`) is the argument parser's.
+                guard option.hasPrefix("--"), option.count > 2 else { return nil }
+                let name = String(option.dropFirst(2))
+                guard let spec = specs.first(where: { $0.name == name }) else { return nil }
+                if spec.takesValue {
+                    guard let value, !value.isEmpty, !value.hasPrefix("-") else { return nil }
+                } else if inline {
+                    return nil
                 }
-                guard let value, !value.isEmpty, !value.hasPrefix("-") else { return nil }
-            } else if value != nil {
-                return nil
+                guard spec.repeatable || values[name] == nil else { return nil }
+                values[name, default: []].append(value ?? "")
             }
-            guard spec.repeatable || values[name] == nil else { return nil }
-            values[name, default: []].append(value ?? "")
         }
         guard let command else { return nil }
         return (command, values)

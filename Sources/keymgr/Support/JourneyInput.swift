@@ -68,7 +68,7 @@ final class PasswordSource: Sendable {
         var bytes: [UInt8]
         switch kind {
         case .descriptor(let descriptor):
-            let input = LineInput(descriptor: CallerFiles.descriptor(descriptor), name: "file descriptor \(descriptor)")
+            let input = LineInput(descriptor: PassedDescriptor.readable(descriptor), name: "file descriptor \(descriptor)")
             guard let line = try input.line(0) else {
                 throw CommandFailure(.abort, "no password on file descriptor \(descriptor): expected it on the first line")
             }

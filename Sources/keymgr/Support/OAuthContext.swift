@@ -17,11 +17,6 @@ struct OAuthContext {
     var registrations: RegistrationService { RegistrationService(manager: manager, connection: connection, home: globals.storeHome, logger: globals.logger) }
     var tokens: TokenService { TokenService(manager: manager, connection: connection, home: globals.storeHome, logger: globals.logger) }
 
-    /// A whole small file (a secret or a metadata document), or `badInput`; in the agent, only one the caller may read.
-    static func readFile(_ path: String, what: String) throws -> Data {
-        try CallerFiles.read(path, what: what)
-    }
-
     /// All of stdin.
     static func readStdin() -> Data { FileHandle.standardInput.readDataToEndOfFile() }
 }

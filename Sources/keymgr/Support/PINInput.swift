@@ -43,7 +43,7 @@ final class PINSource {
     static func choose(stdin: Bool, fd: Int32?) -> PINSource {
         if stdin, isatty(STDIN_FILENO) == 1 { return PINSource(kind: .terminal) }
         if stdin { return PINSource(kind: .lines(LineInput(descriptor: STDIN_FILENO, name: "stdin"))) }
-        if let fd { return PINSource(kind: .lines(LineInput(descriptor: CallerFiles.descriptor(fd), name: "file descriptor \(fd)"))) }
+        if let fd { return PINSource(kind: .lines(LineInput(descriptor: PassedDescriptor.readable(fd), name: "file descriptor \(fd)"))) }
         if isatty(STDIN_FILENO) == 1 { return PINSource(kind: .terminal) }
         return PINSource(kind: .none)
     }

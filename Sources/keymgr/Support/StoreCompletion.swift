@@ -1,3 +1,4 @@
+import AgentWire
 import ArgumentParser
 import Foundation
 import KeyManager
@@ -33,7 +34,7 @@ enum StoreCompletion {
     /// The command the words being completed name (`keymgr pin change --user …`: `pin change`), or nil for none.
     static func commandType(in words: [String]) -> (any ParsableCommand.Type)? {
         var type: any ParsableCommand.Type = Keymgr.self
-        for word in words.dropFirst() where !word.hasPrefix("-") {
+        for word in ArgumentScan(completionWords: words).words {
             if let sub = type.configuration.subcommands.first(where: { $0._commandName == word }) { type = sub }
         }
         if let fallback = type.configuration.defaultSubcommand { type = fallback }
@@ -44,18 +45,10 @@ enum StoreCompletion {
         KeyManager.knownAuditEvents.filter { $0.hasPrefix(prefix) }.sorted()
     }
 
-    /// The store the command line being completed names: its `--home DIR` (or `--home=DIR`), else `$KEYMGR_HOME`,
-    /// else the default, as the command itself would resolve it.
+    /// The store the command line being completed names: its `--home DIR` (or `--home=DIR`, which bash splits into
+    /// `--home`, `=`, `DIR`), else `$KEYMGR_HOME`, else the default, as the command itself would resolve it.
     static func home(in words: [String]) -> StoreLocation {
-        var explicit: String?
-        for (index, word) in words.enumerated() {
-            if word == "--home", index + 1 < words.count {
-                // bash splits `--home=DIR` into `--home`, `=`, `DIR`.
-                explicit = words[index + 1] == "=" && index + 2 < words.count ? words[index + 2] : words[index + 1]
-            } else if word.hasPrefix("--home=") {
-                explicit = String(word.dropFirst("--home=".count))
-            }
-        }
+        var explicit = ArgumentScan(completionWords: words).value(of: "--home")
         // A shell passes `~/store` as typed when completing.
         if let path = explicit, path.hasPrefix("~/"), let user = ProcessEnvironment.variables["HOME"] {
             explicit = user + path.dropFirst(1)
