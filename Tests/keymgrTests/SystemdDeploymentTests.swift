@@ -371,14 +371,14 @@ final class SystemdDeploymentTests: XCTestCase {
         // master key it cannot open (only keymgr.service has the credential) is checked where the unit loads it from.
         let direct = try container.shell("keymgr --home /var/lib/keymgr doctor --json")
         let directChecks = try XCTUnwrap(try direct.object()["checks"] as? [[String: Any]], direct.summary)
-        func check(_ name: String, in checks: [[String: Any]]) throws -> (ok: Bool, message: String) {
+        func doctorCheck(_ name: String, in checks: [[String: Any]]) throws -> (ok: Bool, message: String) {
             let found = try XCTUnwrap(checks.first { $0["name"] as? String == name }, "no \(name) in \(checks)")
             return (found["ok"] as? Bool ?? false, found["message"] as? String ?? "")
         }
-        let files = try check("store.files", in: directChecks)
+        let files = try doctorCheck("store.files", in: directChecks)
         XCTAssertTrue(files.ok && files.message.contains("the agent's user's (keymgr, uid"), files.message)
-        XCTAssertTrue(try check("store.schema", in: directChecks).ok, direct.stdout)
-        let masterKey = try check("masterKey", in: directChecks)
+        XCTAssertTrue(try doctorCheck("store.schema", in: directChecks).ok, direct.stdout)
+        let masterKey = try doctorCheck("masterKey", in: directChecks)
         XCTAssertTrue(masterKey.ok, masterKey.message)
         XCTAssertTrue(masterKey.message.contains("/etc/credstore.encrypted/keymgr.master")
                       && masterKey.message.contains("LoadCredentialEncrypted=")
@@ -386,7 +386,7 @@ final class SystemdDeploymentTests: XCTestCase {
         XCTAssertFalse(masterKey.message.contains("missing"), masterKey.message)
         // Through the agent, an administrator's doctor runs inside keymgr.service, where the credential opens the store.
         let served = try container.shell("keymgr doctor --json", as: "erin")
-        let servedKey = try check("masterKey", in: try XCTUnwrap(try served.object()["checks"] as? [[String: Any]],
+        let servedKey = try doctorCheck("masterKey", in: try XCTUnwrap(try served.object()["checks"] as? [[String: Any]],
                                                                  served.summary))
         XCTAssertTrue(servedKey.ok && servedKey.message.contains("systemd-credential")
                       && servedKey.message.contains("opens this store"), servedKey.message)
