@@ -68,16 +68,19 @@ struct PolicyTOML {
     /// The first line with a NUL character or a `\u0000`/`\U00000000` escape (or such text in a comment or literal
     /// string, which is refused too: simpler than telling them apart, and no policy needs it).
     static func nulLine(_ text: String) -> Int? {
+        let bytes = Array(text.utf8)
         var line = 1
-        var previous: [UInt8] = []
-        for byte in text.utf8 {
-            if byte == 0 { return line }
-            if byte == UInt8(ascii: "\n") { line += 1 }
-            previous.append(byte)
-            if previous.count > 10 { previous.removeFirst() }
-            if byte == UInt8(ascii: "0") {
-                let tail = previous.suffix(10)
-                if tail.elementsEqual("\\U00000000".utf8) || tail.suffix(6).elementsEqual("\\u0000".utf8) { return line }
+        for (index, byte) in bytes.enumerated() {
+            switch byte {
+            case 0:
+                return line
+            case UInt8(ascii: "\n"):
+                line += 1
+            case UInt8(ascii: "\\"):
+                let rest = bytes[(index + 1)...]
+                if rest.starts(with: "u0000".utf8) || rest.starts(with: "U00000000".utf8) { return line }
+            default:
+                break
             }
         }
         return nil
