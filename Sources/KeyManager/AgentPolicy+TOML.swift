@@ -53,6 +53,16 @@ struct PolicyTOML {
             throw KeyManagerError(.config, "\(file):\(line): a NUL character (or the escape \\u0000) is not accepted "
                 + "in a policy: remove it")
         }
+        let lines = PolicyTOMLLines(body)
+        // toml++ 3.4 asserts (and aborts: SwiftPM defines no NDEBUG, in release either) on a header whose name starts
+        // with anything but a key character or a quote, and on an array element that starts with `}`: refused here
+        // first, as TOML refuses them.
+        if let line = lines.namelessHeader {
+            throw KeyManagerError(.config, "\(file):\(line): a table header needs a name after its [: write [[rule]] or [self]")
+        }
+        if let line = lines.strayBrace {
+            throw KeyManagerError(.config, "\(file):\(line): a } inside an array: remove it, or end the array with ]")
+        }
         let table: TOMLTable
         do {
             table = try TOMLTable(string: body)
@@ -62,7 +72,7 @@ struct PolicyTOML {
         guard case .table(let root) = value(of: table) else {
             throw KeyManagerError(.config, "\(file):1: the policy is not a TOML table")
         }
-        return PolicyTOML(root: root, lines: PolicyTOMLLines(body))
+        return PolicyTOML(root: root, lines: lines)
     }
 
     /// The first line with a NUL character or a `\u0000`/`\U00000000` escape (or such text in a comment or literal
@@ -124,11 +134,18 @@ struct PolicyTOML {
 /// nearest known parent.
 struct PolicyTOMLLines {
     private(set) var lines: [[String]: Int] = [:]
+    /// The first header whose `[` or `[[` is followed by something that cannot start a name (not a key character, a
+    /// quote, `]` or the end of the file).
+    private(set) var namelessHeader: Int?
+    /// The first array element that starts with `}`.
+    private(set) var strayBrace: Int?
 
     init(_ text: String) {
         var lexer = Lexer(text)
         lexer.run()
         lines = lexer.lines
+        namelessHeader = lexer.namelessHeader
+        strayBrace = lexer.strayBrace
     }
 
     /// The line of `path`, or of its longest prefix that has one (1 when none has).
@@ -187,6 +204,8 @@ struct PolicyTOMLLines {
         /// Arrays and multi-line strings open where the text ends, outermost first.
         var open: [(kind: Kind, line: Int, key: String)] = []
         var depth = 0
+        var namelessHeader: Int?
+        var strayBrace: Int?
 
         init(_ text: String) {
             scalars = Array(text.unicodeScalars)
@@ -251,6 +270,10 @@ struct PolicyTOMLLines {
             index += 1
             let isArray = current == "["
             if isArray { index += 1 }
+            skipBlanks()
+            if namelessHeader == nil, let scalar = current, !(Self.isBare(scalar) || scalar == "\"" || scalar == "'" || scalar == "]") {
+                namelessHeader = start
+            }
             let path = keyPath()
             skipBlanks()
             for _ in 0..<(isArray ? 2 : 1) where current == "]" { index += 1 }
@@ -332,6 +355,10 @@ struct PolicyTOMLLines {
                         index += 1
                         open.removeLast()
                         return
+                    case "}":
+                        // toml++ asserts (and aborts) on an element that starts with `}`.
+                        if namelessHeader == nil, strayBrace == nil { strayBrace = line }
+                        index += 1
                     default:
                         record(path + [String(element)], line)
                         value(path + [String(element)])

@@ -75,6 +75,14 @@ final class PolicyParserTests: XCTestCase {
         assertRefused("[[rule]]\nwho [\"*\"]\n", line: 2, "correct the TOML there")
         assertRefused("[[rule]]\nwho = [\"*\"] may = [\"sign\"]\n", line: 2, "correct the TOML there")
         assertRefused("[[rule\n", line: 1, "correct the TOML there")
+        // toml++ asserts on these (a debug build aborted): refused before it reads them.
+        for nameless in ["[,a\"b", "[ .", "[[\n]]", "[#", "[é]", "[[ #]]", "[\r\n"] {
+            assertRefused("[[rule]]\nwho = \"*\"\nmay = \"list\"\n" + nameless + "\n", line: 4, "a table header needs a name")
+        }
+        for stray in ["[}]", "[1, }]", "[ }"] {
+            assertRefused("[[rule]]\nwho = \"*\"\nmay = " + stray + "\n", line: 3, "a } inside an array")
+        }
+        assertRefused("[[rule]]\nwho = \"*\"\nmay = [\n}\n]\n", line: 4, "a } inside an array")
         assertRefused("[[rule]]\nwho = [\"a\tb\u{01}\"]\n", line: 2, "correct the TOML there")
         assertRefused("[[rule]]\nwho = [,]\n", line: 2, "correct the TOML there")
         // A comma missing inside a long array is the mistake of its own line.
