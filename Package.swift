@@ -39,6 +39,9 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-argument-parser", exact: "1.8.2"),
         .package(url: "https://github.com/apple/swift-log", exact: "1.16.2"),
         .package(url: "https://github.com/hummingbird-project/hummingbird", exact: "2.28.1"),
+        // The agent's policy file (docs/agent-policy.md): TOML 1.0 by toml++ 3.4. Linked into keymgr-core through
+        // KeyManager, never into the lean client.
+        .package(url: "https://github.com/LebJe/TOMLKit", exact: "0.6.0"),
     ],
     targets: [
         // System libraries: the distribution's libcrypto (OpenSSL 3) and libargon2.
@@ -76,6 +79,7 @@ let package = Package(
             dependencies: [
                 "KeymgrCore", "AgentWire", "Storage", "COpenSSL", "CArgon2", "CTSS2", "CProcessControl",
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "TOMLKit", package: "TOMLKit"),
             ],
             swiftSettings: fuzzed + quickStart),
         // Wire clients: HTTP, PingAM's device REST and journeys, OAuth endpoints. Values in, values out.

@@ -1,314 +1,495 @@
-/// The part of TOML the agent's policy is written in (docs/agent-policy.md): comments, `[table]` and `[[table]]`
-/// headers, and `key = value` lines whose value is a basic string or an array of basic strings (which may span
-/// lines). Everything else TOML has (numbers, booleans, dates, inline tables, literal and multi-line strings,
-/// dotted keys) is refused with the line it is on and what to write instead: a policy is small, and a parser that
-/// takes only what the policy needs has no corner in which a rule could be read other than as written.
+internal import TOMLKit
+
+/// The policy file's TOML (docs/agent-policy.md), read by TOMLKit (toml++ 3.4, TOML 1.0): TOMLKit alone decides
+/// whether the text is TOML and what its values are. What it does not give, the line a table or key is on, comes
+/// from `PolicyTOMLLines`, which reads the same text for lines only and never decides what the document says.
+///
+/// Refused before TOMLKit reads the text: a NUL character and the escapes `\u0000` and `\U00000000` (TOMLKit hands
+/// strings over as C strings, which would end at the NUL where TOML's string goes on). Stricter than TOML, never
+/// looser.
 struct PolicyTOML {
-    /// A value: a string, or an array of strings (each with its line).
-    enum Value: Equatable {
+    /// A TOML value as TOMLKit read it.
+    indirect enum Value: Equatable {
         case string(String)
-        case array([String])
+        case integer(Int)
+        case float(Double)
+        case boolean(Bool)
+        /// A date, a time or a date-time (the policy has none).
+        case dateTime(String)
+        case array([Value])
+        /// A table's entries in TOMLKit's order (sorted by key).
+        case table([Entry])
+
+        /// What the value is, for messages.
+        var kind: String {
+            switch self {
+            case .string: "a string"
+            case .integer, .float: "a number"
+            case .boolean: "a boolean"
+            case .dateTime: "a date"
+            case .array: "an array"
+            case .table: "a table"
+            }
+        }
     }
 
-    /// `key = value`, with the line the key is on.
+    /// One key of a table and its value.
     struct Entry: Equatable {
         let key: String
         let value: Value
-        let line: Int
     }
 
-    /// A table header and the entries under it. `isArray`: `[[name]]`.
-    struct Table: Equatable {
-        let name: String
-        let isArray: Bool
-        let line: Int
-        var entries: [Entry]
+    /// The document's top-level entries and where its tables and keys are.
+    let root: [Entry]
+    let lines: PolicyTOMLLines
+
+    /// Reads `text`. A refusal is `config` naming `file:line:`: TOMLKit's line for a syntax error, except that an
+    /// array (or a multi-line string) never closed is reported on the line that opened it, not on the line where
+    /// TOML noticed.
+    static func parse(_ text: String, file: String) throws -> PolicyTOML {
+        // A byte order mark some editors write: skipped (TOML has none), on line 1 either way.
+        let body = text.unicodeScalars.first == "\u{FEFF}" ? String(text.unicodeScalars.dropFirst()) : text
+        if let line = nulLine(body) {
+            throw KeyManagerError(.config, "\(file):\(line): a NUL character (or the escape \\u0000) is not accepted "
+                + "in a policy: remove it")
+        }
+        let lines = PolicyTOMLLines(body)
+        // toml++ 3.4 asserts (and aborts: SwiftPM defines no NDEBUG, in release either) on a header whose name starts
+        // with anything but a key character or a quote, and on an array element that starts with `}`: refused here
+        // first, as TOML refuses them.
+        if let line = lines.namelessHeader {
+            throw KeyManagerError(.config, "\(file):\(line): a table header needs a name after its [: write [[rule]] or [self]")
+        }
+        if let line = lines.strayBrace {
+            throw KeyManagerError(.config, "\(file):\(line): a } inside an array: remove it, or end the array with ]")
+        }
+        let table: TOMLTable
+        do {
+            table = try TOMLTable(string: body)
+        } catch let error as TOMLParseError {
+            throw syntaxError(error, text: body, file: file)
+        }
+        guard case .table(let root) = value(of: table) else {
+            throw KeyManagerError(.config, "\(file):1: the policy is not a TOML table")
+        }
+        return PolicyTOML(root: root, lines: lines)
     }
 
-    /// The tables of `text`, in order. Entries before the first header are refused (the policy has no top-level
-    /// keys), as is a key given twice in one table.
-    static func parse(_ text: String, file: String) throws -> [Table] {
-        var parser = PolicyTOML(scalars: Array(text.unicodeScalars), file: file)
-        return try parser.document()
-    }
-
-    private let scalars: [Unicode.Scalar]
-    private let file: String
-    private var index = 0
-    private var line = 1
-
-    private init(scalars: [Unicode.Scalar], file: String) {
-        self.scalars = scalars
-        self.file = file
-        if scalars.first == "\u{FEFF}" { index = 1 }  // a byte order mark some editors write
-    }
-
-    private func error(_ message: String, line: Int? = nil) -> KeyManagerError {
-        KeyManagerError(.config, "\(file):\(line ?? self.line): \(message)")
-    }
-
-    private var current: Unicode.Scalar? { index < scalars.count ? scalars[index] : nil }
-
-    private mutating func document() throws -> [Table] {
-        var tables: [Table] = []
-        while true {
-            skipBlanks()
-            guard let scalar = current else { return tables }
-            switch scalar {
-            case "\n", "\r":
-                try newline()
-            case "#":
-                try comment()
-            case "[":
-                tables.append(try header())
+    /// The first line with a NUL character or a `\u0000`/`\U00000000` escape (or such text in a comment or literal
+    /// string, which is refused too: simpler than telling them apart, and no policy needs it).
+    static func nulLine(_ text: String) -> Int? {
+        let bytes = Array(text.utf8)
+        var line = 1
+        for (index, byte) in bytes.enumerated() {
+            switch byte {
+            case 0:
+                return line
+            case UInt8(ascii: "\n"):
+                line += 1
+            case UInt8(ascii: "\\"):
+                let rest = bytes[(index + 1)...]
+                if rest.starts(with: "u0000".utf8) || rest.starts(with: "U00000000".utf8) { return line }
             default:
-                let entry = try entry()
-                guard !tables.isEmpty else {
-                    throw error("`\(entry.key) = …` comes before any table: put it under a [[rule]] header (or [self])",
-                                line: entry.line)
-                }
-                if let first = tables[tables.count - 1].entries.first(where: { $0.key == entry.key }) {
-                    throw error("\(entry.key) is given twice in this table (first on line \(first.line)): keep one",
-                                line: entry.line)
-                }
-                tables[tables.count - 1].entries.append(entry)
+                break
             }
         }
+        return nil
     }
 
-    private mutating func skipBlanks() {
-        while let scalar = current, scalar == " " || scalar == "\t" { index += 1 }
-    }
-
-    /// A line end: `\n` or `\r\n`.
-    private mutating func newline() throws {
-        if current == "\r" {
-            index += 1
-            guard current == "\n" else { throw error("a carriage return that does not end a line: save the file with \\n or \\r\\n line ends") }
+    private static func syntaxError(_ error: TOMLParseError, text: String, file: String) -> KeyManagerError {
+        // Within the file's lines, whatever TOMLKit says of its end.
+        let lineCount = 1 + text.utf8.count(where: { $0 == UInt8(ascii: "\n") })
+        let reported = min(max(1, error.source.begin.line), lineCount)
+        // At the end of the file TOMLKit may name the line where the unclosed value began, or its last line.
+        let end = error.description.contains("end-of-file") ? PolicyTOMLLines.unclosed(text, errorLine: lineCount + 1) : nil
+        if let unclosed = end ?? PolicyTOMLLines.unclosed(text, errorLine: reported) {
+            return KeyManagerError(.config, "\(file):\(unclosed.line): \(unclosed.message)")
         }
-        index += 1
-        line += 1
+        var description = error.description
+        if description.hasSuffix(".") { description.removeLast() }
+        return KeyManagerError(.config, "\(file):\(reported): \(description) (column \(error.source.begin.column)): "
+            + "correct the TOML there")
     }
 
-    /// `# …` up to the line end (which is left for the caller).
-    private mutating func comment() throws {
-        while let scalar = current, scalar != "\n", scalar != "\r" {
-            if Self.isControl(scalar) && scalar != "\t" {
-                throw error("a control character (U+\(String(scalar.value, radix: 16, uppercase: true))) in a comment: remove it")
+    private static func value(of node: any TOMLValueConvertible) -> Value {
+        switch node.type {
+        case .string: return .string(node.string ?? "")
+        case .int: return .integer(node.int ?? 0)
+        case .double: return .float(node.double ?? 0)
+        case .bool: return .boolean(node.bool ?? false)
+        case .date, .time, .dateTime: return .dateTime(node.tomlValue.debugDescription)
+        case .array:
+            guard let array = node.array else { return .array([]) }
+            return .array(array.map { value(of: $0) })
+        case .table:
+            guard let table = (node as? TOMLTable) ?? node.table else { return .table([]) }
+            return .table(zip(table.keys, table.values).map { Entry(key: $0, value: value(of: $1)) })
+        }
+    }
+}
+
+/// The line each table header and key of a policy file is on, by its path in the document: `["rule", "2", "who"]`
+/// for the `who` of the third `[[rule]]`, array elements by their index. Read from the same text TOMLKit accepted,
+/// for messages only: it never decides what the document says, and a path it does not know has the line of its
+/// nearest known parent.
+struct PolicyTOMLLines {
+    private(set) var lines: [[String]: Int] = [:]
+    /// The first header whose `[` or `[[` is followed by something that cannot start a name (not a key character, a
+    /// quote, `]` or the end of the file).
+    private(set) var namelessHeader: Int?
+    /// The first array element that starts with `}`.
+    private(set) var strayBrace: Int?
+
+    init(_ text: String) {
+        var lexer = Lexer(text)
+        lexer.run()
+        lines = lexer.lines
+        namelessHeader = lexer.namelessHeader
+        strayBrace = lexer.strayBrace
+    }
+
+    /// The line of `path`, or of its longest prefix that has one (1 when none has).
+    func line(of path: [String]) -> Int {
+        var path = path
+        while !path.isEmpty {
+            if let line = lines[path] { return line }
+            path.removeLast()
+        }
+        return 1
+    }
+
+    /// The last line on which anything under `path` starts.
+    func lastLine(under path: [String]) -> Int {
+        lines.filter { $0.key.starts(with: path) }.values.max() ?? line(of: path)
+    }
+
+    /// When TOML refused `text` on `errorLine` inside an array or multi-line string opened on an earlier line, and
+    /// that line reads as the start of the next entry (a header, a `key =`) or nothing but comments follow: the line
+    /// where it was opened and what to do. The mistake is there, not where TOML noticed it.
+    static func unclosed(_ text: String, errorLine: Int) -> (line: Int, message: String)? {
+        let scalars = Array(text.unicodeScalars)
+        var start = 0
+        var line = 1
+        while line < errorLine, start < scalars.count {
+            if scalars[start] == "\n" { line += 1 }
+            start += 1
+        }
+        var lexer = Lexer(String(String.UnicodeScalarView(scalars[0..<start])))
+        lexer.run()
+        guard let open = lexer.open.first, open.line < errorLine else { return nil }
+        let rest = Array(scalars[start...])
+        switch open.kind {
+        case .array:
+            guard Lexer.startsAnEntry(rest) || Lexer.onlyComments(rest) else { return nil }
+            return (open.line, "the array of \(open.key) is not closed: end it with ]")
+        case .string(let delimiter):
+            guard !String(String.UnicodeScalarView(rest)).contains(delimiter) else { return nil }
+            return (open.line, "the multi-line string of \(open.key) is not closed: end it with \(delimiter)")
+        }
+    }
+
+    /// A reader of TOML's lexical structure: headers, keys, strings, arrays, inline tables, comments. It reads any
+    /// text to its end without failing (what it cannot read it steps over), one scalar at least per step.
+    fileprivate struct Lexer {
+        enum Kind { case array, string(String) }
+
+        let scalars: [Unicode.Scalar]
+        var index = 0
+        var line = 1
+        var lines: [[String]: Int] = [:]
+        /// Elements of each array of tables so far, by its path.
+        var arrayCounts: [[String]: Int] = [:]
+        /// The table the entries go to.
+        var table: [String] = []
+        /// Arrays and multi-line strings open where the text ends, outermost first.
+        var open: [(kind: Kind, line: Int, key: String)] = []
+        var depth = 0
+        var namelessHeader: Int?
+        var strayBrace: Int?
+
+        init(_ text: String) {
+            scalars = Array(text.unicodeScalars)
+            if scalars.first == "\u{FEFF}" { index = 1 }
+        }
+
+        var current: Unicode.Scalar? { index < scalars.count ? scalars[index] : nil }
+
+        func peek(_ offset: Int) -> Unicode.Scalar? { index + offset < scalars.count ? scalars[index + offset] : nil }
+
+        mutating func advance() {
+            if current == "\n" { line += 1 }
+            index += 1
+        }
+
+        mutating func run() {
+            while current != nil {
+                let before = index
+                statement()
+                if index == before { advance() }
             }
-            index += 1
         }
-    }
 
-    /// After a header or a value: blanks, an optional comment, then the line end (or the end of the file).
-    private mutating func endOfLine(after what: String) throws {
-        skipBlanks()
-        if current == "#" { try comment() }
-        guard let scalar = current else { return }
-        guard scalar == "\n" || scalar == "\r" else {
-            throw error("unexpected \(Self.describe(scalar)) after \(what): end the line there (one entry per line), then an optional # comment")
+        mutating func skipBlanks() {
+            while current == " " || current == "\t" { index += 1 }
         }
-        try newline()
-    }
 
-    private mutating func header() throws -> Table {
-        let start = line
-        index += 1
-        let isArray = current == "["
-        if isArray { index += 1 }
-        skipBlanks()
-        guard let name = try bareKey() else {
-            throw error("a table header needs a name: write [[rule]] or [self]")
+        mutating func skipComment() {
+            guard current == "#" else { return }
+            while let scalar = current, scalar != "\n" { index += 1 }
         }
-        skipBlanks()
-        if current == "." {
-            throw error("dotted table names are not accepted here: write [[rule]] or [self]")
-        }
-        for _ in 0..<(isArray ? 2 : 1) {
-            guard current == "]" else {
-                throw error("the header [\(isArray ? "[" : "")\(name) is not closed: write \(isArray ? "[[\(name)]]" : "[\(name)]")")
-            }
-            index += 1
-        }
-        try endOfLine(after: "the table header")
-        return Table(name: name, isArray: isArray, line: start, entries: [])
-    }
 
-    private mutating func bareKey() throws -> String? {
-        var key = String.UnicodeScalarView()
-        while let scalar = current, Self.isBareKeyScalar(scalar) {
-            key.append(scalar)
-            index += 1
-        }
-        return key.isEmpty ? nil : String(key)
-    }
-
-    private mutating func entry() throws -> Entry {
-        let start = line
-        let key: String
-        if current == "\"" {
-            key = try basicString()
-            guard !key.isEmpty else { throw error("an empty key \"\": name the key") }
-        } else if current == "'" {
-            throw error("literal strings ('…') are not accepted: write the key as a bare name or in double quotes (\"…\")")
-        } else if let bare = try bareKey() {
-            key = bare
-        } else {
-            throw error("unexpected \(Self.describe(current)): expected `key = value`, a [[rule]] or [self] header, or a # comment")
-        }
-        skipBlanks()
-        if current == "." { throw error("dotted keys (\(key).…) are not accepted: write one key per line in its table") }
-        guard current == "=" else { throw error("`\(key)` needs `= value`: e.g. \(key) = [\"…\"]") }
-        index += 1
-        skipBlanks()
-        let value = try value(for: key)
-        try endOfLine(after: "the value of \(key)")
-        return Entry(key: key, value: value, line: start)
-    }
-
-    private mutating func value(for key: String) throws -> Value {
-        switch current {
-        case "\"":
-            return .string(try basicString())
-        case "[":
-            return .array(try array(for: key))
-        case "'":
-            throw error("literal strings ('…') are not accepted: write \(key) as a basic string in double quotes (\"…\")")
-        case nil, "\n", "\r", "#":
-            throw error("\(key) has no value: write \(key) = \"…\" or \(key) = [\"…\", \"…\"]")
-        case "{":
-            throw error("inline tables are not accepted: \(key) takes a string or an array of strings")
-        default:
-            throw error("\(key) must be a string in double quotes or an array of them (numbers, booleans and dates "
-                + "are not accepted): e.g. \(key) = [\"…\"]")
-        }
-    }
-
-    /// `[ "a", "b", ]`, across lines, with comments between elements.
-    private mutating func array(for key: String) throws -> [String] {
-        let start = line
-        index += 1
-        var elements: [String] = []
-        var expectingElement = true
-        var atLineStart = false
-        while true {
+        mutating func statement() {
             skipBlanks()
-            // A later line that starts with anything but an element, a comma, `]` or a comment (a key, a header)
-            // means the array was never closed: the mistake is on the line of its `[`, not on the line that shows it.
-            if atLineStart, let scalar = current, !["\"", ",", "]", "#", "\n", "\r"].contains(scalar) {
-                throw error("the array of \(key) is not closed: end it with ] (line \(line) starts with "
-                    + "\(Self.describe(scalar)), which is not an element)", line: start)
-            }
-            atLineStart = false
             switch current {
-            case nil:
-                throw error("the array of \(key) is not closed: end it with ]", line: start)
-            case "\n", "\r":
-                try newline()
-                atLineStart = true
-            case "#":
-                try comment()
-            case "]":
-                index += 1
-                return elements
-            case ",":
-                guard !expectingElement else { throw error("a comma with no string before it in the array of \(key): remove it") }
-                index += 1
-                expectingElement = true
-            case "\"":
-                guard expectingElement else { throw error("a comma is missing between the strings of \(key)") }
-                elements.append(try basicString())
-                expectingElement = false
-            case "[":
-                throw error("nested arrays are not accepted: \(key) is one array of strings")
-            case "'":
-                throw error("literal strings ('…') are not accepted: write each element of \(key) in double quotes (\"…\")")
-            default:
-                throw error("the array of \(key) holds strings in double quotes only: unexpected \(Self.describe(current))")
+            case nil: return
+            case "\n", "\r": advance()
+            case "#": skipComment()
+            case "[": header()
+            default: keyValue()
             }
         }
-    }
 
-    /// `"…"` on one line, with TOML's escapes.
-    private mutating func basicString() throws -> String {
-        index += 1
-        if current == "\"", index + 1 < scalars.count, scalars[index + 1] == "\"" {
-            throw error("multi-line strings (\"\"\"…\"\"\") are not accepted: write the value on one line in \"…\"")
-        }
-        var text = String.UnicodeScalarView()
-        while true {
-            guard let scalar = current, scalar != "\n", scalar != "\r" else {
-                throw error("a string is not closed on its line: end it with \"")
+        mutating func record(_ path: [String], _ line: Int) {
+            for count in stride(from: 1, through: path.count, by: 1) where lines[Array(path.prefix(count))] == nil {
+                lines[Array(path.prefix(count))] = line
             }
+        }
+
+        /// `path` with the last element's index after each array of tables on it, as TOML resolves a header.
+        func resolved(_ path: [String]) -> [String] {
+            var out: [String] = []
+            for component in path {
+                out.append(component)
+                if let count = arrayCounts[out] { out.append(String(count - 1)) }
+            }
+            return out
+        }
+
+        mutating func header() {
+            let start = line
+            index += 1
+            let isArray = current == "["
+            if isArray { index += 1 }
+            skipBlanks()
+            if namelessHeader == nil, let scalar = current, !(Self.isBare(scalar) || scalar == "\"" || scalar == "'" || scalar == "]") {
+                namelessHeader = start
+            }
+            let path = keyPath()
+            skipBlanks()
+            for _ in 0..<(isArray ? 2 : 1) where current == "]" { index += 1 }
+            if isArray, let last = path.last {
+                let base = resolved(Array(path.dropLast())) + [last]
+                let count = arrayCounts[base, default: 0]
+                arrayCounts[base] = count + 1
+                table = base + [String(count)]
+            } else {
+                table = resolved(path)
+            }
+            record(table, start)
+            skipBlanks()
+            skipComment()
+        }
+
+        mutating func keyValue() {
+            let start = line
+            let path = keyPath()
+            guard !path.isEmpty else { return }
+            record(table + path, start)
+            skipBlanks()
+            guard current == "=" else { return }
+            index += 1
+            skipBlanks()
+            value(table + path)
+            skipBlanks()
+            skipComment()
+        }
+
+        /// `a.b."c d".'e'`: the components, unescaped.
+        mutating func keyPath() -> [String] {
+            var parts: [String] = []
+            while true {
+                skipBlanks()
+                switch current {
+                case "\"": parts.append(singleLineString(escapes: true))
+                case "'": parts.append(singleLineString(escapes: false))
+                case let scalar? where Self.isBare(scalar):
+                    var part = String.UnicodeScalarView()
+                    while let scalar = current, Self.isBare(scalar) {
+                        part.append(scalar)
+                        index += 1
+                    }
+                    parts.append(String(part))
+                default:
+                    return parts
+                }
+                skipBlanks()
+                guard current == "." else { return parts }
+                index += 1
+            }
+        }
+
+        mutating func value(_ path: [String]) {
+            let key = path.last ?? ""
+            switch current {
+            case "\"", "'":
+                let quote = current ?? "\""
+                if peek(1) == quote, peek(2) == quote {
+                    multiLineString(quote: quote, key: key)
+                } else {
+                    _ = singleLineString(escapes: quote == "\"")
+                }
+            case "[" where depth < 512:
+                depth += 1
+                defer { depth -= 1 }
+                open.append((.array, line, key))
+                index += 1
+                var element = 0
+                while let scalar = current {
+                    let before = index
+                    switch scalar {
+                    case " ", "\t": skipBlanks()
+                    case "\n", "\r": advance()
+                    case "#": skipComment()
+                    case ",": index += 1
+                    case "]":
+                        index += 1
+                        open.removeLast()
+                        return
+                    case "}":
+                        // toml++ asserts (and aborts) on an element that starts with `}`.
+                        if namelessHeader == nil, strayBrace == nil { strayBrace = line }
+                        index += 1
+                    default:
+                        record(path + [String(element)], line)
+                        value(path + [String(element)])
+                        element += 1
+                    }
+                    if index == before { advance() }
+                }
+            case "{" where depth < 512:
+                depth += 1
+                defer { depth -= 1 }
+                index += 1
+                while let scalar = current, scalar != "\n" {
+                    let before = index
+                    switch scalar {
+                    case " ", "\t", ",": index += 1
+                    case "}":
+                        index += 1
+                        return
+                    default:
+                        let start = line
+                        let keys = keyPath()
+                        if !keys.isEmpty { record(path + keys, start) }
+                        skipBlanks()
+                        if current == "=" {
+                            index += 1
+                            skipBlanks()
+                            value(path + keys)
+                        }
+                    }
+                    if index == before { advance() }
+                }
+            default:
+                // A number, boolean or date: up to what ends a value.
+                while let scalar = current, !" \t\r\n,]}#".unicodeScalars.contains(scalar) { index += 1 }
+            }
+        }
+
+        /// `"…"` or `'…'` up to its quote or the line's end; the text, with basic strings' escapes decoded.
+        mutating func singleLineString(escapes: Bool) -> String {
+            let quote = current ?? "\""
+            index += 1
+            var text = String.UnicodeScalarView()
+            while let scalar = current, scalar != "\n" {
+                index += 1
+                if scalar == quote { break }
+                if escapes, scalar == "\\" {
+                    text.append(escape())
+                } else {
+                    text.append(scalar)
+                }
+            }
+            return String(text)
+        }
+
+        mutating func escape() -> Unicode.Scalar {
+            guard let scalar = current, scalar != "\n" else { return "\\" }
             index += 1
             switch scalar {
-            case "\"":
-                return String(text)
-            case "\\":
-                text.append(try escape())
-            default:
-                if Self.isControl(scalar) && scalar != "\t" {
-                    throw error("a control character (U+\(String(scalar.value, radix: 16, uppercase: true))) in a string: "
-                        + "write it as an escape (\\uXXXX) or remove it")
+            case "b": return "\u{08}"
+            case "t": return "\t"
+            case "n": return "\n"
+            case "f": return "\u{0C}"
+            case "r": return "\r"
+            case "e": return "\u{1B}"
+            case "u", "U":
+                var value: UInt32 = 0
+                for _ in 0..<(scalar == "u" ? 4 : 8) {
+                    guard let digit = current, digit.isASCII, let nibble = UInt32(String(digit), radix: 16) else { break }
+                    value = value &* 16 &+ nibble
+                    index += 1
                 }
-                text.append(scalar)
+                return Unicode.Scalar(value) ?? "\u{FFFD}"
+            default: return scalar
             }
         }
-    }
 
-    private mutating func escape() throws -> Unicode.Scalar {
-        guard let scalar = current else { throw error("a string ends in \\: write \\\\ for a backslash") }
-        index += 1
-        switch scalar {
-        case "b": return "\u{08}"
-        case "t": return "\t"
-        case "n": return "\n"
-        case "f": return "\u{0C}"
-        case "r": return "\r"
-        case "\"": return "\""
-        case "\\": return "\\"
-        case "u", "U":
-            let count = scalar == "u" ? 4 : 8
-            var value: UInt32 = 0
-            for _ in 0..<count {
-                guard let digit = current, let nibble = Self.hexValue(digit) else {
-                    throw error("\\\(scalar) needs \(count) hexadecimal digits")
+        /// `"""…"""` or `'''…'''`, across lines; up to two more quotes may end it.
+        mutating func multiLineString(quote: Unicode.Scalar, key: String) {
+            let delimiter = String(repeating: String(quote), count: 3)
+            open.append((.string(delimiter), line, key))
+            index += 3
+            while let scalar = current {
+                if scalar == quote, peek(1) == quote, peek(2) == quote {
+                    index += 3
+                    for _ in 0..<2 where current == quote { index += 1 }
+                    open.removeLast()
+                    return
                 }
-                value = value * 16 + nibble
-                index += 1
+                if quote == "\"", scalar == "\\" {
+                    index += 1
+                    if current == "\n" { advance() } else if current != nil { index += 1 }
+                    continue
+                }
+                advance()
             }
-            guard let decoded = Unicode.Scalar(value) else {
-                throw error("\\\(scalar)\(String(value, radix: 16, uppercase: true)) is not a Unicode scalar value")
+        }
+
+        static func isBare(_ scalar: Unicode.Scalar) -> Bool {
+            switch scalar {
+            case "A"..."Z", "a"..."z", "0"..."9", "_", "-": true
+            default: false
             }
-            return decoded
-        default:
-            throw error("unknown escape \\\(scalar): the escapes are \\\" \\\\ \\b \\t \\n \\f \\r \\uXXXX \\UXXXXXXXX")
         }
-    }
 
-    private static func hexValue(_ scalar: Unicode.Scalar) -> UInt32? {
-        switch scalar {
-        case "0"..."9": scalar.value - 0x30
-        case "a"..."f": scalar.value - 0x61 + 10
-        case "A"..."F": scalar.value - 0x41 + 10
-        default: nil
+        /// Whether `scalars` (a line and what follows) starts like a header or a `key =` line.
+        static func startsAnEntry(_ scalars: [Unicode.Scalar]) -> Bool {
+            var lexer = Lexer(String(String.UnicodeScalarView(scalars.prefix { $0 != "\n" })))
+            lexer.skipBlanks()
+            if lexer.current == "[" {
+                lexer.index += 1
+                if lexer.current == "[" { lexer.index += 1 }
+                lexer.skipBlanks()
+                guard let scalar = lexer.current, isBare(scalar) || scalar == "\"" || scalar == "'" else { return false }
+                return !lexer.keyPath().isEmpty && lexer.current == "]"
+            }
+            guard !lexer.keyPath().isEmpty else { return false }
+            lexer.skipBlanks()
+            return lexer.current == "="
         }
-    }
 
-    private static func isBareKeyScalar(_ scalar: Unicode.Scalar) -> Bool {
-        switch scalar {
-        case "A"..."Z", "a"..."z", "0"..."9", "_", "-": true
-        default: false
+        /// Whether `scalars` holds only blanks, line ends and comments.
+        static func onlyComments(_ scalars: [Unicode.Scalar]) -> Bool {
+            var lexer = Lexer(String(String.UnicodeScalarView(scalars)))
+            while let scalar = lexer.current {
+                switch scalar {
+                case " ", "\t", "\r", "\n": lexer.index += 1
+                case "#": lexer.skipComment()
+                default: return false
+                }
+            }
+            return true
         }
-    }
-
-    private static func isControl(_ scalar: Unicode.Scalar) -> Bool {
-        scalar.value < 0x20 || scalar.value == 0x7F
-    }
-
-    private static func describe(_ scalar: Unicode.Scalar?) -> String {
-        guard let scalar else { return "end of file" }
-        if isControl(scalar) || scalar.value > 0x7E { return "character U+\(String(scalar.value, radix: 16, uppercase: true))" }
-        return "`\(scalar)`"
     }
 }

@@ -117,122 +117,124 @@ package struct AgentPolicy: Sendable, Equatable {
         return try AgentPolicy(parsing: text, file: path, commandPaths: commandPaths)
     }
 
-    /// Parses and validates policy text. Errors name `file:line:` and what to write instead.
+    /// Parses and validates policy text: TOMLKit reads the TOML (`PolicyTOML`), then each table and key is checked.
+    /// Errors name `file:line:` of the first mistake in the file and what to write instead.
     package init(parsing text: String, file: String, commandPaths: Set<String>) throws {
-        let tables = try PolicyTOML.parse(text, file: file)
+        let document = try PolicyTOML.parse(text, file: file)
+        var check = PolicyCheck(file: file, lines: document.lines)
         var rules: [Rule] = []
         var selfMap: [String: [String]] = [:]
-        var selfLine: Int?
-        for table in tables {
-            func fail(_ message: String, line: Int? = nil) -> KeyManagerError {
-                KeyManagerError(.config, "\(file):\(line ?? table.line): \(message)")
-            }
-            switch (table.name, table.isArray) {
-            case ("rule", true):
-                rules.append(try Self.rule(table, file: file, commandPaths: commandPaths))
-            case ("rule", false):
-                throw fail("write [[rule]]: each rule is one table of an array, tried in order")
-            case ("self", false):
-                if let selfLine { throw fail("a second [self] table: put every login name in the one on line \(selfLine)") }
-                selfLine = table.line
-                for entry in table.entries {
-                    let ids: [String]
-                    switch entry.value {
-                    case .string(let id): ids = [id]
-                    case .array(let list): ids = list
+        for entry in document.root {
+            let path = [entry.key]
+            switch (entry.key, entry.value) {
+            case ("rule", .array(let elements)) where !elements.isEmpty && elements.allSatisfy({ if case .table = $0 { true } else { false } }):
+                for (index, element) in elements.enumerated() {
+                    guard case .table(let entries) = element else { continue }
+                    if let rule = Self.rule(entries, path: path + [String(index)], check: &check, commandPaths: commandPaths) {
+                        rules.append(rule)
                     }
-                    guard !ids.isEmpty, ids.allSatisfy({ !$0.isEmpty }) else {
-                        throw fail("[self] maps \(entry.key) to nothing: write \(entry.key) = \"IDENTITY-USER-ID\" or remove the line",
-                                   line: entry.line)
-                    }
-                    selfMap[entry.key] = ids
                 }
-            case ("self", true):
-                throw fail("write [self] (one table that maps login names to identity user ids), not [[self]]")
+            case ("rule", .table):
+                check.fail("write [[rule]]: each rule is one table of an array, tried in order", at: path)
+            case ("self", .table(let entries)):
+                for login in entries {
+                    guard let ids = check.strings(login.value, key: login.key, at: path + [login.key]) else { continue }
+                    guard !ids.isEmpty, ids.allSatisfy({ !$0.isEmpty }) else {
+                        check.fail("[self] maps \(login.key) to nothing: write \(login.key) = \"IDENTITY-USER-ID\" or "
+                            + "remove the line", at: path + [login.key])
+                        continue
+                    }
+                    selfMap[login.key] = ids
+                }
+            case ("self", .array):
+                check.fail("write [self] (one table that maps login names to identity user ids), not [[self]]", at: path)
+            case (_, .table):
+                check.fail("unknown table [\(entry.key)]: the policy has [[rule]] tables and one optional [self] table", at: path)
+            case (_, .array(let elements)) where !elements.isEmpty && elements.allSatisfy({ if case .table = $0 { true } else { false } }):
+                check.fail("unknown table [[\(entry.key)]]: the policy has [[rule]] tables and one optional [self] table", at: path)
             default:
-                throw fail("unknown table [\(table.isArray ? "[" : "")\(table.name)\(table.isArray ? "]" : "")]: "
-                    + "the policy has [[rule]] tables and one optional [self] table")
+                check.fail("`\(entry.key) = …` comes before any table: put it under a [[rule]] header (or [self])", at: path)
             }
         }
+        try check.throwFirst()
         self.init(file: file, rules: rules, selfMap: selfMap)
     }
 
     private static let ruleKeys = ["who", "may", "for", "authTypes"]
 
-    private static func rule(_ table: PolicyTOML.Table, file: String, commandPaths: Set<String>) throws -> Rule {
-        func fail(_ message: String, line: Int) -> KeyManagerError {
-            KeyManagerError(.config, "\(file):\(line): \(message)")
-        }
+    /// The rule of the `[[rule]]` at `path` (`["rule", "N"]`), or nil after recording its mistakes in `check`.
+    private static func rule(_ entries: [PolicyTOML.Entry], path: [String], check: inout PolicyCheck,
+                             commandPaths: Set<String>) -> Rule? {
+        let problems = check.count
         var who: [Rule.Subject]?
         var may: [String]?
         var users = Rule.Users.all
         var authTypes: Set<AuthType>?
-        for entry in table.entries {
-            let list: [String]
-            switch entry.value {
-            case .string(let value): list = [value]
-            case .array(let values): list = values
+        for entry in entries {
+            let at = path + [entry.key]
+            guard ruleKeys.contains(entry.key) else {
+                let near = ruleKeys.first { $0.lowercased() == entry.key.lowercased().replacingOccurrences(of: "_", with: "")
+                    .replacingOccurrences(of: "-", with: "") }
+                check.fail("unknown key \(entry.key) in a [[rule]]\(near.map { ": did you mean \($0)?" } ?? ""); "
+                    + "a rule's keys are who, may, for and authTypes", at: at)
+                continue
             }
+            guard let list = check.strings(entry.value, key: entry.key, at: at) else { continue }
             guard !list.isEmpty else {
-                throw fail("\(entry.key) is empty: a rule with an empty \(entry.key) would never apply; "
+                check.fail("\(entry.key) is empty: a rule with an empty \(entry.key) would never apply; "
                     + (entry.key == "who" || entry.key == "may" ? "name at least one, or remove the rule" : "remove the line"),
-                    line: entry.line)
+                    at: at)
+                continue
             }
             switch entry.key {
             case "who":
-                who = try list.map { text in
-                    guard let subject = subject(text) else {
-                        throw fail("who = \"\(text)\" is not a subject: write \"*\", \"user:NAME\", \"uid:N\" or \"group:NAME\"",
-                                   line: entry.line)
-                    }
-                    return subject
+                if let text = list.first(where: { subject($0) == nil }) {
+                    check.fail("who = \"\(text)\" is not a subject: write \"*\", \"user:NAME\", \"uid:N\" or \"group:NAME\"", at: at)
+                } else {
+                    who = list.compactMap(subject)
                 }
             case "may":
                 let served = RequestOperation.allCases.filter { commandPaths.contains($0.commandPath) }
-                for name in list where name != "*" {
-                    guard let operation = RequestOperation(named: name), served.contains(operation) else {
-                        throw fail("may names \"\(name)\", which is not a keymgr command: write \"*\" or command paths as "
-                            + "typed after keymgr: \(commandPaths.sorted().map { "\"\($0)\"" }.joined(separator: ", ")), "
-                            + "or operation ids: \(served.map { "\"\($0.id)\"" }.sorted().joined(separator: ", "))",
-                            line: entry.line)
-                    }
+                if let name = list.first(where: { name in
+                    name != "*" && !(RequestOperation(named: name).map { served.contains($0) } ?? false)
+                }) {
+                    check.fail("may names \"\(name)\", which is not a keymgr command: write \"*\" or command paths as "
+                        + "typed after keymgr: \(commandPaths.sorted().map { "\"\($0)\"" }.joined(separator: ", ")), "
+                        + "or operation ids: \(served.map { "\"\($0.id)\"" }.sorted().joined(separator: ", "))", at: at)
+                } else {
+                    may = list
                 }
-                may = list
             case "for":
                 if list.contains("*") {
-                    guard list.count == 1 else {
-                        throw fail("for lists \"*\" (every user) with other names: write for = \"*\" alone, or list the users", line: entry.line)
+                    if list.count != 1 {
+                        check.fail("for lists \"*\" (every user) with other names: write for = \"*\" alone, or list the users", at: at)
                     }
                     users = .all
+                } else if let empty = list.first(where: { $0.isEmpty || $0.unicodeScalars.contains { $0.value < 0x20 || $0.value == 0x7F } }) {
+                    check.fail("for names \"\(empty)\", which is not an identity user: write \"self\", \"*\" or user ids", at: at)
                 } else {
-                    if let empty = list.first(where: { $0.isEmpty || $0.unicodeScalars.contains { $0.value < 0x20 || $0.value == 0x7F } }) {
-                        throw fail("for names \"\(empty)\", which is not an identity user: write \"self\", \"*\" or user ids", line: entry.line)
-                    }
                     users = .named(includesSelf: list.contains("self"), names: list.filter { $0 != "self" })
                 }
-            case "authTypes":
-                authTypes = Set(try list.map { name in
-                    guard let type = AuthType(rawValue: name) else {
-                        throw fail("authTypes names \"\(name)\": write one or more of "
-                            + AuthType.allCases.map { "\"\($0.rawValue)\"" }.joined(separator: ", "), line: entry.line)
-                    }
-                    return type
-                })
-            default:
-                let near = ruleKeys.first { $0.lowercased() == entry.key.lowercased().replacingOccurrences(of: "_", with: "")
-                    .replacingOccurrences(of: "-", with: "") }
-                throw fail("unknown key \(entry.key) in a [[rule]]\(near.map { ": did you mean \($0)?" } ?? ""); "
-                    + "a rule's keys are who, may, for and authTypes", line: entry.line)
+            default:  // authTypes
+                if let name = list.first(where: { AuthType(rawValue: $0) == nil }) {
+                    check.fail("authTypes names \"\(name)\": write one or more of "
+                        + AuthType.allCases.map { "\"\($0.rawValue)\"" }.joined(separator: ", "), at: at)
+                } else {
+                    authTypes = Set(list.compactMap { AuthType(rawValue: $0) })
+                }
             }
         }
-        guard let who else {
-            throw fail("this [[rule]] has no who: add who = [\"*\"] (anyone) or subjects such as \"user:NAME\", \"group:NAME\"",
-                       line: table.line)
+        // A missing key is the rule's mistake, reported on its header, after the mistakes inside it.
+        let present = Set(entries.map(\.key))
+        if !present.contains("who") {
+            check.fail("this [[rule]] has no who: add who = [\"*\"] (anyone) or subjects such as \"user:NAME\", \"group:NAME\"",
+                       at: path, after: path)
+        } else if !present.contains("may") {
+            check.fail("this [[rule]] has no may: add may = [\"key.sign\", …] (operation ids or command paths) or [\"*\"]",
+                       at: path, after: path)
         }
-        guard let may else {
-            throw fail("this [[rule]] has no may: add may = [\"key.sign\", …] (operation ids or command paths) or [\"*\"]", line: table.line)
-        }
-        return Rule(who: who, may: may, users: users, authTypes: authTypes, line: table.line)
+        guard check.count == problems, let who, let may else { return nil }
+        return Rule(who: who, may: may, users: users, authTypes: authTypes, line: check.lines.line(of: path))
     }
 
     private static func subject(_ text: String) -> Rule.Subject? {

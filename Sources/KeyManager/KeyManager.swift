@@ -143,22 +143,16 @@ public final class KeyManager: Sendable {
         return manager
     }
 
-    /// Opens the store in `home` with its master key.
+    /// Opens the store in `home` with its master key, for one request: `context` (built once per request by the
+    /// agent's worker, or `.embedded` for keymgr run directly) is who asks and what the policy decided, and every
+    /// decision of this manager reads it (`reach`). There is no overload without it: a caller that forgot the context
+    /// would get the embedded one's full rights.
     ///
     /// `readOnly` is for a process that means only to read (`status`, `list`, `audit list`, …): its reads write
     /// nothing and sync nothing. Anything that does write still works (the writer is opened then); the integrity
     /// checks are the same either way.
     ///
     /// - Throws: `config` when there is no store, the master key is missing or is not this store's; `busy` when locked.
-    public static func open(home location: StoreLocation, readOnly: Bool = false,
-                            environment: [String: String] = ProcessInfo.processInfo.environment,
-                            logger: Logger = KeyManager.silentLogger,
-                            now: @escaping @Sendable () -> Date = { Date() }) throws -> KeyManager {
-        try open(home: location, readOnly: readOnly, context: .embedded, environment: environment, logger: logger, now: now)
-    }
-
-    /// `open` for one request: `context` (built once per request by the agent's worker, or `.embedded`) is who asks
-    /// and what the policy decided, and every decision of this manager reads it (`reach`).
     package static func open(home location: StoreLocation, readOnly: Bool = false, context: RequestContext,
                              environment: [String: String] = ProcessInfo.processInfo.environment,
                              logger: Logger = KeyManager.silentLogger,

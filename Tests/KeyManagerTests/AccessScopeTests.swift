@@ -113,7 +113,7 @@ final class AccessScopeTests: KeyManagerTestCase {
         let alice = AgentCaller(uid: 1001, gid: 1001, pid: 1, groups: [], login: "alice")
         let aliceRequest = RequestContext(caller: alice, scope: selfScope())
         let asAlice = try KeyManager.open(home: home, context: aliceRequest, environment: [:])
-        let embedded = try KeyManager.open(home: home, environment: [:])
+        let embedded = try KeyManager.openEmbedded(home: home, environment: [:])
         let asCarol = try KeyManager.open(home: home, context: RequestContext(scope: selfScope("carol", uid: 1003)), environment: [:])
         XCTAssertEqual(try asAlice.users().map(\.userId), ["alice"])
         XCTAssertEqual(try embedded.users().map(\.userId).sorted(), ["alice", "bob", "carol"])

@@ -16,7 +16,7 @@ final class DenialCoalescingTests: KeyManagerTestCase {
     private func manager(at seconds: Double) throws -> KeyManager {
         clock.now.withLock { $0 = Date(timeIntervalSince1970: 1_800_000_000 + seconds) }
         let clock = self.clock
-        return try KeyManager.open(home: home, environment: [:], now: { clock.now.withLock { $0 } })
+        return try KeyManager.openEmbedded(home: home, environment: [:], now: { clock.now.withLock { $0 } })
     }
 
     private func deny(_ manager: KeyManager, uid: UInt32, target: String = "carol") throws {

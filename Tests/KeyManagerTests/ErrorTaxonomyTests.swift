@@ -85,7 +85,7 @@ final class ErrorTaxonomyTests: KeyManagerTestCase {
 
     func testConfigForAMissingStoreOrAnInsecureHome() throws {
         let elsewhere = StoreLocation(url: scratch.appendingPathComponent("empty"))
-        assertCode(.config) { _ = try KeyManager.open(home: elsewhere, environment: [:]) }
+        assertCode(.config) { _ = try KeyManager.openEmbedded(home: elsewhere, environment: [:]) }
         chmod(home.url.path, 0o777)
         assertCode(.config) { _ = try self.reopen() }
         chmod(home.url.path, 0o700)

@@ -129,7 +129,7 @@ final class KeyLifecycleTests: KeyManagerTestCase {
         // The old key no longer opens the store.
         let legacy = scratch.appendingPathComponent("old.key")
         try oldKey.write(to: legacy)
-        assertCode(.config) { _ = try KeyManager.open(home: self.home, environment: ["KEYMGR_MASTER_KEY_FILE": legacy.path]) }
+        assertCode(.config) { _ = try KeyManager.openEmbedded(home: self.home, environment: ["KEYMGR_MASTER_KEY_FILE": legacy.path]) }
     }
 
     /// A manager that still holds the master key another process rotated away signs with both kinds of key: the
@@ -149,7 +149,7 @@ final class KeyLifecycleTests: KeyManagerTestCase {
         let keyFile = home.url.appendingPathComponent("master.key")
         let wrong = scratch.appendingPathComponent("wrong.key")
         try Data(repeating: 7, count: 32).write(to: wrong)
-        assertCode(.config) { _ = try KeyManager.open(home: self.home, environment: ["KEYMGR_MASTER_KEY_FILE": wrong.path]) }
+        assertCode(.config) { _ = try KeyManager.openEmbedded(home: self.home, environment: ["KEYMGR_MASTER_KEY_FILE": wrong.path]) }
         try FileManager.default.removeItem(at: keyFile)
         XCTAssertThrowsError(try reopen()) { error in
             XCTAssertEqual((error as? KeyManagerError)?.code, .config)
@@ -163,7 +163,7 @@ final class KeyLifecycleTests: KeyManagerTestCase {
         try FileManager.default.copyItem(at: home.url.appendingPathComponent("master.key"),
                                          to: credentials.appendingPathComponent("keymgr.master"))
         try FileManager.default.removeItem(at: home.url.appendingPathComponent("master.key"))
-        let opened = try KeyManager.open(home: home, environment: ["CREDENTIALS_DIRECTORY": credentials.path])
+        let opened = try KeyManager.openEmbedded(home: home, environment: ["CREDENTIALS_DIRECTORY": credentials.path])
         XCTAssertNoThrow(try opened.status())
     }
 
@@ -185,14 +185,14 @@ final class IntegrityUpgradeTests: KeyManagerTestCase {
         let plain = try makeLegacyStore()
         try checkStampedOnFirstOpen(readOnly: false)
         manager = nil
-        manager = try KeyManager.open(home: home, environment: [:])
+        manager = try KeyManager.openEmbedded(home: home, environment: [:])
         XCTAssertEqual(try manager.auditEntries(AuditFilter(event: "store.integrityStamped")).count, 1, "stamped once")
         // From now on a missing MAC is tampering, never "not stamped yet".
         try rawConnection().write { db in
             try db.execute(sql: "UPDATE user_keys SET row_mac = NULL WHERE kid = ?", arguments: [plain.key.kid])
         }
         manager = nil
-        manager = try KeyManager.open(home: home, environment: [:])
+        manager = try KeyManager.openEmbedded(home: home, environment: [:])
         assertCode(.tampered) { _ = try self.sign("ada") }
         _ = try sign("bea", pin: "482916")
     }
@@ -200,7 +200,7 @@ final class IntegrityUpgradeTests: KeyManagerTestCase {
     /// A read-only open (`keymgr status`, `list`) of an old store still migrates and stamps it: the writer opens then.
     func testAReadOnlyOpenOfAStoreMadeBeforeTheMACsStampsIt() throws {
         _ = try makeLegacyStore()
-        manager = try KeyManager.open(home: home, readOnly: true, environment: [:])
+        manager = try KeyManager.openEmbedded(home: home, readOnly: true, environment: [:])
         XCTAssertEqual(try manager.status().keys, 2)
         try checkStampedOnFirstOpen(readOnly: true)
     }
@@ -218,7 +218,7 @@ final class IntegrityUpgradeTests: KeyManagerTestCase {
         try rawConnection().write { db in
             try db.execute(sql: "UPDATE users SET row_mac = NULL WHERE user_id = 'ada'")
         }
-        manager = try KeyManager.open(home: home, environment: [:])
+        manager = try KeyManager.openEmbedded(home: home, environment: [:])
         assertCode(.tampered) { _ = try self.sign("ada") }
         _ = try sign("bea", pin: "482916")
         manager = nil
@@ -227,7 +227,7 @@ final class IntegrityUpgradeTests: KeyManagerTestCase {
         }
         // Either the open refuses (the check says "re-stamp" but the rows are stamped) or the device row does.
         do {
-            manager = try KeyManager.open(home: home, environment: [:])
+            manager = try KeyManager.openEmbedded(home: home, environment: [:])
             assertCode(.tampered) { _ = try self.manager.status() }
         } catch let error as KeyManagerError {
             XCTAssertEqual(error.code, .tampered, "\(error)")
@@ -254,7 +254,7 @@ final class IntegrityUpgradeTests: KeyManagerTestCase {
         ]
         for (edit, undo) in edits {
             try rawConnection().write { db in try db.execute(sql: edit) }
-            assertCode(.tampered) { self.manager = try KeyManager.open(home: self.home, environment: [:]) }
+            assertCode(.tampered) { self.manager = try KeyManager.openEmbedded(home: self.home, environment: [:]) }
             try rawConnection().read { db in
                 XCTAssertNil(try String.fetchOne(db, sql: "SELECT row_sets FROM device"), "no row was stamped: \(edit)")
                 XCTAssertEqual(try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM audit_events WHERE event = 'store.integrityStamped'"), 0)
@@ -271,7 +271,7 @@ final class IntegrityUpgradeTests: KeyManagerTestCase {
     /// every row is checked under the columns it was stamped with (the dropped values put back), then stamped anew.
     func testAStoreStampedWithFieldMACColumnsIsCheckedThenRestampedWithoutThem() throws {
         _ = try makeSchema11Store()
-        manager = try KeyManager.open(home: home, environment: [:])
+        manager = try KeyManager.openEmbedded(home: home, environment: [:])
         _ = try sign("ada")
         _ = try sign("bea", pin: "482916")
         let audit = try manager.verifyAudit()
@@ -286,7 +286,7 @@ final class IntegrityUpgradeTests: KeyManagerTestCase {
         try rawConnection().write { db in
             try db.execute(sql: "UPDATE user_keys SET integrity_mac = x'00' WHERE kid = ?", arguments: [plain.key.kid])
         }
-        assertCode(.tampered) { self.manager = try KeyManager.open(home: self.home, environment: [:]) }
+        assertCode(.tampered) { self.manager = try KeyManager.openEmbedded(home: self.home, environment: [:]) }
     }
 
     private func assertFieldMACsGone(file: StaticString = #filePath, line: UInt = #line) throws {
@@ -408,7 +408,7 @@ final class IntegrityUpgradeTests: KeyManagerTestCase {
     }
 
     private func checkStampedOnFirstOpen(readOnly: Bool) throws {
-        if manager == nil { manager = try KeyManager.open(home: home, readOnly: readOnly, environment: [:]) }
+        if manager == nil { manager = try KeyManager.openEmbedded(home: home, readOnly: readOnly, environment: [:]) }
         _ = try sign("ada")
         _ = try sign("bea", pin: "482916")
         XCTAssertTrue(try manager.verifyAudit().isIntact)

@@ -41,7 +41,7 @@ class KeyManagerTestCase: XCTestCase {
         manager = try KeyManager.initialize(home: home, options: options(biometric: biometric, credential: credential), environment: [:])
     }
 
-    func reopen() throws -> KeyManager { try KeyManager.open(home: home, environment: [:]) }
+    func reopen() throws -> KeyManager { try KeyManager.openEmbedded(home: home, environment: [:]) }
 
     func pin(_ text: String) -> SecretProvider { { SecretBytes(utf8: text) } }
 
@@ -100,4 +100,14 @@ func undoingMigrations(after version: Int) -> String {
         (7, "DROP TABLE person_links;"),
     ]
     return undo.filter { $0.version > version }.map(\.sql).joined(separator: "\n") + "\n"
+}
+
+extension KeyManager {
+    /// Opens the store with the EMBEDDED request context: keymgr run directly, no agent caller, no policy, full
+    /// rights. For tests of what the store does, not of who may do it; a test of a caller passes its own context.
+    static func openEmbedded(home: StoreLocation, readOnly: Bool = false,
+                             environment: [String: String] = ProcessInfo.processInfo.environment,
+                             now: @escaping @Sendable () -> Date = { Date() }) throws -> KeyManager {
+        try open(home: home, readOnly: readOnly, context: .embedded, environment: environment, now: now)
+    }
 }

@@ -2,12 +2,14 @@ import Foundation
 @testable import KeyManager
 import XCTest
 
-/// The policy's TOML syntax layer (`PolicyTOML`) against Python's `tomllib`, a complete TOML 1.0 parser (issue 34).
-/// Over documents written in the subset's own grammar (headers, comments, basic strings with every escape, arrays of
-/// strings over several lines, trailing commas, CRLF), generated from a fixed seed, and their mistakes (an unclosed
-/// `[`, a missing comma, a bad escape, a control character, a duplicate key): both accept or both refuse, and an
-/// accepted document has the same tables, keys and values. Outside the subset `PolicyTOML` refuses what TOML allows
-/// (numbers, literal strings, inline tables…), on purpose; those refusals are in `PolicyParserTests`.
+/// The policy's TOML layer (`PolicyTOML`: TOMLKit, toml++ 3.4) against Python's `tomllib`, a second complete TOML 1.0
+/// parser (issue 34). Over documents generated from a fixed seed (headers, comments, basic and literal strings with
+/// every escape, multi-line strings, arrays over several lines with trailing commas, integers, booleans, inline
+/// tables, dotted keys, CRLF) and their mistakes (an unclosed `[`, a missing comma, a bad escape, a control
+/// character, a key twice), and hand-written ones: both accept or both refuse, and an accepted document has the
+/// same tables, keys and values. The deliberate differences: a leading byte order mark is skipped (TOML has none),
+/// and a NUL or `\u0000` is refused (TOMLKit's strings are C strings). On every accepted document the line index
+/// gives each rule's header line.
 final class PolicyTOMLDifferentialTests: XCTestCase {
     /// A small deterministic generator (SplitMix64): the same documents on every run and machine.
     struct Generator {
@@ -38,8 +40,35 @@ final class PolicyTOMLDifferentialTests: XCTestCase {
         return out
     }
 
+    /// A literal string's body: no escapes, no `'`.
+    static func literalBody(_ random: inout Generator, mistakes: Bool) -> String {
+        var out = ""
+        for _ in 0..<random.below(5) {
+            var pieces = ["user:alice", "*", "pin change", "C:\\path", "\\n", "\"q\"", "é", "#x", "[", "]"]
+            if mistakes { pieces += ["'", "\u{01}"] }
+            out += random.pick(pieces)
+        }
+        return out
+    }
+
+    /// One scalar value of any kind the generator writes.
+    static func scalar(_ random: inout Generator, mistakes: Bool) -> String {
+        switch random.below(10) {
+        case 0: return "'" + literalBody(&random, mistakes: mistakes) + "'"
+        case 1: return "\"\"\"" + random.pick(["", "\n", "\r\n"]) + stringBody(&random, mistakes: mistakes)
+            + random.pick(["", "\n", "\\\n  ", "\"", "\"\""]) + stringBody(&random, mistakes: mistakes) + "\"\"\""
+        case 2: return "'''" + random.pick(["", "\n"]) + literalBody(&random, mistakes: mistakes) + "\n" + literalBody(&random, mistakes: false) + "'''"
+        case 3: return random.pick(["0", "42", "-17", "+3", "1_000", "0x1F", "0o17", "0b101", "true", "false"]
+            + (mistakes ? ["01", "1__0", "0x", "True", "9223372036854775808"] : []))
+        case 4: return "{ " + random.pick(["", "a = \"b\"", "a = 1, b.c = 'd'", "\"k\" = [\"x\"]"] + (mistakes ? ["a = 1,", "a = 1, a = 2"] : [])) + " }"
+        default: return "\"" + stringBody(&random, mistakes: mistakes) + "\""
+        }
+    }
+
     static func value(_ random: inout Generator, mistakes: Bool) -> String {
-        let string = { (random: inout Generator) in "\"" + stringBody(&random, mistakes: mistakes) + "\"" }
+        let string = { (random: inout Generator) in
+            random.chance(30) ? scalar(&random, mistakes: mistakes) : "\"" + stringBody(&random, mistakes: mistakes) + "\""
+        }
         if random.chance(25) { return string(&random) }
         var items: [String] = []
         for _ in 0..<random.below(4) { items.append(string(&random)) }
@@ -66,7 +95,7 @@ final class PolicyTOMLDifferentialTests: XCTestCase {
             } else {
                 lines.append(random.pick(["[[rule]]", "[[ rule ]]", "[[rule]] # who may"]))
             }
-            var keys = ["who", "may", "for", "authTypes", "note_1", "x-y"]
+            var keys = ["who", "may", "for", "authTypes", "note_1", "x-y", "\"quoted key\"", "'lit'", "dotted.key", "a . b"]
             for _ in 0..<random.below(4) {
                 let key = mistakes && random.chance(5) ? "who" : keys.remove(at: random.below(keys.count))
                 let space = random.pick([" = ", "=", "  =  ", "\t= "])
@@ -104,26 +133,22 @@ final class PolicyTOMLDifferentialTests: XCTestCase {
         }
     }
 
-    /// What `PolicyTOML` reads from `text`, in tomllib's shape (an array of tables for `[[name]]`, a table for
-    /// `[name]`), or nil when it refuses.
-    static func subset(_ text: String) -> [String: Any]? {
-        guard let tables = try? PolicyTOML.parse(text, file: "policy.toml") else { return nil }
-        var document: [String: Any] = [:]
-        for table in tables {
-            var entries: [String: Any] = [:]
-            for entry in table.entries {
-                switch entry.value {
-                case .string(let string): entries[entry.key] = string
-                case .array(let items): entries[entry.key] = items
-                }
-            }
-            if table.isArray {
-                document[table.name] = ((document[table.name] as? [[String: Any]]) ?? []) + [entries]
-            } else {
-                document[table.name] = entries
-            }
+    /// What `PolicyTOML` (TOMLKit) reads from `text`, in tomllib's JSON shape, or nil when it refuses.
+    static func ours(_ text: String) -> Any? {
+        guard let document = try? PolicyTOML.parse(text, file: "policy.toml") else { return nil }
+        return json(.table(document.root))
+    }
+
+    static func json(_ value: PolicyTOML.Value) -> Any {
+        switch value {
+        case .string(let string): string
+        case .integer(let integer): integer
+        case .float(let float): float
+        case .boolean(let boolean): boolean
+        case .dateTime(let text): text
+        case .array(let elements): elements.map(json)
+        case .table(let entries): Dictionary(uniqueKeysWithValues: entries.map { ($0.key, json($0.value)) })
         }
-        return document
     }
 
     static func canonical(_ value: Any) throws -> String {
@@ -137,8 +162,8 @@ final class PolicyTOMLDifferentialTests: XCTestCase {
         var files: [URL] = []
         for (index, text) in documents.enumerated() {
             let url = directory.appendingPathComponent("\(index).toml")
-            // The one deliberate difference: PolicyTOML skips a leading byte order mark some editors write, which
-            // TOML (and tomllib) refuse.
+            // A deliberate difference: PolicyTOML skips a leading byte order mark some editors write, which TOML
+            // (and tomllib) refuse.
             try Data((text.hasPrefix("\u{FEFF}") ? String(text.dropFirst()) : text).utf8).write(to: url)
             files.append(url)
         }
@@ -146,12 +171,28 @@ final class PolicyTOMLDifferentialTests: XCTestCase {
         XCTAssertEqual(answers.count, documents.count, file: file, line: line)
         var counts = (accepted: 0, refused: 0)
         for (text, answer) in zip(documents, answers) {
-            let ours = Self.subset(text)
+            let ours = Self.ours(text)
+            if PolicyTOML.nulLine(text) != nil {
+                // The other deliberate difference: a NUL or \u0000 is refused, whatever tomllib says.
+                XCTAssertNil(ours, "a NUL accepted:\n\(text)", file: file, line: line)
+                counts.refused += 1
+                continue
+            }
             let theirs = (answer["ok"] as? Bool) == true ? answer["value"] : nil
             XCTAssertEqual(ours != nil, theirs != nil, "accepted by \(ours != nil ? "PolicyTOML" : "tomllib") only:\n\(text)",
                            file: file, line: line)
             if let ours, let theirs {
                 XCTAssertEqual(try Self.canonical(ours), try Self.canonical(theirs), "different values:\n\(text)", file: file, line: line)
+                // The line index agrees with the document on where each [[rule]] is.
+                let lines = PolicyTOMLLines(text)
+                // By bytes: a String splits "\r\n" as one Character, not at its "\n".
+                let headers = text.utf8.split(separator: UInt8(ascii: "\n"), omittingEmptySubsequences: false).enumerated()
+                    .filter { [Array("[[rule]]".utf8), Array("[[ rule ]]".utf8)].contains(where: $0.element.starts) }.map { $0.offset + 1 }
+                let rules = ((theirs as? [String: Any])?["rule"] as? [Any])?.count ?? 0
+                if headers.count == rules {
+                    XCTAssertEqual((0..<rules).map { lines.line(of: ["rule", String($0)]) }, headers, "rule lines:\n\(text)",
+                                   file: file, line: line)
+                }
                 counts.accepted += 1
             } else if ours == nil, theirs == nil {
                 counts.refused += 1
@@ -191,6 +232,15 @@ final class PolicyTOMLDifferentialTests: XCTestCase {
             "[[rule]]\nwho = [\"*\"] may = [\"sign\"]\n",
             "[self]\nalice = [\"id=alice,ou=user\"]\n[[rule]]\nwho = [\"*\"]\n",
             "[[rule]]\nwho = [\"*\"]\n[[rule]]\nwho = [\"group:g\"]\nfor = \"self\"\n",
+            "[[rule]]\nwho = ['*', 'user:a']\nmay = \"\"\"\nsign\"\"\"\n",         // literal and multi-line strings
+            "[[rule]]\nwho = \"\"\"\n[[rule]]\n\"\"\"\nmay = ['sign']\n",         // a header inside a string is text
+            "rule = [{ who = [\"*\"], may = [\"sign\"] }]\n",                  // an array of inline tables
+            "[[rule]]\nwho.x = 1\n[rule.sub]\na = 1\n",                         // dotted keys, a sub-table
+            "[self]\n[self]\n",                                                // a table twice
+            "[[rule]]\nwho = [1, \"a\"]\nn = 9223372036854775807\nf = 1.5\nb = true\n",
+            "[[rule]]\nwho = [\n  \"*\",\n  \"a\"\n  \"b\",\n]\n",                 // a comma missing inside a long array
+            "[[rule]]\r\nwho = [\"*\"\r\nmay = [\"sign\"]\r\n",
+            "a = \"\\\\u0000\"\n",                                              // an escaped backslash, then u0000
         ]
         let counts = try compare(documents)
         XCTAssertEqual(counts.accepted + counts.refused, documents.count)

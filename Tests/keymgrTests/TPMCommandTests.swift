@@ -178,7 +178,7 @@ final class TPMCommandTests: XCTestCase {
 
     /// The rollback counter as the store records it and as the TPM holds it (read with the store's own secrets).
     private func rollbackState() throws -> (store: UInt64, tpm: UInt64) {
-        let manager = try KeyManager.open(home: StoreLocation(url: sandbox.home), environment: sandbox.environment)
+        let manager = try KeyManager.open(home: StoreLocation(url: sandbox.home), context: .embedded, environment: sandbox.environment)
         let device = try manager.device()
         let auth = try manager.tpmSecrets(device, manager.hierarchy).counter
         let index = try XCTUnwrap(device.tpmCounterIndex.flatMap { UInt32(exactly: $0) })

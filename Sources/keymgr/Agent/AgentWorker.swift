@@ -232,11 +232,16 @@ enum AgentWorker {
             _ = dup2(moved[index], target)  // the command's own (a verifier command gets none: keymgr_spawn)
             close(moved[index])
         }
-        let tty = terminal ? moved[targets.count] : nil
+        let tty: Int32? = terminal ? moved[targets.count] : nil
         let files = Array(moved.dropFirst(targets.count + (terminal ? 1 : 0)))
         let null = open("/dev/null", O_RDWR | O_CLOEXEC)
         for standard: Int32 in 0...2 where !targets.contains(standard) { _ = dup2(null, standard) }
-        let keep = targets + [socket] + (tty.map { [$0] } ?? []) + files + keeping
+        // Appended, not `+`: TOMLKit (linked through KeyManager) declares a generic `+` the type checker then weighs.
+        var keep = targets
+        keep.append(socket)
+        if let tty { keep.append(tty) }
+        keep.append(contentsOf: files)
+        keep.append(contentsOf: keeping)
         closeAll(except: keep)
         return (socket, tty, files)
     }
