@@ -172,6 +172,34 @@ final class AgentWarmWorkerTests: XCTestCase {
         XCTAssertEqual(try sandbox.keymgr(["audit", "verify"]).status, 0)
     }
 
+    /// A warm worker whose preparation failed half-way (the store's files opened, then the master key refused) serves
+    /// its request as a cold worker: the files SQLite opened stay open under it (closing them made SQLite's next
+    /// open of the same file fail its locks, and retry until "locking protocol" after seconds).
+    func testAWarmWorkerWhosePreparationFailedServesOnceTheStoreIsWhole() throws {
+        let harness = try AgentHarness()
+        let sandbox = harness.sandbox
+        try sandbox.bind("alice")
+        try harness.start(["--warm-workers", "2"])
+        waitForWarm(harness)
+        let key = sandbox.home.appendingPathComponent("master.key")
+        XCTAssertEqual(chmod(key.path, 0o644), 0)
+        // The two warm workers prepared before are used up (each refuses, as a fresh open does); the two forked in
+        // their place prepare on the refused key.
+        for _ in 0..<2 {
+            let refused = try harness.request(["status"])
+            XCTAssertEqual(refused.status, 78, refused.summary)
+        }
+        waitForWarm(harness)
+        XCTAssertEqual(chmod(key.path, 0o600), 0)
+        let direct = try sandbox.keymgr(["status", "--json"])
+        for _ in 0..<2 {
+            let served = try harness.request(["status", "--json"])
+            XCTAssertEqual(served.status, 0, served.summary)
+            XCTAssertEqual(served.status, direct.status, served.summary)
+            XCTAssertEqual(servedAlike(served.stdout), servedAlike(direct.stdout), served.summary)
+        }
+    }
+
     /// Before its first fork the agent rehearses a request on a scratch store in the temporary directory, so that
     /// every worker inherits the first-use work. It leaves nothing there, and the agent stays one thread (a process
     /// that forks must: releasing the scratch store's connections would have libdispatch start one), through

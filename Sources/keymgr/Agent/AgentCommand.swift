@@ -72,20 +72,38 @@ struct AgentCommand: KeymgrCommand {
         AgentProcessName.set("keymgr-agent")
         // The directories above what the agent trusts, before anything is read from them (docs/agent.md, "Start").
         try SafePath.checkStore(home: globals.storeHome, environment: ProcessEnvironment.variables, owner: geteuid())
-        try startKeeper()
+        // The store's keeper checks the store while the policy loads (two processes, two cores).
+        let keeper = try startKeeper()
         let policyFile = policy ?? Self.defaultPolicy
         let policy: AgentPolicy
         do {
             policy = try AgentGate.load(policyFile: policyFile)
         } catch {
+            try keeper.wait()
             return try serveWithoutPolicy(error, file: policyFile)
         }
-        Self.warmArgumentParser()
-        OpenSSLLibrary.prepareForWorkers()
-        if KeyManager.rehearseForWorkers() {
-            globals.console.detail("rehearsed a request on a scratch store: every worker starts past its first use")
-        } else {
-            globals.console.detail("no rehearsal (no scratch store in the temporary directory): each worker pays its own first use")
+        // Started by socket activation, a person waits on the socket: the agent serves at once, and the keeper's
+        // answer arrives in the serving loop (a store that cannot be served still ends the agent with 78). Started
+        // any other way, no socket is bound before the store is known good.
+        let activated = AgentListener.passedBySystemd
+        // What every worker would otherwise do on first use, done once in the agent and inherited by every worker
+        // forked after it (docs/agent.md, "Speed"). Started by socket activation, a person waits: the agent serves
+        // first, and runs these steps while no request is being served. Started any other way, before it listens.
+        let console = globals.console
+        var warmUp = Self.argumentParserWarmUp() + [
+            { OpenSSLLibrary.prepareForWorkers() },
+            {
+                if KeyManager.rehearseForWorkers() {
+                    console.detail("rehearsed a request on a scratch store: every worker starts past its first use")
+                } else {
+                    console.detail("no rehearsal (no scratch store in the temporary directory): each worker pays its own first use")
+                }
+            },
+        ]
+        if !activated {
+            try keeper.wait()
+            for step in warmUp { step() }
+            warmUp = []
         }
         let listener = try AgentListener.open(path: socket ?? Self.defaultSocket)
         defer { listener.close() }
@@ -97,8 +115,10 @@ struct AgentCommand: KeymgrCommand {
             idleExit: idleExit,
             home: globals.home,
             policy: policy,
-            warmWorkers: warmWorkers)
-        Self.notifyReady()
+            warmWorkers: warmWorkers,
+            warmUp: warmUp,
+            keeper: activated ? keeper.ready : -1)
+        if !activated { Self.notifyReady() }
         try server.serve()
     }
 
@@ -142,27 +162,34 @@ struct AgentCommand: KeymgrCommand {
         unsetenv("NOTIFY_SOCKET")  // not the workers' to use
     }
 
-    /// Parses every command once (each fails for want of its arguments) before the first fork: the Swift runtime's
+    /// Parses every command once (each fails for want of its arguments), one step per command: the Swift runtime's
     /// type and conformance look-ups the argument parser's reflection makes (and the policy's cast of each parsed
-    /// command) are cached in the process, and every worker inherits them instead of paying them on its request.
-    static func warmArgumentParser() {
+    /// command) are cached in the process, and every worker forked after a step inherits them instead of paying
+    /// them on its request.
+    static func argumentParserWarmUp() -> [() -> Void] {
+        var steps: [() -> Void] = []
         func walk(_ type: any ParsableCommand.Type, path: [String]) {
             let name = type.configuration.commandName ?? ""
             let here = path + [name]
             if type.configuration.subcommands.isEmpty {
-                // The policy's cast of the parsed command (AgentGate), whether or not the command conforms: the
-                // runtime caches each answer, a "no" included, after scanning every conformance of the image.
-                if let parsed = try? Keymgr.parseAsRoot(here) { _ = parsed as? AgentTargeted }
-                _ = try? Keymgr.parseAsRoot(here + ["--json"])
-                _ = type is any AgentTargeted.Type
-                _ = AgentGate.operation(of: type)  // and the operations' table, built once here
+                steps.append {
+                    // The policy's cast of the parsed command (AgentGate), whether or not the command conforms: the
+                    // runtime caches each answer, a "no" included, after scanning every conformance of the image.
+                    if let parsed = try? Keymgr.parseAsRoot(here) { _ = parsed as? AgentTargeted }
+                    _ = try? Keymgr.parseAsRoot(here + ["--json"])
+                    _ = type is any AgentTargeted.Type
+                    _ = AgentGate.operation(of: type)  // and the operations' table, built once here
+                }
             }
             for sub in type.configuration.subcommands { walk(sub, path: here) }
         }
         for sub in Keymgr.configuration.subcommands { walk(sub, path: []) }
         // Sets the commands read on every request, built on first use.
-        _ = PrintableText.bidiControls.isEmpty
-        _ = KeyStatus.usable.isEmpty
+        steps.append {
+            _ = PrintableText.bidiControls.isEmpty
+            _ = KeyStatus.usable.isEmpty
+        }
+        return steps
     }
 
     /// Opens the store and its master key in a child process, the store's keeper, so that no connection to the
@@ -172,7 +199,7 @@ struct AgentCommand: KeymgrCommand {
     /// agent is gone. While one connection is open SQLite keeps the WAL index valid, so a worker's open does not
     /// rebuild it by reading the whole WAL, as the first connection after the last one closed must (a worker exits
     /// without closing, like every keymgr process).
-    private func startKeeper() throws {
+    private func startKeeper() throws -> Keeper {
         let home = globals.storeHome
         var ready: [Int32] = [-1, -1]  // keeper → agent: one byte once the store is open and checked
         var alive: [Int32] = [-1, -1]  // agent → keeper: end of file once the agent (and every worker) is gone
@@ -211,14 +238,27 @@ struct AgentCommand: KeymgrCommand {
             throw CommandFailure(.failure, "cannot start a process to check the store: \(String(cString: strerror(errno)))")
         }
         _ = fcntl(alive[1], F_SETFD, FD_CLOEXEC)  // held for the agent's life; workers close it
-        var byte: UInt8 = 0
-        var got: Int
-        repeat { got = read(ready[0], &byte, 1) } while got < 0 && errno == EINTR
-        Glibc.close(ready[0])
-        guard got == 1 else {
-            var status: Int32 = 0
-            while waitpid(child, &status, 0) < 0, errno == EINTR {}
-            throw ExitCode(FailureCode.config.exitStatus)
+        _ = fcntl(ready[0], F_SETFD, FD_CLOEXEC)
+        return Keeper(pid: child, ready: ready[0])
+    }
+
+    /// The store's keeper, forked by `startKeeper`: its pipe says (one byte) once it opened and checked the store,
+    /// or ends without a byte when it could not (it said why on stderr and exited 78).
+    struct Keeper {
+        let pid: pid_t
+        let ready: Int32
+
+        /// Waits for the keeper's answer: returns once the store is open and checked; 78 otherwise.
+        func wait() throws {
+            var byte: UInt8 = 0
+            var got: Int
+            repeat { got = read(ready, &byte, 1) } while got < 0 && errno == EINTR
+            Glibc.close(ready)
+            guard got == 1 else {
+                var status: Int32 = 0
+                while waitpid(pid, &status, 0) < 0, errno == EINTR {}
+                throw ExitCode(FailureCode.config.exitStatus)
+            }
         }
     }
 }
@@ -250,11 +290,17 @@ final class AgentListener {
         self.bound = bound
     }
 
+    /// Whether systemd passed this process its socket (`LISTEN_PID` is this process and `LISTEN_FDS` ≥ 1).
+    static var passedBySystemd: Bool {
+        let environment = ProcessEnvironment.variables
+        guard let pid = environment["LISTEN_PID"].flatMap({ Int32($0) }), pid == getpid(),
+              let count = environment["LISTEN_FDS"].flatMap({ Int($0) }) else { return false }
+        return count >= 1
+    }
+
     /// systemd's first socket when `LISTEN_PID` is this process, else a new socket bound at `path`.
     static func open(path: String) throws -> AgentListener {
-        let environment = ProcessEnvironment.variables
-        if let pid = environment["LISTEN_PID"].flatMap({ Int32($0) }), pid == getpid(),
-           let count = environment["LISTEN_FDS"].flatMap({ Int($0) }), count >= 1 {
+        if passedBySystemd {
             for name in ["LISTEN_PID", "LISTEN_FDS", "LISTEN_FDNAMES"] { unsetenv(name) }
             let descriptor: Int32 = 3  // SD_LISTEN_FDS_START
             _ = fcntl(descriptor, F_SETFD, FD_CLOEXEC)

@@ -1,4 +1,5 @@
 import AgentWire
+import ArgumentParser
 import CAgentSocket
 import CProcessControl
 import Foundation
@@ -83,8 +84,22 @@ final class AgentServer {
     /// Why the agent cannot serve (its policy does not load): every connection is answered 78 with this, at once.
     private let unavailable: String?
 
+    /// The first-use work left to do in the agent before it forks warm workers (`AgentCommand`'s warm-up steps),
+    /// each a few milliseconds: run while no request is being served, one step at a time, a new connection
+    /// first. Until they are done, a connection gets a cold worker.
+    private var warmUp: [() -> Void]
+
+    /// The store's keeper's answer, when the agent serves before it came (socket activation): a byte, the store
+    /// is open and checked; end of file without one, it is not (the agent stops listening and ends with 78 once
+    /// its workers are done). -1 once answered, or when the agent waited for it before serving.
+    private var keeper: Int32
+    /// Set when the keeper reported that the store cannot be served: the agent's exit status.
+    private var failure: Int32?
+
     init(listener: AgentListener, limits: Limits, idleExit: Int?, home: String?, policy: AgentPolicy? = nil,
-         warmWorkers: Int = 0, unavailable: String? = nil) {
+         warmWorkers: Int = 0, unavailable: String? = nil, warmUp: [() -> Void] = [], keeper: Int32 = -1) {
+        self.warmUp = warmUp
+        self.keeper = keeper
         self.policy = policy
         self.listener = listener
         self.unavailable = unavailable
@@ -110,24 +125,33 @@ final class AgentServer {
             reap()
             resolveShares()
             admitQueued()
-            if AgentSignals.stopping {
+            if stopping {
                 listener.close()
                 warm.endAll()
                 for entry in queued + resolving { close(entry.connection) }  // never served: the client sees the agent gone
                 queued = []
                 resolving = []
-            } else if serving == 0 || warm.isEmpty {
-                // Not while a request is being served, unless no warm worker waits: preparing a store is a few
-                // milliseconds of CPU, which would otherwise compete with the request on a small device.
+            } else if !warmUp.isEmpty {
+                warmUpWhileIdle()
+            } else if serving == 0 {
+                // Only while no request is being served: preparing a store is a few milliseconds of CPU, which would
+                // otherwise compete with the requests. Under a crowd the pool stays empty and connections get cold
+                // workers, which cost less in all than a warm worker forked and prepared for each (its placeholders,
+                // the store opened ahead and then checked again): warm workers use idle time, never busy time.
                 warm.refill()
             }
-            if AgentSignals.stopping && workers.isEmpty { return }
+            if stopping && workers.isEmpty {
+                if let failure { throw ExitCode(failure) }
+                return
+            }
             if !workers.isEmpty { idleSince = Self.monotonicSeconds() }
 
-            // The user database's answers wake the loop like a signal (not watched when there is none: -1).
+            // The user database's answers and the keeper's wake the loop like a signal (not watched when there is
+            // none: -1).
             var polled = [pollfd(fd: AgentSignals.wakeRead, events: Int16(POLLIN), revents: 0),
-                          pollfd(fd: users.channel, events: Int16(POLLIN), revents: 0)]
-            let listening = !AgentSignals.stopping
+                          pollfd(fd: users.channel, events: Int16(POLLIN), revents: 0),
+                          pollfd(fd: keeper, events: Int16(POLLIN), revents: 0)]
+            let listening = !stopping
             if listening { polled.append(pollfd(fd: listener.descriptor, events: Int16(POLLIN), revents: 0)) }
             let watched = workers.indices.filter { workers[$0].state == .serving }
             // No events asked: poll still reports POLLHUP/POLLERR, which is the client gone (not merely done sending).
@@ -139,7 +163,8 @@ final class AgentServer {
 
             var timeout: Int32 = refused.isEmpty && queued.isEmpty ? -1 : 1000
             if !resolving.isEmpty { timeout = 250 }
-            if let idleExit, workers.isEmpty, !AgentSignals.stopping {
+            if canWarmUp { timeout = 0 }  // back to the warm-up once the pending connections are served
+            if let idleExit, workers.isEmpty, !stopping {
                 let left = Double(idleExit) - (Self.monotonicSeconds() - idleSince)
                 if left <= 0 { return }
                 let idle = Int32(min(left * 1000 + 1, Double(Int32.max)))
@@ -156,13 +181,52 @@ final class AgentServer {
             dropQueued(polled[waiting..<lingering].map(\.revents))
             if ready == 0 { continue }  // the idle time is checked at the top
             AgentSignals.drain()
+            if keeper >= 0, polled[2].revents != 0 { keeperAnswered() }
 
-            let offset = listening ? 3 : 2
+            let offset = listening ? 4 : 3
             for (position, index) in watched.enumerated()
             where polled[offset + position].revents & Int16(POLLHUP | POLLERR) != 0 {
                 end(index)
             }
-            if listening, polled[2].revents & Int16(POLLIN) != 0 { acceptAll() }
+            if listening, polled[3].revents & Int16(POLLIN) != 0 { acceptAll() }
+        }
+    }
+
+    /// Stopping: asked to (SIGTERM, SIGINT), or the keeper found the store cannot be served.
+    private var stopping: Bool { AgentSignals.stopping || failure != nil }
+
+    /// Whether warm-up steps are left and may run now: no request is being served or waits.
+    private var canWarmUp: Bool { !warmUp.isEmpty && serving == 0 && queued.isEmpty && resolving.isEmpty && !stopping }
+
+    /// Runs warm-up steps while no request is being served or waits, and nothing is pending: a connection that
+    /// comes is served first (by a cold worker), and the warm-up goes on once it is done.
+    private func warmUpWhileIdle() {
+        while canWarmUp, !somethingPending() {
+            warmUp.removeFirst()()
+        }
+    }
+
+    /// Whether a connection, the keeper's answer or a signal waits (without waiting for one).
+    private func somethingPending() -> Bool {
+        var polled = [pollfd(fd: listener.descriptor, events: Int16(POLLIN), revents: 0),
+                      pollfd(fd: keeper, events: Int16(POLLIN), revents: 0),
+                      pollfd(fd: AgentSignals.wakeRead, events: Int16(POLLIN), revents: 0)]
+        return poll(&polled, nfds_t(polled.count), 0) != 0
+    }
+
+    /// The keeper's answer (see `keeper`): the store is good (systemd is told the agent is ready), or it is not
+    /// (the agent stops listening and ends 78 once its workers are done; the keeper said why on stderr).
+    private func keeperAnswered() {
+        var byte: UInt8 = 0
+        var got: Int
+        repeat { got = read(keeper, &byte, 1) } while got < 0 && errno == EINTR
+        if got < 0 && errno == EAGAIN { return }
+        close(keeper)
+        keeper = -1
+        if got == 1 {
+            AgentCommand.notifyReady()
+        } else {
+            failure = FailureCode.config.exitStatus
         }
     }
 

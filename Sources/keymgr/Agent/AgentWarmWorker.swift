@@ -54,10 +54,12 @@ enum AgentWarmWorker {
         } else {
             for descriptor in placeholders { close(descriptor) }
         }
-        // The store's own descriptors, kept open through the request.
-        let store = prepared == nil ? [] : AgentWorker.openDescriptors().filter {
-            $0 > AgentWire.maximumDescriptorNumber && $0 != channel
-        }
+        // The store's own descriptors, kept open through the request, whether or not the preparation succeeded: a
+        // preparation that failed half-way (the master key refused after the database was opened) leaves SQLite's
+        // files open, and SQLite shares them among the connections of this process to the same database (its locks
+        // are the process's). Closed under it, the request's own open of the store fails its locks, and SQLite
+        // retries for seconds before it gives up with "locking protocol".
+        let store = AgentWorker.openDescriptors().filter { $0 > AgentWire.maximumDescriptorNumber && $0 != channel }
 
         AgentProcessName.set("keymgr-warm")
         guard let (connection, caller) = receive(channel) else { _exit(0) }
