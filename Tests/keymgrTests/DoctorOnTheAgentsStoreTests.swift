@@ -62,6 +62,29 @@ final class DoctorOnTheAgentsStoreTests: XCTestCase {
         XCTAssertTrue(said(named["store.files"]).contains("chown keymgr"), "\(named)")
     }
 
+    /// Root writing the agent's store directly leaves every file of the home the agent's account's, the writers' queue
+    /// it had to create too (as SQLite does for the -wal and -shm files), so the agent's account still writes after it.
+    func testAWriteByRootLeavesEveryFileOfTheHomeToTheAgentsAccount() throws {
+        let environment = try users(keymgrUID: agentUID)
+        try chownHome(to: agentUID)
+        let queue = sandbox.home.appendingPathComponent("keymgr.db-lock")
+        try? FileManager.default.removeItem(at: queue)  // as a first write by root finds it
+        let bound = try sandbox.keymgr(["bind", "--user", "bob"], extraEnvironment: environment)
+        XCTAssertEqual(bound.status, 0, bound.summary)
+        XCTAssertTrue(FileManager.default.fileExists(atPath: queue.path), "root's write queued on keymgr.db-lock")
+        for name in try FileManager.default.contentsOfDirectory(atPath: sandbox.home.path) {
+            var info = stat()
+            XCTAssertEqual(lstat(sandbox.home.appendingPathComponent(name).path, &info), 0, name)
+            XCTAssertEqual(info.st_uid, agentUID, "\(name) belongs to uid \(info.st_uid) after root's write")
+            XCTAssertEqual(info.st_gid, agentUID, "\(name) has group \(info.st_gid) after root's write")
+        }
+        // The agent's account writes its store afterwards (run directly, as that uid, on the same home).
+        let agent = try sandbox.run(URL(fileURLWithPath: "/usr/bin/setpriv"),
+                                    ["--reuid=\(agentUID)", "--regid=\(agentUID)", "--clear-groups", Sandbox.binary.path,
+                                     "--home", sandbox.home.path, "bind", "--user", "carol"])
+        XCTAssertEqual(agent.status, 0, agent.summary)
+    }
+
     /// The installed keymgr.service (in a unit directory of the test's own, SYSTEMD_UNIT_PATH) serving this home with
     /// the master key as a credential from `source`.
     private func installUnit(credential directive: String, source: URL, home: URL? = nil, in name: String = "units") throws
