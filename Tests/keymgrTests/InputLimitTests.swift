@@ -6,6 +6,21 @@ import XCTest
 final class InputLimitTests: ServerTestCase {
     static let escape = "bob\u{1B}[2J\u{1B}]52;c;ZXZpbA==\u{07}"
 
+    /// A file an option names may be any file the caller can open (`/dev/zero`, an endless pipe): keymgr reads a
+    /// bounded amount and refuses the rest, rather than reading until its memory runs out.
+    func testAnEndlessFileNamedByAnOptionIsRefusedNotReadForever() throws {
+        try startOAuth()
+        for option in ["--metadata", "--initial-access-token-file"] {
+            var arguments = ["dcr", "register", "--user", "alice", "--json", option, "/dev/zero"]
+            if option != "--metadata" { arguments += ["--software-id", "keymgr-template"] }
+            let outcome = try sandbox.keymgr(arguments, timeout: 30)
+            try assertJSONError(outcome, status: 65, code: "badInput")
+            XCTAssertTrue(outcome.stderr.contains("/dev/zero holds more than 1 MiB"), outcome.summary)
+        }
+        let registrations = try server.recordedRequests().filter { ($0["method"] as? String) == "POST" && !(($0["target"] as? String) ?? "").hasPrefix("/__refserver") }
+        XCTAssertEqual(registrations.count, 0, "nothing was sent to the server: \(registrations)")
+    }
+
     func testDcrRegisterHoldsUserIdsToTheRulesOfBind() throws {
         try startOAuth()
         for user in [Self.escape, String(repeating: "b", count: 100_000), "bob\u{202E}evil"] {

@@ -150,11 +150,11 @@ struct Audit: KeymgrCommand {
 
         func run() throws {
             if let input {
-                let text = try NamedFile.open(input, option: "--input", access: .read).text()
+                let text = try NamedFile.open(input, option: "--input", access: .read).text(limit: NamedFile.auditExportLimit)
                 return try Audit.verifyCopy(try KeyManager.verifyArchive(text), globals)
             }
             if let journal {
-                let text = try NamedFile.open(journal, option: "--journal", access: .read).text()
+                let text = try NamedFile.open(journal, option: "--journal", access: .read).text(limit: NamedFile.auditExportLimit)
                 return try Audit.verifyCopy(try KeyManager.verifyJournalExport(text), globals)
             }
             let report = try globals.openManager(readOnly: true).verifyAudit()

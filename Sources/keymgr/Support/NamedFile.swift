@@ -73,19 +73,37 @@ final class NamedFile {
         return NamedFile(name: path, descriptor: descriptor, createdHere: access == .create)
     }
 
-    /// The whole file (a small document or a secret).
-    /// - Throws: `badInput` when it cannot be read (a directory, say).
-    func contents() throws -> Data {
+    /// The most `contents()` reads by default: a document or a secret (metadata, a token, a credential).
+    static let documentLimit = 1 << 20
+    /// The most an audit export (`audit verify --input`, `--journal`) may be.
+    static let auditExportLimit = 256 << 20
+
+    /// The whole file, up to `limit` bytes: a caller may pass any descriptor (a pipe, `/dev/zero`), so what is read
+    /// for them is bounded, not their memory's worth.
+    /// - Throws: `badInput` when it cannot be read (a directory, say) or holds more than `limit` bytes.
+    func contents(limit: Int = NamedFile.documentLimit) throws -> Data {
         let handle = FileHandle(fileDescriptor: descriptor, closeOnDealloc: false)
+        var data = Data()
         do {
-            return try handle.readToEnd() ?? Data()
+            while let chunk = try handle.read(upToCount: 64 << 10), !chunk.isEmpty {
+                guard data.count + chunk.count <= limit else {
+                    throw CommandFailure(.badInput, "\(name) holds more than \(limit >> 20) MiB: it is not the file this "
+                        + "option takes")
+                }
+                data.append(chunk)
+            }
+        } catch let failure as CommandFailure {
+            throw failure
         } catch {
             throw CommandFailure(.badInput, "cannot read \(name): \(error.localizedDescription)")
         }
+        return data
     }
 
-    /// The whole file as UTF-8 text (invalid sequences replaced).
-    func text() throws -> String { String(decoding: try contents(), as: UTF8.self) }
+    /// The whole file as UTF-8 text (invalid sequences replaced), up to `limit` bytes.
+    func text(limit: Int = NamedFile.documentLimit) throws -> String {
+        String(decoding: try contents(limit: limit), as: UTF8.self)
+    }
 
     /// A file keymgr created here that the command left empty (it failed, or had nothing to write) is removed, if
     /// the name still holds it. Through the agent the client does this once it has the answer.
