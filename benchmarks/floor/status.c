@@ -1,9 +1,10 @@
 /* The floor of `keymgr status`: the least a process can do to answer it, in C, with the same system libraries.
  *
  * It opens the store read-only (WAL, shared memory and all), reads the device row and the counts in one statement,
- * derives the device's MAC key from the master key with HKDF-SHA256 and checks the row's HMAC-SHA256 with libcrypto,
- * as keymgr does. No argument parser, no Swift runtime, no Foundation, no GRDB. benchmarks/status times it against
- * the same baseline as keymgr, so the README can say how much of keymgr's ratio is the work itself.
+ * reads the device row's MAC (`row_mac`, the row-integrity column), derives a MAC key from the master key with
+ * HKDF-SHA256 and computes an HMAC-SHA256 with libcrypto, as keymgr does for the row. No argument parser, no Swift
+ * runtime, no Foundation, no GRDB. benchmarks/status times it against the same baseline as keymgr, so the README
+ * can say how much of keymgr's ratio is the work itself.
  *
  *   status-floor DB MASTER_KEY_FILE
  */
@@ -24,7 +25,7 @@ int main(int argc, char **argv) {
     sqlite3 *db;
     if (sqlite3_open_v2(argv[1], &db, SQLITE_OPEN_READONLY, NULL) != SQLITE_OK) { fprintf(stderr, "open failed\n"); return 78; }
     sqlite3_stmt *row;
-    const char *sql = "SELECT device_id, device_name, integrity_mac, (SELECT COUNT(*) FROM users), "
+    const char *sql = "SELECT device_id, device_name, row_mac, (SELECT COUNT(*) FROM users), "
         "(SELECT COUNT(*) FROM user_keys WHERE status IN ('active', 'locked')), "
         "(SELECT finished_at FROM sync_state ORDER BY started_at DESC LIMIT 1) FROM device WHERE id = 1";
     if (sqlite3_prepare_v2(db, sql, -1, &row, NULL) != SQLITE_OK || sqlite3_step(row) != SQLITE_ROW) {
