@@ -20,6 +20,7 @@ started=$(date +%s)
 
 refserver_dir=$(mktemp -d "${TMPDIR:-/tmp}/keymgr-run-refserver.XXXXXX") || exit 1
 refserver_pid=
+tests_pid=
 stop_refserver() {
     if [ -n "$refserver_pid" ]; then
         kill "$refserver_pid" 2>/dev/null
@@ -28,9 +29,13 @@ stop_refserver() {
     fi
     rm -rf "$refserver_dir"
 }
+# swift test runs in the background so that a signal is handled at once (sh runs a trap only after its foreground
+# child ends) and passed on to it as SIGTERM (a background child of sh ignores SIGINT), and the server stopped.
+stop_tests() { [ -n "$tests_pid" ] && kill -TERM "$tests_pid" 2>/dev/null; }
 trap stop_refserver EXIT
-trap 'exit 130' INT
-trap 'exit 143' TERM HUP
+trap 'stop_tests; exit 130' INT
+trap 'stop_tests; exit 143' TERM
+trap 'stop_tests; exit 129' HUP
 
 refserver=${KEYMGR_REFSERVER_BIN:-$(swift build --show-bin-path 2>/dev/null)/keymgr-refserver}
 if [ -x "$refserver" ]; then
@@ -53,8 +58,11 @@ if [ -x "$refserver" ]; then
     fi
 fi
 
-swift test --skip-build --disable-swift-testing --parallel --num-workers "$workers" --xunit-output "$results" "$@"
+swift test --skip-build --disable-swift-testing --parallel --num-workers "$workers" --xunit-output "$results" "$@" &
+tests_pid=$!
+wait "$tests_pid"
 status=$?
+tests_pid=
 stop_refserver
 python3 "$(dirname "$0")/test-report.py" "$results" "$(( $(date +%s) - started ))"
 report=$?

@@ -141,6 +141,11 @@ final class TenantTests: OAuthServerTestCase {
             try url("b", "/oauth/v2/oauth-token"), form,
             headers: ["Authorization": basic, "DPoP": try key.proof("POST", try url("b", "/oauth/v2/oauth-token"))])
         XCTAssertNotEqual(inB.status, 200, "b knows neither the client nor the token")
+        // A fault (here an outage) armed on b's token endpoint is b's alone.
+        let outage = try await send("PUT", try url("b", "/__refserver/oauth/faults/token"), headers: admin, json: ["fault": "status500"])
+        XCTAssertEqual(outage.status, 200)
+        let faultsOfA = try await send("GET", try url("a", "/__refserver/oauth/faults"), headers: admin)
+        XCTAssertEqual((try faultsOfA.object()["faults"] as? [String: Any])?.count, 0)
         let good = try await sendForm(
             try url("a", "/oauth/v2/oauth-token"), form,
             headers: ["Authorization": basic, "DPoP": try key.proof("POST", try url("a", "/oauth/v2/oauth-token"))])
