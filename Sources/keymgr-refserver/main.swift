@@ -18,7 +18,14 @@ import Darwin
 struct RefServerCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "keymgr-refserver",
-        abstract: "A local stand-in for PingAM (device binding REST, journeys) and Curity (DCR, tokens, DPoP) on 127.0.0.1.")
+        abstract: "A local stand-in for PingAM (device binding REST, journeys) and Curity (DCR, tokens, DPoP) on 127.0.0.1.",
+        discussion: """
+            Every route is served again under /t/<id>/ (1 to 64 letters, digits, - or _): a tenant with its own users, \
+            devices, clients, tokens, faults and request journal, in memory, whose base URL is http://127.0.0.1:PORT/t/<id>. \
+            A tenant is made on first use with this server's options, or by PUT /__refserver/tenants/<id> (admin token) \
+            with {"arguments": [...]}: options of its own after the server's (not --db, --port, --admin-token-file, \
+            --idle-exit, --parent-pid or --clock-offset).
+            """)
 
     @Option(name: .customLong("db"), help: "The server's SQLite file (created when missing).")
     var databasePath: String
