@@ -127,4 +127,25 @@ final class ExecutableTests: XCTestCase {
             XCTAssertEqual(answer.status, 400, "\(refused)")
         }
     }
+
+    /// `--parent-pid`: the server stops by itself once that process is gone (what leaves no server behind when
+    /// `scripts/run-tests.sh`, which names itself, is killed outright).
+    func testTheServerStopsWhenItsParentIsGone() throws {
+        let parent = Process()
+        parent.executableURL = URL(fileURLWithPath: "/bin/sleep")
+        parent.arguments = ["300"]
+        try parent.run()
+        defer { if parent.isRunning { parent.terminate() } }
+        let databasePath = try temporaryDatabasePath()
+        let (process, _, line) = try launch(["--db", databasePath, "--parent-pid", String(parent.processIdentifier)])
+        defer { if process.isRunning { process.terminate() } }
+        XCTAssertTrue(line.hasPrefix("listening on http://127.0.0.1:"), line)
+        XCTAssertTrue(process.isRunning)
+        kill(parent.processIdentifier, SIGKILL)
+        parent.waitUntilExit()
+        let deadline = Date().addingTimeInterval(15)
+        while process.isRunning, Date() < deadline { Thread.sleep(forTimeInterval: 0.05) }
+        XCTAssertFalse(process.isRunning, "the server outlived the process it named")
+        XCTAssertEqual(process.terminationStatus, 0)
+    }
 }
