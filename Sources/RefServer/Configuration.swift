@@ -82,6 +82,9 @@ public struct ReferenceServerConfiguration: Sendable {
     public var oauth: OAuthServerConfiguration
     /// Cookies, sessions and device limits of the journeys (set after `init`).
     public var journeyPolicy = JourneyPolicy()
+    /// Makes the settings of a tenant (`/t/<id>/…`) from its arguments; nil: every tenant runs with this
+    /// configuration and no users, and a tenant with arguments is refused.
+    public var tenantConfigurator: TenantConfigurator? = nil
 
     /// Creates a configuration with PingAM-like defaults.
     public init(

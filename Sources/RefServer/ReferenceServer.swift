@@ -30,15 +30,17 @@ public final class ReferenceServer: Sendable {
     public let configuration: ReferenceServerConfiguration
 
     let handler: RequestHandler
+    let tenants: Tenants
     private let runTask: Task<Void, any Error>
 
     private init(
-        baseURL: URL, configuration: ReferenceServerConfiguration, handler: RequestHandler,
+        baseURL: URL, configuration: ReferenceServerConfiguration, handler: RequestHandler, tenants: Tenants,
         runTask: Task<Void, any Error>
     ) {
         self.baseURL = baseURL
         self.configuration = configuration
         self.handler = handler
+        self.tenants = tenants
         self.runTask = runTask
     }
 
@@ -55,38 +57,21 @@ public final class ReferenceServer: Sendable {
             throw ReferenceServerError("port \(configuration.port) is not in 0...65535")
         }
         guard !configuration.adminToken.isEmpty else { throw ReferenceServerError("the admin token is empty") }
-        guard !configuration.realmPaths.isEmpty else { throw ReferenceServerError("no realm configured") }
-        var realms: [Realm] = []
-        for path in configuration.realmPaths {
-            guard let realm = Realm(path: path) else {
-                throw ReferenceServerError("realm path \(path) is not of the form /realms/root[/realms/name…]")
-            }
-            if !realms.contains(realm) { realms.append(realm) }
-        }
-        let names = configuration.journeys.map(\.name)
-        guard Set(names).count == names.count else { throw ReferenceServerError("journey names must be unique") }
-
         let store: Store
         do {
             store = try Store(path: configuration.databasePath)
         } catch {
             throw ReferenceServerError("cannot open \(configuration.databasePath): \(error)")
         }
-        let oauth: OAuthContext
-        do {
-            oauth = OAuthContext(store: try OAuthStore(database: store.database), state: OAuthState())
-        } catch {
-            throw ReferenceServerError("cannot prepare the OAuth tables in \(configuration.databasePath): \(error)")
-        }
-        let handler = RequestHandler(
-            configuration: configuration, realms: realms, store: store, state: ServerState(), verifier: verifier,
-            oauth: oauth)
+        let handler = try RequestHandler.make(configuration: configuration, verifier: verifier, store: store)
+        let tenants = Tenants(root: handler, verifier: verifier)
+        let oauth = handler.oauth
 
         let (ports, portContinuation) = AsyncStream<Int>.makeStream()
         let clock = configuration.clock
         let application = Application(
             responder: CallbackResponder<RefServerRequestContext> { request, context in
-                await handler.respond(to: request, resetConnection: context.resetConnection)
+                await tenants.respond(to: request, resetConnection: context.resetConnection)
             },
             server: configuration.dateHeaderFollowsClock
                 ? .http1(configuration: .init(additionalChannelHandlers: [ServerDateHandler(clock: clock)])) : .http1(),
@@ -114,7 +99,9 @@ public final class ReferenceServer: Sendable {
             throw ReferenceServerError("cannot form the base URL for port \(port)")
         }
         await oauth.state.setBaseURL(baseURL.absoluteString)
-        return ReferenceServer(baseURL: baseURL, configuration: configuration, handler: handler, runTask: runTask)
+        await tenants.setBaseURL(baseURL.absoluteString)
+        return ReferenceServer(
+            baseURL: baseURL, configuration: configuration, handler: handler, tenants: tenants, runTask: runTask)
     }
 
     /// Stops listening and waits until the server has shut down. Calling it twice is harmless.

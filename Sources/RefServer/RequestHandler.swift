@@ -33,8 +33,32 @@ struct RequestHandler: Sendable {
     let verifier: any JWSVerifier
     let oauth: OAuthContext
 
-    func respond(to request: Request, resetConnection: (@Sendable () async -> Void)? = nil) async -> Response {
-        let rawTarget = request.head.path ?? "/"
+    /// A handler with its own state for `configuration` (the server's, or a tenant's) over `store`.
+    static func make(configuration: ReferenceServerConfiguration, verifier: any JWSVerifier, store: Store) throws -> RequestHandler {
+        guard !configuration.realmPaths.isEmpty else { throw ReferenceServerError("no realm configured") }
+        var realms: [Realm] = []
+        for path in configuration.realmPaths {
+            guard let realm = Realm(path: path) else {
+                throw ReferenceServerError("realm path \(path) is not of the form /realms/root[/realms/name…]")
+            }
+            if !realms.contains(realm) { realms.append(realm) }
+        }
+        let names = configuration.journeys.map(\.name)
+        guard Set(names).count == names.count else { throw ReferenceServerError("journey names must be unique") }
+        let oauth: OAuthContext
+        do {
+            oauth = OAuthContext(store: try OAuthStore(database: store.database), state: OAuthState())
+        } catch {
+            throw ReferenceServerError("cannot prepare the OAuth tables in \(configuration.databasePath): \(error)")
+        }
+        return RequestHandler(
+            configuration: configuration, realms: realms, store: store, state: ServerState(), verifier: verifier,
+            oauth: oauth)
+    }
+
+    /// Answers `request`, whose target is `rawTarget` (a tenant's: without its `/t/<id>` prefix).
+    func respond(to request: Request, rawTarget: String? = nil, resetConnection: (@Sendable () async -> Void)? = nil) async -> Response {
+        let rawTarget = rawTarget ?? request.head.path ?? "/"
         let isAdmin = RawTarget(rawTarget)?.segments.first == "__refserver"
         let number = isAdmin ? nil : await state.record(recorded(request, rawTarget), at: configuration.clock())
         let response = await answer(request, rawTarget: rawTarget, resetConnection: resetConnection)

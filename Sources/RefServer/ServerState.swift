@@ -87,6 +87,9 @@ actor ServerState {
 
     // MARK: journal
 
+    /// Marks the server busy (a tenant's request: idleness is the whole server's).
+    func touch() { lastActivity = Date() }
+
     /// Records a request as it arrives; the number it returns marks its answer (`answered(_:)`).
     @discardableResult
     func record(_ request: RecordedRequest, at date: Date) -> Int {

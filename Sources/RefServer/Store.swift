@@ -79,7 +79,16 @@ struct Store: Sendable {
     init(path: String) throws {
         var configuration = Configuration()
         configuration.busyMode = .timeout(5)
-        database = try DatabaseQueue(path: path, configuration: configuration)
+        try self.init(database: try DatabaseQueue(path: path, configuration: configuration))
+    }
+
+    /// A database in memory: a tenant's, gone with the server.
+    init(inMemory: Void) throws {
+        try self.init(database: try DatabaseQueue(configuration: Configuration()))
+    }
+
+    private init(database: DatabaseQueue) throws {
+        self.database = database
         try database.write { db in
             try db.execute(
                 sql: """

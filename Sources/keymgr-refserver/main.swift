@@ -18,7 +18,14 @@ import Darwin
 struct RefServerCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "keymgr-refserver",
-        abstract: "A local stand-in for PingAM (device binding REST, journeys) and Curity (DCR, tokens, DPoP) on 127.0.0.1.")
+        abstract: "A local stand-in for PingAM (device binding REST, journeys) and Curity (DCR, tokens, DPoP) on 127.0.0.1.",
+        discussion: """
+            Every route is served again under /t/<id>/ (1 to 64 letters, digits, - or _): a tenant with its own users, \
+            devices, clients, tokens, faults and request journal, in memory, whose base URL is http://127.0.0.1:PORT/t/<id>. \
+            A tenant is made on first use with this server's options, or by PUT /__refserver/tenants/<id> (admin token) \
+            with {"arguments": [...]}: options of its own after the server's (not --db, --port, --admin-token-file, \
+            --idle-exit, --parent-pid or --clock-offset).
+            """)
 
     @Option(name: .customLong("db"), help: "The server's SQLite file (created when missing).")
     var databasePath: String
@@ -153,8 +160,11 @@ struct RefServerCommand: AsyncParsableCommand {
         }
     }
 
-    mutating func run() async throws {
-        let token = try adminToken()
+    /// The options a tenant may not set: they are the process's (its socket, files, lifetime and `Date` header).
+    static let processWideOptions = ["--db", "--port", "--admin-token-file", "--idle-exit", "--parent-pid", "--clock-offset"]
+
+    /// The configuration and the users these options describe.
+    func settings(adminToken token: String) throws -> (ReferenceServerConfiguration, [TenantUser]) {
         let oauth = try oauthConfiguration()
         var configuration = ReferenceServerConfiguration(
             databasePath: databasePath, port: port,
@@ -176,16 +186,47 @@ struct RefServerCommand: AsyncParsableCommand {
         configuration.journeyPolicy.honoursNoSession = !ignoreNoSession
         configuration.journeyPolicy.foreignSigningUsers = foreignSigningUsers.map { $0.split(separator: ",").map(String.init) } ?? []
         configuration.journeyPolicy.foreignBindingUser = foreignBindingUser
+        let users = users.map { user in
+            let parts = user.split(separator: ":", maxSplits: 1, omittingEmptySubsequences: false)
+            return TenantUser(username: String(parts[0]), password: String(parts[1]))
+        }
+        return (configuration, users)
+    }
+
+    /// A tenant's settings: this process's options followed by the tenant's own (which win where an option takes one
+    /// value, and add where it repeats), the process-wide options refused.
+    static func tenantSettings(processArguments: [String], tenantArguments: [String], adminToken: String) throws -> TenantSettings {
+        for argument in tenantArguments {
+            let name = String(argument.split(separator: "=", maxSplits: 1).first ?? "")
+            if processWideOptions.contains(name) {
+                throw ReferenceServerError("\(name) is the server's, not a tenant's: start a server of its own to set it")
+            }
+        }
+        let command: RefServerCommand
+        do {
+            command = try parse(processArguments + tenantArguments)
+        } catch {
+            throw ReferenceServerError(message(for: error))
+        }
+        let (configuration, users) = try command.settings(adminToken: adminToken)
+        return TenantSettings(configuration: configuration, users: users)
+    }
+
+    mutating func run() async throws {
+        let token = try adminToken()
+        let (base, users) = try settings(adminToken: token)
+        var configuration = base
+        let processArguments = Array(CommandLine.arguments.dropFirst())
+        configuration.tenantConfigurator = { tenantArguments in
+            try Self.tenantSettings(processArguments: processArguments, tenantArguments: tenantArguments, adminToken: token)
+        }
         let server: ReferenceServer
         do {
             server = try await ReferenceServer.start(configuration: configuration)
         } catch {
             throw ValidationError("\(error)")
         }
-        for user in users {
-            let parts = user.split(separator: ":", maxSplits: 1, omittingEmptySubsequences: false)
-            try await server.addUser(String(parts[0]), password: String(parts[1]))
-        }
+        for user in users { try await server.addUser(user.username, password: user.password) }
         FileHandle.standardOutput.write(Data("listening on \(server.baseURL.absoluteString)\n".utf8))
 
         let reason = await Self.waitForStop(server: server, idleExit: idleExit, parentPid: parentPid)

@@ -282,7 +282,7 @@ final class AdminCommandTests: ServerTestCase {
     // MARK: failures
 
     func testARefusedCredentialOrAnUnreachableServerChangesNothingLocally() throws {
-        try start(users: ["alice"])
+        try start(users: ["alice"], ownServer: true)
         let kid = try XCTUnwrap(try register("alice")["kid"] as? String)
         let idA = try deviceId()
         let before = (try sandbox.succeed(["audit", "--json"]).stdout, try keys())

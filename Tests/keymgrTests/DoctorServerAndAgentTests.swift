@@ -22,7 +22,7 @@ final class DoctorServerTests: ServerTestCase {
     }
 
     func testAServerThatAnswersAcceptsTheCredentialAndAgreesOnTheTimeIsOkAndEachBreakIsNamed() throws {
-        try start(users: ["alice"])
+        try start(users: ["alice"], ownServer: true)
         try sandbox.succeed(["sync"])
         let (status, checks) = try doctor()
         XCTAssertEqual(status, 0, "\(checks)")

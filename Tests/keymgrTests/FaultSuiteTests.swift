@@ -142,7 +142,7 @@ final class FaultSuiteTests: ServerTestCase {
 
     /// `sign --journey` when the server is gone: the user-visible error, and no key used or changed.
     func testSignThroughAJourneyWithTheServerDown() throws {
-        try start(users: ["alice"])
+        try start(users: ["alice"], ownServer: true)
         try registerSettled(["alice"])
         let before = try sandbox.succeed(["list", "--status", "all", "--json"]).stdout
         let audit = try sandbox.succeed(["audit", "list", "--json"]).array().count

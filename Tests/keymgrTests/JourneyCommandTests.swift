@@ -101,7 +101,7 @@ final class JourneyCommandTests: ServerTestCase {
     }
 
     func testJourneyFailuresMapToTheirExitStatuses() throws {
-        try start(users: ["alice"])
+        try start(users: ["alice"], ownServer: true)
         // Wrong password: the server ends the journey (76); nothing is bound.
         let wrong = try sandbox.keymgr(["bind", "--journey", "RegisterDevice", "--user", "alice", "--password-fd", "0", "--json"],
                                        stdin: "not the password\n")

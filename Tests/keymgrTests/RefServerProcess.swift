@@ -5,18 +5,43 @@ import XCTest
 import FoundationNetworking
 #endif
 
-/// The built `keymgr-refserver` run as a process on 127.0.0.1 (port chosen by the OS), as `make demo` runs it.
+/// The test's own tenant of a `keymgr-refserver` on 127.0.0.1 (port chosen by the OS): `baseURL` is
+/// `http://127.0.0.1:PORT/t/<id>`, with users, devices, clients, tokens, faults and a journal nobody else sees.
 ///
-/// It stops when told (`stop()`, called by the tests' tearDown), when the test runner dies (`--parent-pid`)
-/// or after two idle minutes (`--idle-exit`), so a failed test never leaves it behind.
+/// The server is the run's (`scripts/run-tests.sh` starts one and names it in `KEYMGR_TEST_REFSERVER_URL` and
+/// `KEYMGR_TEST_REFSERVER_TOKEN_FILE`), or one of the test's own: when those are not set (a plain `swift test`), when
+/// the test asks (`ownServer: true`: it stops the server, or needs a host of its own) or when `extra` sets a
+/// process-wide option (`--clock-offset`, `--port`, …). A server of its own stops when told (`stop()`, called by the
+/// tests' tearDown), when the test runner dies (`--parent-pid`) or after two idle minutes (`--idle-exit`), so a failed
+/// test never leaves it behind.
 final class RefServerProcess {
-    let process: Process
+    /// The server the test started, nil on the run's server.
+    let process: Process?
+    /// The tenant's base URL, `http://127.0.0.1:PORT/t/<id>`: what keymgr is configured with.
     let baseURL: URL
-    /// The admin token's file (mode 0600): what `keymgr server set --credential-file` names.
+    /// The server's own URL, `http://127.0.0.1:PORT`.
+    let serverURL: URL
+    /// The tenant's id.
+    let tenant: String
+    /// The admin token's file (mode 0600) in the test's sandbox: what `keymgr server set --credential-file` names.
     let tokenFile: URL
     let token: String
     /// The password every user added at start gets.
     static let password = "correct horse battery staple"
+
+    /// The options only a server's process takes (a tenant may not set them).
+    static let processWideOptions: Set<String> = ["--db", "--port", "--admin-token-file", "--idle-exit", "--parent-pid",
+                                                  "--clock-offset"]
+
+    /// The run's server (`scripts/run-tests.sh`), when there is one.
+    static let runServer: (url: URL, token: String)? = {
+        let environment = ProcessInfo.processInfo.environment
+        guard let text = environment["KEYMGR_TEST_REFSERVER_URL"], let url = URL(string: text),
+              let tokenPath = environment["KEYMGR_TEST_REFSERVER_TOKEN_FILE"],
+              let data = FileManager.default.contents(atPath: tokenPath) else { return nil }
+        let token = String(decoding: data, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
+        return token.isEmpty ? nil : (url, token)
+    }()
 
     /// The executable next to `keymgr` (or `$KEYMGR_REFSERVER_BIN`); when `keymgr` is another build's (`$KEYMGR_BIN`,
     /// e.g. the release build, which has no reference server), the one beside the test bundle.
@@ -35,23 +60,37 @@ final class RefServerProcess {
         return beside
     }()
 
-    /// Starts a server whose state lives in `sandbox`, with `users` (password `RefServerProcess.password`).
-    init(in sandbox: Sandbox, users: [String] = [], extra: [String] = []) throws {
-        guard FileManager.default.isExecutableFile(atPath: Self.binary.path) else {
-            throw XCTSkip("keymgr-refserver is not built next to keymgr: \(Self.binary.path)")
-        }
+    /// A tenant holding `users` (password `RefServerProcess.password`) and set up by `extra` (the server's options),
+    /// on the run's server unless `ownServer` (or a process-wide option in `extra`) asks for a server of its own.
+    init(in sandbox: Sandbox, users: [String] = [], extra: [String] = [], ownServer: Bool = false) throws {
         let directory = sandbox.root.appendingPathComponent("refserver-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         tokenFile = directory.appendingPathComponent("admin.token")
+        tenant = UUID().uuidString.lowercased()
+        let userArguments = users.flatMap { ["--add-user", "\($0):\(Self.password)"] }
+        let processWide = extra.contains { Self.processWideOptions.contains(String($0.split(separator: "=").first ?? "")) }
+        if !ownServer, !processWide, let run = Self.runServer,
+           let created = try Self.createTenant(tenant, on: run.url, token: run.token, arguments: userArguments + extra) {
+            process = nil
+            serverURL = run.url
+            token = run.token
+            baseURL = created
+            _ = FileManager.default.createFile(atPath: tokenFile.path, contents: Data((token + "\n").utf8),
+                                               attributes: [.posixPermissions: 0o600])
+            return
+        }
+        guard FileManager.default.isExecutableFile(atPath: Self.binary.path) else {
+            throw XCTSkip("keymgr-refserver is not built next to keymgr: \(Self.binary.path)")
+        }
         token = "admin-\(UUID().uuidString)"
         _ = FileManager.default.createFile(atPath: tokenFile.path, contents: Data((token + "\n").utf8),
                                            attributes: [.posixPermissions: 0o600])
-        var arguments = ["--db", directory.appendingPathComponent("refserver.db").path, "--port", "0",
+        let arguments = ["--db", directory.appendingPathComponent("refserver.db").path, "--port", "0",
                          "--admin-token-file", tokenFile.path, "--parent-pid", String(getpid()), "--idle-exit", "120"]
-        for user in users { arguments += ["--add-user", "\(user):\(Self.password)"] }
-        process = Process()
+        let process = Process()
         process.executableURL = Self.binary
-        process.arguments = arguments + extra
+        // The users and options are the process's; its tenants (this test's) start with them.
+        process.arguments = arguments + userArguments + extra
         let output = Pipe()
         process.standardOutput = output
         process.standardError = FileHandle.nullDevice
@@ -71,19 +110,62 @@ final class RefServerProcess {
             process.terminate()
             throw XCTSkip("keymgr-refserver did not start: \(text)")
         }
-        baseURL = url
+        self.process = process
+        serverURL = url
         profile?.record(Self.binary, ["(until listening)"], cpu: RunProfile.cpuSeconds(of: process.processIdentifier))
+        // Created now rather than on first use, so that the tenant's journal starts with keymgr's requests.
+        guard let created = try Self.createTenant(tenant, on: url, token: token, arguments: []) else {
+            process.terminate()
+            throw XCTSkip("keymgr-refserver at \(url.absoluteString) does not answer")
+        }
+        baseURL = created
     }
 
     deinit { stop() }
 
+    /// Stops the test's own server (the run's server stays: the test's tenant is simply no longer used).
     func stop() {
-        guard process.isRunning else { return }
+        guard let process, process.isRunning else { return }
         if let cpu = RunProfile.cpuSeconds(of: process.processIdentifier) {
             RunProfile(started: Date(), childCPU: 0).record(Self.binary, ["(its whole life, CPU only)"], cpu: cpu)
         }
         process.terminate()
         process.waitUntilExit()
+    }
+
+    /// Creates `tenant` on the server at `url` (`PUT /__refserver/tenants/<id>`) and returns its base URL; nil when
+    /// nothing answers there (the run's server gone); throws when the server refuses it.
+    static func createTenant(_ tenant: String, on url: URL, token: String, arguments: [String]) throws -> URL? {
+        guard let target = URL(string: url.absoluteString + "/__refserver/tenants/" + tenant) else { return nil }
+        let (status, json) = try send("PUT", target, token: token, body: ["arguments": arguments])
+        if status == 0 { return nil }
+        guard status == 201, let base = (json as? [String: Any])?["baseURL"] as? String, let baseURL = URL(string: base) else {
+            throw RefServerTenantError(message: "tenant \(tenant) with \(arguments): HTTP \(status) \(json ?? "")")
+        }
+        return baseURL
+    }
+
+    /// Sends a request with the admin token and returns the status (0: no answer) and the JSON body (nil when empty).
+    static func send(_ method: String, _ url: URL, token: String, body: Any? = nil, headers: [String: String] = [:])
+        throws -> (status: Int, json: Any?) {
+        var request = URLRequest(url: url, timeoutInterval: 30)
+        request.httpMethod = method
+        request.setValue("Bearer \(token)", forHTTPHeaderField: "Authorization")
+        for (name, value) in headers { request.setValue(value, forHTTPHeaderField: name) }
+        if let body {
+            request.httpBody = try JSONSerialization.data(withJSONObject: body)
+            request.setValue("application/json", forHTTPHeaderField: "Content-Type")
+        }
+        let answer = Mutex<(Int, Data)>((0, Data()))
+        let done = DispatchSemaphore(value: 0)
+        URLSession.shared.dataTask(with: request) { data, response, _ in
+            answer.withLock { $0 = ((response as? HTTPURLResponse)?.statusCode ?? 0, data ?? Data()) }
+            done.signal()
+        }.resume()
+        done.wait()
+        let (status, data) = answer.withLock { $0 }
+        let json = data.isEmpty ? nil : try JSONSerialization.jsonObject(with: data, options: [.fragmentsAllowed])
+        return (status, json)
     }
 
     /// `keymgr server set` arguments for this server.
@@ -93,29 +175,14 @@ final class RefServerProcess {
 
     // MARK: the admin surface (/__refserver/) and PingAM's device REST, as an administrator uses them
 
-    /// Sends a request with the admin token and returns the status and the JSON body (nil when empty).
+    /// Sends a request to the tenant with the admin token and returns the status and the JSON body (nil when empty).
     @discardableResult
     func request(_ method: String, _ path: String, body: Any? = nil, headers: [String: String] = [:],
                  file: StaticString = #filePath, line: UInt = #line) throws -> (status: Int, json: Any?) {
         let url = try XCTUnwrap(URL(string: baseURL.absoluteString + path), file: file, line: line)
-        var request = URLRequest(url: url, timeoutInterval: 30)
-        request.httpMethod = method
-        request.setValue("Bearer \(token)", forHTTPHeaderField: "Authorization")
-        for (name, value) in headers { request.setValue(value, forHTTPHeaderField: name) }
-        if let body {
-            request.httpBody = try JSONSerialization.data(withJSONObject: body)
-            request.setValue("application/json", forHTTPHeaderField: "Content-Type")
-        }
-        let answer = Mutex<(Int, Data)?>(nil)
-        let done = DispatchSemaphore(value: 0)
-        URLSession.shared.dataTask(with: request) { data, response, _ in
-            answer.withLock { $0 = ((response as? HTTPURLResponse)?.statusCode ?? 0, data ?? Data()) }
-            done.signal()
-        }.resume()
-        done.wait()
-        let (status, data) = try XCTUnwrap(answer.withLock { $0 }, file: file, line: line)
-        let json = data.isEmpty ? nil : try JSONSerialization.jsonObject(with: data, options: [.fragmentsAllowed])
-        return (status, json)
+        let answer = try Self.send(method, url, token: token, body: body, headers: headers)
+        XCTAssertNotEqual(answer.status, 0, "no answer to \(method) \(path)", file: file, line: line)
+        return answer
     }
 
     /// Every device record on the server (the admin listing: PingAM's fields plus `user` and `realm`).
@@ -156,6 +223,12 @@ final class RefServerProcess {
         let answer = try request("GET", "/__refserver/requests", file: file, line: line)
         return try XCTUnwrap((answer.json as? [String: Any])?["result"] as? [[String: Any]], file: file, line: line)
     }
+}
+
+/// The run's reference server refused a tenant.
+struct RefServerTenantError: Error, CustomStringConvertible {
+    let message: String
+    var description: String { "keymgr-refserver refused a tenant: \(message)" }
 }
 
 /// A `keymgr` process started in the background, for runs that overlap or are killed.
@@ -224,10 +297,12 @@ class ServerTestCase: XCTestCase {
     var sandbox: Sandbox!
     var server: RefServerProcess!
 
-    func start(users: [String], serverArguments: [String] = [], initArguments: [String] = []) throws {
+    /// A store, and a tenant of the run's reference server for `users`; `ownServer`: on a server of the test's own,
+    /// for a test that stops it or needs a host of its own (docs/testing.md).
+    func start(users: [String], serverArguments: [String] = [], initArguments: [String] = [], ownServer: Bool = false) throws {
         sandbox = try Sandbox()
         try sandbox.initialise(initArguments)
-        server = try RefServerProcess(in: sandbox, users: users, extra: serverArguments)
+        server = try RefServerProcess(in: sandbox, users: users, extra: serverArguments, ownServer: ownServer)
         try sandbox.succeed(server.serverSetArguments)
     }
 

@@ -27,7 +27,7 @@ final class ServerGivenURITests: ServerTestCase {
 
     func testARegistrationAnswerNamingAnotherOriginIsRefusedAndNothingIsStored() throws {
         try startOAuth()
-        attacker = try RefServerProcess(in: sandbox)
+        attacker = try RefServerProcess(in: sandbox, ownServer: true)
         try setFault("registration", ["fault": "foreignRegistrationClientURI", "url": attacker.baseURL.absoluteString + "/steal"])
         let refused = try sandbox.keymgr(["dcr", "register", "--user", "bob", "--software-id", "keymgr-template", "--json"])
         try assertJSONError(refused, status: 65, code: "badInput")
@@ -39,7 +39,7 @@ final class ServerGivenURITests: ServerTestCase {
 
     func testAManagementAnswerMovingTheClientElsewhereIsNotFollowedBySyncOrDelete() throws {
         try startOAuth()
-        attacker = try RefServerProcess(in: sandbox)
+        attacker = try RefServerProcess(in: sandbox, ownServer: true)
         let registered = try registerClient("carol")
         let uri = try XCTUnwrap(registered["registrationClientUri"] as? String)
         XCTAssertTrue(uri.hasPrefix(server.baseURL.absoluteString), uri)

@@ -405,7 +405,7 @@ final class SyncCommandTests: ServerTestCase {
     }
 
     func testAnUnreachableServerFailsTheRunWithExit69AndOneLine() throws {
-        try start(users: ["alice", "bob"])
+        try start(users: ["alice", "bob"], ownServer: true)
         try registerSettled(["alice", "bob"])
         server.stop()
         let outcome = try sandbox.keymgr(["sync", "--json", "--timeout", "5"])
