@@ -52,7 +52,8 @@ let package = Package(
         .systemLibrary(name: "CTSS2", pkgConfig: "tss2-esys", providers: [.apt(["libtss2-dev"])]),
         // The system libcurl, loaded with dlopen on first network use (headers from libcurl4-openssl-dev).
         .target(name: "CCurl"),
-        // sqlite3_db_config, which Swift cannot call (it is variadic), for the store's connections.
+        // sqlite3_db_config, which Swift cannot call (it is variadic), for the store's connections; the pre-update hook;
+        // and the filter in front of GRDB's authorizer (keymgr_sqlite_authorizer.c: column reads answered in C).
         .target(name: "CSQLiteOptions", linkerSettings: [.linkedLibrary("sqlite3")]),
         // The agent protocol's socket calls: descriptors with SCM_RIGHTS, SO_PEERCRED, SO_PEERGROUPS, sockaddr_un.
         // Used by the lean client and by the agent; libc only.
