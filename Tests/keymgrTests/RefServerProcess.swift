@@ -224,8 +224,12 @@ class ServerTestCase: XCTestCase {
     var sandbox: Sandbox!
     var server: RefServerProcess!
 
+    /// How this class's sandbox runs keymgr (`Sandbox.CLIRun`): a class whose subject is the commands' logic and
+    /// output runs them in process.
+    var cli: Sandbox.CLIRun { .process }
+
     func start(users: [String], serverArguments: [String] = [], initArguments: [String] = []) throws {
-        sandbox = try Sandbox()
+        sandbox = try Sandbox(cli: cli)
         try sandbox.initialise(initArguments)
         server = try RefServerProcess(in: sandbox, users: users, extra: serverArguments)
         try sandbox.succeed(server.serverSetArguments)

@@ -45,10 +45,17 @@ struct CommandContext: Sendable {
         return decided
     }
 
-    /// Whether the command may read `descriptor` for the caller (`RequestContext.mayUse`): any run directly; through
-    /// the agent, only one the client passed. Else -1, which reads as a closed descriptor.
+    /// The request's descriptor `descriptor` (`--pin-fd N`, `--password-fd N`), when the command may read it for the
+    /// caller (`RequestContext.mayUse`: any run directly; through the agent, only one the client passed); else -1,
+    /// which reads as a closed descriptor. 0, 1 and 2 are the request's standard streams, wherever they are.
     func readable(_ descriptor: Int32) -> Int32 {
-        request.mayUse(descriptor: descriptor) ? descriptor : -1
+        guard request.mayUse(descriptor: descriptor) else { return -1 }
+        switch descriptor {
+        case STDIN_FILENO: return streams.input
+        case STDOUT_FILENO: return streams.output.descriptor
+        case STDERR_FILENO: return streams.error.descriptor
+        default: return descriptor
+        }
     }
 
     /// Whether stdin is a terminal (a person types there): prompts and confirmations ask only then.
