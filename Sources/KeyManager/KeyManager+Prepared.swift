@@ -50,7 +50,7 @@ extension KeyManager {
     /// - Throws: whatever `open(home:)` would, or `config` when the store needs what only a full open does (an
     ///   upgrade, a rotation to finish): the request then opens the store itself.
     package static func prepare(home location: StoreLocation, context: RequestContext = .embedded,
-                                environment: [String: String] = ProcessInfo.processInfo.environment) throws -> PreparedStore {
+                                environment: [String: String]) throws -> PreparedStore {
         let home = location.home
         // Identities first: a file replaced between them and the open is a changed identity at the next check.
         let database = Store.FileIdentity.of(home.databaseURL.path)
@@ -85,7 +85,7 @@ extension KeyManager {
     /// It serves a command that only reads as well as one that writes: its reads go through the read-only
     /// connection, and its writer pool is already open.
     package static func open(prepared: PreparedStore, home location: StoreLocation, context: RequestContext,
-                             environment: [String: String] = ProcessInfo.processInfo.environment,
+                             environment: [String: String],
                              logger: Logger = KeyManager.silentLogger,
                              now: @escaping @Sendable () -> Date = { Date() }) -> KeyManager? {
         guard location.home == prepared.home else { return nil }

@@ -63,9 +63,10 @@ public final class KeyManager: Sendable {
         try initialize(home: location, options: options, context: .embedded, environment: environment, logger: logger, now: now)
     }
 
-    /// `initialize` for the request `context`.
+    /// `initialize` for the request `context`, in the request's `environment` (no default: a request's environment
+    /// is its own, not necessarily this process's).
     package static func initialize(home location: StoreLocation, options: InitOptions, context: RequestContext,
-                                   environment: [String: String] = ProcessInfo.processInfo.environment,
+                                   environment: [String: String],
                                    logger: Logger = KeyManager.silentLogger,
                                    now: @escaping @Sendable () -> Date = { Date() }) throws -> KeyManager {
         try validate(options)
@@ -154,7 +155,7 @@ public final class KeyManager: Sendable {
     ///
     /// - Throws: `config` when there is no store, the master key is missing or is not this store's; `busy` when locked.
     package static func open(home location: StoreLocation, readOnly: Bool = false, context: RequestContext,
-                             environment: [String: String] = ProcessInfo.processInfo.environment,
+                             environment: [String: String],
                              logger: Logger = KeyManager.silentLogger,
                              now: @escaping @Sendable () -> Date = { Date() }) throws -> KeyManager {
         let home = location.home

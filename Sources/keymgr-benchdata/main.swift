@@ -179,7 +179,8 @@ struct StoreSign: ParsableCommand {
             Double(duration.components.seconds) * 1000 + Double(duration.components.attoseconds) / 1e15
         }
         let opening = clock.now
-        let manager = try KeyManager.open(home: StoreLocation(url: URL(fileURLWithPath: home)), context: .embedded)
+        let manager = try KeyManager.open(home: StoreLocation(url: URL(fileURLWithPath: home)), context: .embedded,
+                                          environment: ProcessInfo.processInfo.environment)
         let openMs = milliseconds(clock.now - opening)
         var times: [Double] = []
         for index in 0..<count {

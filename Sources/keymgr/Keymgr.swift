@@ -36,4 +36,10 @@ struct Keymgr: ParsableCommand {
 
 /// A command that does keymgr's work (as opposed to a group or the argument parser's own help command):
 /// its errors are reported with keymgr's codes and exit statuses.
-protocol KeymgrCommand: ParsableCommand {}
+///
+/// `KeymgrMain` runs it with `run(in:)`, for one request (`CommandContext`: the caller and the policy's decision,
+/// the request's streams, terminal and environment); the argument parser's `run()` is never called for it.
+protocol KeymgrCommand: ParsableCommand {
+    /// Does the command's work for the request `context` describes.
+    func run(in context: CommandContext) throws
+}

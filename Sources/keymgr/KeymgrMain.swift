@@ -10,42 +10,49 @@ import KeyManager
 enum KeymgrMain {
     /// Runs `arguments` (without the program name) and returns the process status.
     /// - Parameters:
-    ///   - request: the request this command line serves (`.embedded` run directly; the agent's worker's caller).
+    ///   - context: the request this command line serves, with its streams, terminal and environment
+    ///     (`CommandContext.direct` run directly; the agent's worker's `CommandContext.serving`). The command gets it
+    ///     explicitly (`KeymgrCommand.run(in:)`); nothing of it is kept after the run.
     ///   - authorize: asked after parsing and before running (the agent's policy): the request with the policy's
-    ///     decision, which the command then runs with (`ServedRequest`, the worker's one request); a thrown error
-    ///     is reported like any error of the command.
-    static func run(arguments: [String], request: RequestContext = .embedded,
+    ///     decision, which the command then runs with; a thrown error is reported like any error of the command.
+    static func run(arguments: [String], context: CommandContext,
                     authorize: ((any ParsableCommand, RequestContext) throws -> RequestContext)? = nil) -> Int32 {
-        if request.isServed { ServedRequest.serve(request) }
         // Known before parsing, so that even a usage error can be answered in JSON.
         let scan = ArgumentScan(arguments)
         let wantsJSON = scan.has("--json")
         let wantsVerbose = scan.has("--verbose")
+        let streams = context.streams
 
-        var command: ParsableCommand
+        var parsed: ParsableCommand
         if let plain = HotPathParser.command(for: arguments) {
             // `status` and `sign` in their plain shapes skip the argument parser's reflection.
-            command = plain
+            parsed = plain
         } else {
             do {
-                command = try Keymgr.parseAsRoot(arguments)
-                if !(command is KeymgrCommand) {
-                    // The argument parser's help command, or a command group run bare (which shows its help).
-                    try command.run()
-                    return 0
-                }
+                // A completion request is answered while parsing, by static closures: they read the request (its
+                // caller, no decision yet) bound to this parse alone (`StoreCompletion.context`, a task-local).
+                parsed = try StoreCompletion.$context.withValue(context) { try Keymgr.parseAsRoot(arguments) }
             } catch {
-                return FailureReport.parsing(error, json: wantsJSON)
+                return FailureReport.parsing(error, json: wantsJSON, on: streams)
             }
+        }
+        guard let command = parsed as? KeymgrCommand else {
+            // The argument parser's help command, or a command group run bare (which shows its help).
+            do {
+                try parsed.run()
+            } catch {
+                return FailureReport.parsing(error, json: wantsJSON, on: streams)
+            }
+            return 0
         }
 
         do {
-            if let authorize { ServedRequest.serve(try authorize(command, request)) }
-            try command.run()
+            let decided = try authorize.map { context.deciding(try $0(command, context.request)) } ?? context
+            try command.run(in: decided)
         } catch {
             // A journey's deadline can pass while a no-echo prompt still waits on another thread.
             TerminalRestore.restoreIfArmed()
-            return FailureReport.running(error, json: wantsJSON, verbose: wantsVerbose)
+            return FailureReport.running(error, json: wantsJSON, verbose: wantsVerbose, on: streams)
         }
         return 0
     }

@@ -16,7 +16,9 @@ let arguments = Array(CommandLine.arguments.dropFirst())
 if let bad = RawArguments.firstInvalidUTF8() {
     let scan = ArgumentScan(arguments)
     exit(FailureReport.running(CommandFailure(.badInput, "argument \(bad) is not valid UTF-8 text: "
-        + "give user ids and other values as UTF-8"), json: scan.has("--json"), verbose: scan.has("--verbose")))
+        + "give user ids and other values as UTF-8"), json: scan.has("--json"), verbose: scan.has("--verbose"), on: .standard))
 }
 
-exit(KeymgrMain.run(arguments: arguments))
+// The one command line this process runs, as the OS user running it: descriptors 0, 1, 2, /dev/tty and the process's
+// environment, read once here.
+exit(KeymgrMain.run(arguments: arguments, context: .direct(environment: ProcessInfo.processInfo.environment)))

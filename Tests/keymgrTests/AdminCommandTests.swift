@@ -4,6 +4,8 @@ import XCTest
 /// Issue 13: an administrator audits the fleet and revokes a stolen device, end to end, with the built binary
 /// against the reference server on loopback. Home A is the device that gets stolen; home B is the administrator's.
 final class AdminCommandTests: ServerTestCase {
+    override var cli: Sandbox.CLIRun { .inProcess }
+
     /// The members of `admin devices --json` and `admin stale --json` objects (docs/cli.md).
     static let bindingFields: Set<String> = ["userId", "uuid", "kid", "deviceId", "deviceName", "createdAt", "lastAccessAt",
                                              "thisDevice"]
@@ -318,7 +320,7 @@ final class AdminCommandTests: ServerTestCase {
     }
 
     func testRevokeRefusesBadArgumentsAsUsageErrors() throws {
-        let sandbox = try Sandbox()
+        let sandbox = try Sandbox(cli: .inProcess)
         try sandbox.initialise()
         for arguments in [["admin", "revoke", "--user", "alice", "--reason", "stolen"],
                           ["admin", "revoke", "--user", "alice", "--device", "k", "--device-id", "d", "--reason", "stolen"],

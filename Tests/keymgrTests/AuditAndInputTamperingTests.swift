@@ -27,7 +27,7 @@ final class AuditAndInputTamperingTests: XCTestCase {
         """
 
     func storeWithHistory() throws -> Sandbox {
-        let sandbox = try Sandbox()
+        let sandbox = try Sandbox(cli: .inProcess)
         try sandbox.initialise()
         for user in ["amy", "ben", "cat"] { try sandbox.bind(user) }
         try sandbox.succeed(["sign", "--user", "amy"])
@@ -81,7 +81,7 @@ final class AuditAndInputTamperingTests: XCTestCase {
     // MARK: 11. Bad input
 
     func testInvalidUTF8InAUserIdIsRefused() throws {
-        let sandbox = try Sandbox()
+        let sandbox = try Sandbox(cli: .inProcess)
         try sandbox.initialise()
         // U+FFFD is what Swift makes of the invalid byte: a user of that name must not be matched by it.
         for command in ["sign", "bind"] {
@@ -95,7 +95,7 @@ final class AuditAndInputTamperingTests: XCTestCase {
     }
 
     func testControlAndBidiCharactersInUserIdsAreRefused() throws {
-        let sandbox = try Sandbox()
+        let sandbox = try Sandbox(cli: .inProcess)
         try sandbox.initialise()
         for user in ["ad\u{202E}nimda", "a\u{0085}b", "x\u{009B}31m", "a\u{2066}b", "tab\tbed"] {
             try assertJSONError(try sandbox.keymgr(["bind", "--user", user, "--json"]), status: 65, code: "badInput")
@@ -104,7 +104,7 @@ final class AuditAndInputTamperingTests: XCTestCase {
     }
 
     func testAFileThatIsNotAKeymgrDatabaseExits78() throws {
-        let sandbox = try Sandbox()
+        let sandbox = try Sandbox(cli: .inProcess)
         try sandbox.initialise()
         // The store's WAL would still hold every page (keymgr leaves it for the next process): the file alone is
         // replaced, as someone putting another file in its place would.
@@ -122,7 +122,7 @@ final class AuditAndInputTamperingTests: XCTestCase {
     }
 
     func testAMasterKeyFileOthersCanReadIsRefused() throws {
-        let sandbox = try Sandbox()
+        let sandbox = try Sandbox(cli: .inProcess)
         let keyFile = sandbox.root.appendingPathComponent("master.bin")
         try Data((0..<32).map { UInt8($0 * 7 % 256) }).write(to: keyFile)
         XCTAssertEqual(chmod(keyFile.path, 0o644), 0)
@@ -146,7 +146,7 @@ final class AuditAndInputTamperingTests: XCTestCase {
 
     func testKeymgrIsNotDumpableWhileItWaitsForAPIN() throws {
         // Run as an unprivileged user: the kernel then shows PR_SET_DUMPABLE 0 as /proc/<pid>/ owned by root.
-        let sandbox = try Sandbox()
+        let sandbox = try Sandbox(cli: .inProcess)
         let home = sandbox.root.appendingPathComponent("nobody")
         try FileManager.default.createDirectory(at: home, withIntermediateDirectories: true)
         XCTAssertEqual(chown(home.path, 65534, 65534), 0)
@@ -187,7 +187,7 @@ final class AuditAndInputTamperingTests: XCTestCase {
     }
 
     func testCoreDumpsAreOffWhileKeymgrWaitsForAPIN() throws {
-        let sandbox = try Sandbox()
+        let sandbox = try Sandbox(cli: .inProcess)
         try sandbox.initialise()
         try sandbox.bind("pat", ["--auth-type", "app-pin", "--pin-stdin"], stdin: "482916\n")
         // keymgr inherits a non-zero limit from here, so only its own start-up can make it 0.
@@ -249,7 +249,7 @@ final class ServerTextTests: XCTestCase {
         """#
 
     func testServerTextIsPrintedWithoutControlOrBidiCharacters() throws {
-        let sandbox = try Sandbox()
+        let sandbox = try Sandbox(cli: .inProcess)
         try sandbox.initialise()
         try sandbox.bind("amy")
         let server = Process()

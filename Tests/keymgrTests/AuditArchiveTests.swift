@@ -5,7 +5,7 @@ import XCTest
 /// checks offline, leaves a base in the store from which the rest still verifies, and is audited.
 final class AuditArchiveTests: XCTestCase {
     func testArchivedEntriesLeaveTheStoreAndBothHalvesVerify() throws {
-        let sandbox = try Sandbox()
+        let sandbox = try Sandbox(cli: .inProcess)
         try sandbox.initialise()
         try sandbox.bind("alice")
         for index in 0..<4 { try sandbox.succeed(["sign", "--user", "alice", "--challenge", "c\(index)"]) }
@@ -69,7 +69,7 @@ final class AuditArchiveTests: XCTestCase {
 
     /// Removing entries from the front of the log without the archive's base (a hand edit) still shows.
     func testEntriesRemovedFromTheFrontWithoutTheMasterKeyShow() throws {
-        let sandbox = try Sandbox()
+        let sandbox = try Sandbox(cli: .inProcess)
         try sandbox.initialise()
         try sandbox.bind("alice")
         try sandbox.succeed(["sign", "--user", "alice"])

@@ -4,7 +4,7 @@ import XCTest
 /// `audit -n N`, `--reverse`, and the streamed table, JSON and CSV over more entries than the table sizes itself on.
 final class AuditLogTests: XCTestCase {
     func testNewestNAndReverseInEveryFormat() throws {
-        let sandbox = try Sandbox()
+        let sandbox = try Sandbox(cli: .inProcess)
         try sandbox.initialise()
         try sandbox.bind("alice")
         for index in 1...12 { try sandbox.succeed(["sign", "--user", "alice", "--challenge", "c-\(index)"]) }
@@ -40,7 +40,7 @@ final class AuditLogTests: XCTestCase {
     /// More entries than the streamed table sizes itself on (256), in more bytes than one output buffer (64 KiB):
     /// every entry is printed once, in order, in one JSON document, one CSV record each, one aligned table row each.
     func testALogLongerThanOneBufferStreamsWhole() throws {
-        let sandbox = try Sandbox()
+        let sandbox = try Sandbox(cli: .inProcess)
         try sandbox.initialise()
         try sandbox.bind("alice")
         let signatures = 300
@@ -67,7 +67,7 @@ final class AuditLogTests: XCTestCase {
     /// What `audit --json` streams is the log as stored (checked against `sqlite3 -json` on the same file, awkward
     /// user ids included), and the CSV export lets anyone re-check the SHA-256 chain offline, as docs/security.md says.
     func testJSONIsTheStoredLogAndTheCSVChainChecksOffline() throws {
-        let sandbox = try Sandbox()
+        let sandbox = try Sandbox(cli: .inProcess)
         try sandbox.initialise()
         for user in ["q\"uote \\ back/slash", "comma, and \"quotes\"", "Ünïcødé ✓ 😀"] {
             try sandbox.bind(user)

@@ -4,7 +4,7 @@ import XCTest
 /// Input a person gets wrong: a clear usage error (64) that says what to do, and nothing written.
 final class BadInputTests: XCTestCase {
     func testBlankUserIdsAndAnEmptyHomeAreUsageErrors() throws {
-        let sandbox = try Sandbox()
+        let sandbox = try Sandbox(cli: .inProcess)
         try sandbox.initialise()
         for user in ["", "   ", "\t"] {
             let outcome = try sandbox.keymgr(["bind", "--user", user, "--json"])
@@ -17,7 +17,7 @@ final class BadInputTests: XCTestCase {
     }
 
     func testAnUnknownAuditEventListsTheKnownOnes() throws {
-        let sandbox = try Sandbox()
+        let sandbox = try Sandbox(cli: .inProcess)
         try sandbox.initialise()
         try sandbox.bind("alice")
         let outcome = try sandbox.keymgr(["audit", "--event", "key.bond"])
@@ -29,7 +29,7 @@ final class BadInputTests: XCTestCase {
     }
 
     func testServerSetDropsATrailingSlash() throws {
-        let sandbox = try Sandbox()
+        let sandbox = try Sandbox(cli: .inProcess)
         try sandbox.initialise()
         try sandbox.succeed(["server", "set", "--dialect", "pingam", "--base-url", "http://127.0.0.1:8080/am//"])
         XCTAssertEqual(try sandbox.succeed(["server", "show", "--json"]).object()["baseUrl"] as? String, "http://127.0.0.1:8080/am")

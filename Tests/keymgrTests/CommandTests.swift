@@ -5,7 +5,7 @@ import XCTest
 final class CommandTests: XCTestCase {
 
     func testInitAndStatusPrintTheStatusObject() throws {
-        let sandbox = try Sandbox()
+        let sandbox = try Sandbox(cli: .inProcess)
         let initialised = try sandbox.keymgr(["init", "--device-name", "kiosk 7", "--json"] + Sandbox.fastInit)
         XCTAssertEqual(initialised.status, 0, initialised.summary)
         XCTAssertEqual(initialised.stderr, "", "--json says nothing on stderr on success")
@@ -51,7 +51,7 @@ final class CommandTests: XCTestCase {
         })
         XCTAssertEqual(valueColumns.count, 1, "values aligned: \(human.stdout)")
 
-        let quietInit = try Sandbox()
+        let quietInit = try Sandbox(cli: .inProcess)
         let confirmation = try quietInit.keymgr(["init"] + Sandbox.fastInit)
         XCTAssertEqual(confirmation.status, 0, confirmation.summary)
         XCTAssertEqual(confirmation.stdout, "")
@@ -59,7 +59,7 @@ final class CommandTests: XCTestCase {
     }
 
     func testBindPrintsTheKeyObjectWithItsJWK() throws {
-        let sandbox = try Sandbox()
+        let sandbox = try Sandbox(cli: .inProcess)
         try sandbox.initialise()
         let key = try sandbox.bind("alice", ["--username", "Alice Liddell"])
         assertKeyObject(key, userId: "alice", username: "Alice Liddell", authType: "NONE", status: "active",
@@ -105,7 +105,7 @@ final class CommandTests: XCTestCase {
     }
 
     func testUsersAndListShowKeysAsTablesAndJSON() throws {
-        let sandbox = try Sandbox()
+        let sandbox = try Sandbox(cli: .inProcess)
         try sandbox.initialise()
         XCTAssertEqual(try sandbox.succeed(["users", "--json"]).array().count, 0)
         let alice = try sandbox.bind("alice", ["--username", "Alice"])
@@ -154,7 +154,7 @@ final class CommandTests: XCTestCase {
     }
 
     func testSignPrintsTheBareJWSOrKidAndJWS() throws {
-        let sandbox = try Sandbox()
+        let sandbox = try Sandbox(cli: .inProcess)
         try sandbox.initialise()
         let alice = try sandbox.bind("alice")
         let kid = try XCTUnwrap(alice["kid"] as? String)
@@ -187,7 +187,7 @@ final class CommandTests: XCTestCase {
     }
 
     func testRebindReplacesTheKey() throws {
-        let sandbox = try Sandbox()
+        let sandbox = try Sandbox(cli: .inProcess)
         try sandbox.initialise()
         let old = try sandbox.bind("alice", ["--username", "Alice"])
         let rebound = try sandbox.succeed(["rebind", "--user", "alice", "--auth-type", "APPLICATION_PIN", "--pin-stdin", "--json"],
@@ -208,7 +208,7 @@ final class CommandTests: XCTestCase {
     }
 
     func testRevokePrintsTheRevokedKeys() throws {
-        let sandbox = try Sandbox()
+        let sandbox = try Sandbox(cli: .inProcess)
         try sandbox.initialise()
         let alice = try sandbox.bind("alice")
         try sandbox.bind("bob")
@@ -227,7 +227,7 @@ final class CommandTests: XCTestCase {
     }
 
     func testPinChangeReadsOldThenNewPIN() throws {
-        let sandbox = try Sandbox()
+        let sandbox = try Sandbox(cli: .inProcess)
         try sandbox.initialise()
         try sandbox.bind("carol", ["--auth-type", "app-pin", "--pin-stdin"], stdin: "482916\n")
         let changed = try sandbox.succeed(["pin", "change", "--user", "carol", "--pin-stdin", "--json"],
@@ -242,7 +242,7 @@ final class CommandTests: XCTestCase {
     }
 
     func testAuditListsTheChainedLogAsJSONTableAndCSV() throws {
-        let sandbox = try Sandbox()
+        let sandbox = try Sandbox(cli: .inProcess)
         try sandbox.initialise()
         try sandbox.bind("alice")
         try sandbox.bind("bob")
@@ -289,7 +289,7 @@ final class CommandTests: XCTestCase {
     }
 
     func testAuditVerifyReportsAnIntactChainAndExitsOneOnABrokenOne() throws {
-        let sandbox = try Sandbox()
+        let sandbox = try Sandbox(cli: .inProcess)
         try sandbox.initialise()
         try sandbox.bind("alice")
         try sandbox.bind("bob")
@@ -324,7 +324,7 @@ final class CommandTests: XCTestCase {
     }
 
     func testMasterRotateRewrapsEverySecret() throws {
-        let sandbox = try Sandbox()
+        let sandbox = try Sandbox(cli: .inProcess)
         try sandbox.initialise()
         try sandbox.bind("alice")
         try sandbox.bind("carol", ["--auth-type", "app-pin", "--pin-stdin"], stdin: "482916\n")
@@ -343,7 +343,7 @@ final class CommandTests: XCTestCase {
     }
 
     func testTablesFit80ColumnsAndAShortKidNamesItsKey() throws {
-        let sandbox = try Sandbox()
+        let sandbox = try Sandbox(cli: .inProcess)
         try sandbox.initialise()
         let long = "id=" + String(repeating: "a-very-long-directory-user-name-", count: 3) + ",ou=user,o=alpha,ou=services,ou=am-config"
         let key = try sandbox.bind(long, ["--username", String(repeating: "Firstname Lastname ", count: 4), "--auth-type", "none"])

@@ -9,6 +9,8 @@ import XCTest
 /// The OAuth endpoints' faults (token, registration, device authorization, discovery, rule 5's management reads)
 /// are in `OAuthFaultSuiteTests`.
 final class FaultSuiteTests: ServerTestCase {
+    override var cli: Sandbox.CLIRun { .inProcess }
+
     /// One misbehaviour, armed for every user, and what keymgr must answer.
     struct FaultCase {
         var fault: [String: Any]

@@ -3,6 +3,8 @@ import XCTest
 
 /// `keymgr bind --journey` and `keymgr sign --journey` against the reference server process.
 final class JourneyCommandTests: ServerTestCase {
+    override var cli: Sandbox.CLIRun { .inProcess }
+
 
     /// Findings 1-2 of the person issue: a person who bound locally (`bob`) and then through a journey (which the
     /// server answers with `id=bob,ou=user,…`) ends with one identity user: the journey adopts the local one, keys and

@@ -4,6 +4,8 @@ import XCTest
 /// A journey signs and binds only for the user asked for: a hostile server's device callback for another user gets
 /// the SDKs' `clientError` `Abort`, keymgr exits 65, and nothing is signed or bound for anyone in that step.
 final class JourneyUserBoundaryTests: ServerTestCase {
+    override var cli: Sandbox.CLIRun { .inProcess }
+
     func testASigningStepForSeveralUsersSignsForNoneOfThem() throws {
         try start(users: ["dave", "erin", "frank"], serverArguments: ["--foreign-signing-users", "erin,frank"])
         var kids: [String: String] = [:]

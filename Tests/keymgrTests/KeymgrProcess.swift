@@ -33,20 +33,39 @@ struct Outcome {
     var summary: String { "keymgr \(arguments.joined(separator: " ")) -> \(status)\nstdout: \(stdout)\nstderr: \(stderr)" }
 }
 
-/// A temporary directory with a keymgr home in it, and the means to run the built binary against that home.
+/// A temporary directory with a keymgr home in it, and the means to run keymgr against that home: the built binary
+/// as a process, or (`CLIRun.inProcess`) the same entry point in the test process (InProcessKeymgr.swift).
 ///
-/// Every run has stdin from a pipe (so never a terminal), a clean environment (no `KEYMGR_*`, no
-/// `CREDENTIALS_DIRECTORY`, `HOME` inside the sandbox) and a time limit.
+/// Every run has stdin that is never a terminal (a pipe, or a file in process), a clean environment (no `KEYMGR_*`,
+/// no `CREDENTIALS_DIRECTORY`, `HOME` inside the sandbox); a process also has a time limit.
 final class Sandbox {
     let root: URL
     var home: URL { root.appendingPathComponent("home") }
     var database: URL { home.appendingPathComponent("keymgr.db") }
     private var runCount = 0
+    /// How `keymgr(_:)` (and so `succeed`, `bind`, `initialise`) runs keymgr. `run(Sandbox.binary, …)` is always the
+    /// process.
+    let cli: CLIRun
 
     /// Small Argon2 parameters: the CLI is under test here, not the KDF's cost.
     static let fastInit = ["--argon2-memory", "64", "--argon2-iterations", "1", "--argon2-parallelism", "1"]
 
-    init() throws {
+    /// How keymgr's command lines run: as the built binary, or in the test process through `KeymgrMain.run`.
+    enum CLIRun {
+        /// The built `keymgr` as a process: for what the process boundary decides (exit codes, the lean client,
+        /// terminals, descriptors, signals, the agent).
+        case process
+        /// `KeymgrMain.run` in the test process, with a context of its own (docs/testing.md): for a command's
+        /// logic and output.
+        case inProcess
+    }
+
+    /// `KEYMGR_TEST_CLI=process` in the test runner's environment runs every class's command lines as processes,
+    /// the in-process classes' too (docs/testing.md).
+    static let forcedCLI: CLIRun? = ProcessInfo.processInfo.environment["KEYMGR_TEST_CLI"] == "process" ? .process : nil
+
+    init(cli: CLIRun = .process) throws {
+        self.cli = Self.forcedCLI ?? cli
         root = FileManager.default.temporaryDirectory
             .appendingPathComponent("keymgr-cli-\(UUID().uuidString)", isDirectory: true)
         try FileManager.default.createDirectory(at: root, withIntermediateDirectories: true)
@@ -87,11 +106,16 @@ final class Sandbox {
         return environment
     }
 
-    /// Runs `keymgr --home <home> <arguments>` with `stdin` on a pipe.
+    /// Runs `keymgr --home <home> <arguments>` with `stdin` on a pipe, or in this process (`cli`) when `binary` is
+    /// keymgr's own.
     @discardableResult
     func keymgr(_ arguments: [String], stdin: String = "", home: URL? = nil, binary: URL = Sandbox.binary,
                 extraEnvironment: [String: String] = [:], timeout: TimeInterval = 60) throws -> Outcome {
-        try run(binary, ["--home", (home ?? self.home).path] + arguments, stdin: stdin,
+        // `keymgr agent` serves until stopped, forks and installs signal handlers: always a process of its own.
+        if cli == .inProcess && binary == Sandbox.binary && !arguments.contains("agent") {
+            return try keymgrInProcess(arguments, stdin: stdin, home: home, extraEnvironment: extraEnvironment)
+        }
+        return try run(binary, ["--home", (home ?? self.home).path] + arguments, stdin: stdin,
                 extraEnvironment: extraEnvironment, timeout: timeout)
     }
 

@@ -77,7 +77,7 @@ final class LayoutTests: XCTestCase {
         XCTAssertGreaterThan(runs, 30, "found the commands' run() bodies")
     }
 
-    /// Every command prints its output as a `CommandOutput` value through `GlobalOptions.render(_:)`, the one branch
+    /// Every command prints its output as a `CommandOutput` value through `GlobalOptions.render(_:in:)`, the one branch
     /// on `--json`: no command reads `globals.json` or tests a `json` flag itself (the text and the JSON form of an
     /// output live together in its type).
     func testCommandsRenderOutputValues() throws {
@@ -104,11 +104,11 @@ final class LayoutTests: XCTestCase {
         XCTAssertGreaterThanOrEqual(renders, 33, "the commands render their output values")
     }
 
-    /// The bodies of the `func run() throws { … }` in `text`, braces matched.
+    /// The bodies of the `func run(in context: CommandContext) throws { … }` in `text`, braces matched.
     static func runBodies(_ text: String) -> [Substring] {
         var bodies: [Substring] = []
         var rest = text[...]
-        while let start = rest.range(of: "func run() throws {") {
+        while let start = rest.range(of: "func run(in context: CommandContext) throws {") {
             var depth = 1
             var index = start.upperBound
             while depth > 0, index < rest.endIndex {

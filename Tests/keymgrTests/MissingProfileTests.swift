@@ -22,7 +22,7 @@ final class MissingProfileTests: XCTestCase {
     /// Every command of the built binary's command tree that takes `--profile`, each run with `--profile NOSUCH`
     /// (and with `--journey` where it has one, as `--profile` is for its journey): 66, and the message names it.
     func testEveryCommandTakingProfileExits66ForAMissingOne() throws {
-        let sandbox = try Sandbox()
+        let sandbox = try Sandbox(cli: .inProcess)
         try sandbox.initialise()
         try sandbox.bind("alice")
         let dump = try sandbox.keymgr(["--experimental-dump-help"])

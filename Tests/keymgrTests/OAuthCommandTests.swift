@@ -5,7 +5,7 @@ import XCTest
 extension ServerTestCase {
     /// A sandbox, a reference server started with `serverArguments`, and an `oauth` profile found by discovery.
     func startOAuth(serverArguments: [String] = [], binding: String = "--bound") throws {
-        sandbox = try Sandbox()
+        sandbox = try Sandbox(cli: .inProcess)
         try sandbox.initialise()
         server = try RefServerProcess(in: sandbox, users: [], extra: serverArguments)
         let issuer = server.baseURL.absoluteString
@@ -60,6 +60,8 @@ extension ServerTestCase {
 /// keymgr's OAuth half (dcr, token, dpop, login, sync rule 5) as processes against the reference server's
 /// authorization server over loopback.
 final class OAuthCommandTests: ServerTestCase {
+    override var cli: Sandbox.CLIRun { .inProcess }
+
     /// Every byte of the database and its WAL and shared-memory files.
     func storeBytes() throws -> Data {
         var data = Data()
@@ -80,7 +82,7 @@ final class OAuthCommandTests: ServerTestCase {
     }
 
     func testDiscoveryFallsBackToOpenIDAndExplicitEndpointsWin() throws {
-        sandbox = try Sandbox()
+        sandbox = try Sandbox(cli: .inProcess)
         try sandbox.initialise()
         server = try RefServerProcess(in: sandbox, users: [], extra: ["--oauth-openid-discovery-only",
                                                                       "--oauth-issuer-path", "/oauth/v2/oauth-anonymous"])
@@ -100,7 +102,7 @@ final class OAuthCommandTests: ServerTestCase {
     }
 
     func testOAuthCommandHelpFits80ColumnsWithAnExample() throws {
-        let sandbox = try Sandbox()
+        let sandbox = try Sandbox(cli: .inProcess)
         for command in [["dcr", "register"], ["dcr", "show"], ["dcr", "delete"], ["token", "import"], ["token", "show"],
                         ["token", "refresh"], ["token", "revoke"], ["token", "print"], ["dpop", "proof"], ["login"]] {
             let help = try sandbox.run(Sandbox.binary, command + ["--help"], extraEnvironment: ["COLUMNS": "80"])
@@ -115,7 +117,7 @@ final class OAuthCommandTests: ServerTestCase {
     // MARK: registrations
 
     func testRegistrationFieldsRoundTripWithSecretsOnlyUnderReveal() throws {
-        let sandboxRoot = try Sandbox()
+        let sandboxRoot = try Sandbox(cli: .inProcess)
         let iatFile = sandboxRoot.root.appendingPathComponent("iat")
         try Data("initial-\(UUID().uuidString)\n".utf8).write(to: iatFile)
         try startOAuth(serverArguments: ["--oauth-initial-access-token-file", iatFile.path])

@@ -5,6 +5,8 @@ import XCTest
 /// that behaves as that server did: refreshes whose answer keymgr would refuse, refused tokens left live, a
 /// registration that cannot log in, missing profiles, a deleted client's registration token, a wrong device clock.
 final class OAuthEdgeTests: ServerTestCase {
+    override var cli: Sandbox.CLIRun { .inProcess }
+
     /// The server's token rows of `kind` (`access` or `refresh`).
     func serverTokens(_ kind: String, file: StaticString = #filePath, line: UInt = #line) throws -> [[String: Any]] {
         try adminList("tokens", file: file, line: line).filter { $0["kind"] as? String == kind }

@@ -13,6 +13,8 @@ import XCTest
 /// a delay past keymgr's timeout) spend a rotating refresh token at the server: the store is still unchanged, and the
 /// next refresh says to log in again (`testAnAnswerLostAfterTheServerRotatedTheRefreshTokenAsksForANewLogin`).
 final class OAuthFaultSuiteTests: ServerTestCase {
+    override var cli: Sandbox.CLIRun { .inProcess }
+
     /// One fault on one endpoint and what the command must answer.
     struct FaultCase {
         var fault: [String: Any]

@@ -4,6 +4,8 @@ import XCTest
 /// keymgr as a process against the reference server in `oauthlib` mode (`keymgr-refserver --oauth-mode oauthlib`):
 /// a server built on oauthlib, with DCR, the device grant and refresh rotation, and no DPoP.
 final class OAuthlibInteropTests: ServerTestCase {
+    override var cli: Sandbox.CLIRun { .inProcess }
+
     /// The token endpoint and userinfo requests the server recorded, from `index` on.
     func tokenRequests(from index: Int) throws -> [[String: Any]] {
         try server.recordedRequests().dropFirst(index).filter {
@@ -13,7 +15,7 @@ final class OAuthlibInteropTests: ServerTestCase {
     }
 
     func testFromTheIssuerAloneToBearerTokens() throws {
-        sandbox = try Sandbox()
+        sandbox = try Sandbox(cli: .inProcess)
         try sandbox.initialise()
         server = try RefServerProcess(in: sandbox, users: [], extra: ["--oauth-mode", "oauthlib"])
         var issuer = server.baseURL.absoluteString

@@ -5,6 +5,8 @@ import XCTest
 /// exported, `admin revoke` that tells a typo from a revoked device, and confirmations that ask only about what
 /// exists — the built binary as a process, against the reference server where a server is needed.
 final class OperatorCommandTests: ServerTestCase {
+    override var cli: Sandbox.CLIRun { .inProcess }
+
     // MARK: admin revoke
 
     func testAdminRevokeCallsADeviceTheServerNeverListedAnErrorAndTakesADeviceIdPrefix() throws {
@@ -64,7 +66,7 @@ final class OperatorCommandTests: ServerTestCase {
     // MARK: config
 
     func testConfigSetChangesInitsSettingsUnderInitsRulesAuditedAndMACd() throws {
-        let sandbox = try Sandbox()
+        let sandbox = try Sandbox(cli: .inProcess)
         try sandbox.initialise()
         let shown = try sandbox.succeed(["config", "show", "--json"]).object()
         XCTAssertEqual(shown["deviceName"] as? String, "test kiosk")
@@ -177,7 +179,7 @@ final class OperatorCommandTests: ServerTestCase {
     // MARK: export
 
     func testExportPrintsThePublicKeyThatVerifiesASignature() throws {
-        let sandbox = try Sandbox()
+        let sandbox = try Sandbox(cli: .inProcess)
         try sandbox.initialise()
         let bound = try sandbox.bind("alice")
         let jws = try sandbox.succeed(["sign", "--user", "alice", "--challenge", "c-42"]).stdout
@@ -271,7 +273,7 @@ final class OperatorCommandTests: ServerTestCase {
     // MARK: PINs, sign, sync
 
     func testPinStdinTypedOnATerminalIsAskedWithoutEcho() throws {
-        let sandbox = try Sandbox()
+        let sandbox = try Sandbox(cli: .inProcess)
         try sandbox.initialise()
         let bound = try sandbox.onTerminal(["bind", "--user", "carol", "--auth-type", "app-pin", "--pin-stdin"], answers: [
             ("New PIN for carol: ", "482916"), ("Repeat the new PIN: ", "482916"),

@@ -5,7 +5,7 @@ import XCTest
 final class PINTests: XCTestCase {
 
     func testPINOnStdinOrDescriptorWorks() throws {
-        let sandbox = try Sandbox()
+        let sandbox = try Sandbox(cli: .inProcess)
         try sandbox.initialise()
         let key = try sandbox.bind("carol", ["--auth-type", "app-pin", "--pin-stdin"], stdin: "482916\n")
         XCTAssertEqual(key["authType"] as? String, "APPLICATION_PIN")
@@ -17,7 +17,7 @@ final class PINTests: XCTestCase {
     }
 
     func testWithoutTerminalOrPINSourceFailsAtOnceWithAbort() throws {
-        let sandbox = try Sandbox()
+        let sandbox = try Sandbox(cli: .inProcess)
         try sandbox.initialise()
         try sandbox.bind("carol", ["--auth-type", "app-pin", "--pin-stdin"], stdin: "482916\n")
         let started = Date()
@@ -36,7 +36,7 @@ final class PINTests: XCTestCase {
     }
 
     func testNoArgumentOrEnvironmentVariableTakesAPIN() throws {
-        let sandbox = try Sandbox()
+        let sandbox = try Sandbox(cli: .inProcess)
         try sandbox.initialise()
         try sandbox.bind("carol", ["--auth-type", "app-pin", "--pin-stdin"], stdin: "482916\n")
         for flag in ["--pin", "--pin-code", "--password"] {
@@ -51,7 +51,7 @@ final class PINTests: XCTestCase {
     }
 
     func testAPINNeverAppearsInOutputTheAuditLogOrTheDatabase() throws {
-        let sandbox = try Sandbox()
+        let sandbox = try Sandbox(cli: .inProcess)
         try sandbox.initialise()
         let pin = "482916", newPIN = "591037"
         var outcomes: [Outcome] = []
@@ -90,7 +90,7 @@ final class PINTests: XCTestCase {
     }
 
     func testNewPINPolicyIsTheLibrarysAndStillNeverEchoed() throws {
-        let sandbox = try Sandbox()
+        let sandbox = try Sandbox(cli: .inProcess)
         try sandbox.initialise()
         let short = try sandbox.keymgr(["bind", "--user", "carol", "--auth-type", "app-pin", "--pin-stdin", "--json"],
                                        stdin: "4829\n")

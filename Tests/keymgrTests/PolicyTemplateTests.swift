@@ -87,23 +87,27 @@ final class PolicyTemplateTests: XCTestCase {
             RequestContext(caller: caller, policy: policy)
         }
         let alice = person("alice")
-        let decided = try AgentGate.authorize(try Keymgr.parseAsRoot(["sign", "--user", "alice"]), request: request(alice))
+        let decided = try AgentGate.authorize(try Keymgr.parseAsRoot(["sign", "--user", "alice"]), request: request(alice),
+                                                environment: ProcessInfo.processInfo.environment)
         XCTAssertEqual(decided.scope?.operation, .keySign)
         XCTAssertEqual(decided.scope?.users, .limited(includesSelf: true, ids: []))
         XCTAssertEqual(decided.caller, alice)
-        XCTAssertThrowsError(try AgentGate.authorize(try Keymgr.parseAsRoot(["server", "show"]), request: request(alice))) { error in
+        XCTAssertThrowsError(try AgentGate.authorize(try Keymgr.parseAsRoot(["server", "show"]), request: request(alice),
+                                                environment: ProcessInfo.processInfo.environment)) { error in
             XCTAssertEqual((error as? any KeymgrFailure)?.code, .denied)
             XCTAssertEqual(KeyManagerError.Code.denied.exitStatus, 77)
             XCTAssertTrue("\(error)".contains("lets alice (uid 1001) run `keymgr server show`"), "\(error)")
         }
         // The kiosk binding a NONE key: refused by the deciding rule before any PIN is asked.
         XCTAssertThrowsError(try AgentGate.authorize(
-            try Keymgr.parseAsRoot(["bind", "--user", "x", "--auth-type", "none"]), request: request(person("kiosk")))) { error in
+            try Keymgr.parseAsRoot(["bind", "--user", "x", "--auth-type", "none"]), request: request(person("kiosk")),
+            environment: ProcessInfo.processInfo.environment)) { error in
             XCTAssertTrue("\(error)".contains("use only keys of APPLICATION_PIN, not NONE"), "\(error)")
         }
         // No policy: nothing is allowed.
         XCTAssertThrowsError(try AgentGate.authorize(try Keymgr.parseAsRoot(["status"]),
-                                                     request: request(person("root", uid: 0), policy: nil)))
+                                                     request: request(person("root", uid: 0), policy: nil),
+                                                     environment: ProcessInfo.processInfo.environment))
     }
 
     /// Every command the CLI has is exactly one operation, whose command path is its alias; the ids are stable and

@@ -20,7 +20,7 @@ final class ReadOnlyCommandTests: XCTestCase {
     }
 
     func testReadOnlyCommandsLeaveTheDatabaseAndItsWALUntouched() throws {
-        let sandbox = try Sandbox()
+        let sandbox = try Sandbox(cli: .inProcess)
         try sandbox.initialise()
         let alice = try sandbox.bind("alice")
         try sandbox.succeed(["sign", "--user", "alice", "--challenge", "c1"])
@@ -51,7 +51,7 @@ final class ReadOnlyCommandTests: XCTestCase {
     /// sync the database file and delete the WAL), so the next process finds a WAL and GRDB makes no write of its own
     /// on open. One commit, one WAL sync, instead of five syncs per `sign`.
     func testAWriteCommandLeavesItsCommitInTheWALForTheNextProcess() throws {
-        let sandbox = try Sandbox()
+        let sandbox = try Sandbox(cli: .inProcess)
         try sandbox.initialise()
         try sandbox.bind("alice")
         try sandbox.succeed(["sign", "--user", "alice", "--challenge", "c1"])
@@ -76,7 +76,7 @@ final class ReadOnlyCommandTests: XCTestCase {
     }
 
     func testAReadOnlyCommandStillRefusesATamperedDevice() throws {
-        let sandbox = try Sandbox()
+        let sandbox = try Sandbox(cli: .inProcess)
         try sandbox.initialise()
         try sandbox.bind("alice")
         let edit = try sandbox.run(URL(fileURLWithPath: "/usr/bin/sqlite3"),
@@ -91,7 +91,7 @@ final class ReadOnlyCommandTests: XCTestCase {
     /// byte by byte. Names and device names with quotes, backslashes, slashes, C0/C1 controls, DEL, bidi controls,
     /// non-ASCII and absent values must come out identical.
     func testListJSONIsByteForByteTheEncodablePath() throws {
-        let sandbox = try Sandbox()
+        let sandbox = try Sandbox(cli: .inProcess)
         var options = InitOptions()
         options.deviceName = "listing test"
         options.argon2.memoryKiB = 64

@@ -65,8 +65,8 @@ final class ReadsPerRequestTests: ServerTestCase {
         let seen = Mutex<[String]>([])
         Store.statementObserver.withLock { $0 = { sql in seen.withLock { $0.append(sql) } } }
         defer { Store.statementObserver.withLock { $0 = nil } }
-        let status = KeymgrMain.run(arguments: ["--home", sandbox.home.path] + arguments)
-        XCTAssertEqual(status, 0, "keymgr \(arguments.joined(separator: " "))", file: file, line: line)
+        let outcome = try sandbox.keymgrInProcess(arguments)
+        XCTAssertEqual(outcome.status, 0, outcome.summary, file: file, line: line)
         let statements = seen.withLock { $0 }
         print("keymgr \(arguments.first ?? "") \(arguments.dropFirst().first ?? ""): \(statements.count) statements")
         return statements

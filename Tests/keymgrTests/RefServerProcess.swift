@@ -297,10 +297,14 @@ class ServerTestCase: XCTestCase {
     var sandbox: Sandbox!
     var server: RefServerProcess!
 
+    /// How this class's sandbox runs keymgr (`Sandbox.CLIRun`): a class whose subject is the commands' logic and
+    /// output runs them in process.
+    var cli: Sandbox.CLIRun { .process }
+
     /// A store, and a tenant of the run's reference server for `users`; `ownServer`: on a server of the test's own,
     /// for a test that stops it or needs a host of its own (docs/testing.md).
     func start(users: [String], serverArguments: [String] = [], initArguments: [String] = [], ownServer: Bool = false) throws {
-        sandbox = try Sandbox()
+        sandbox = try Sandbox(cli: cli)
         try sandbox.initialise(initArguments)
         server = try RefServerProcess(in: sandbox, users: users, extra: serverArguments, ownServer: ownServer)
         try sandbox.succeed(server.serverSetArguments)

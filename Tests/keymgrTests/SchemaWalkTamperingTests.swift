@@ -8,6 +8,8 @@ import XCTest
 /// that reads the row must refuse with `tampered`, unless docs/security.md lists the column as harmless with a
 /// reason. A table or column a later migration adds without integrity fails this test.
 final class SchemaWalkTamperingTests: ServerTestCase {
+    override var cli: Sandbox.CLIRun { .inProcess }
+
     static let sqlite3 = URL(fileURLWithPath: "/usr/bin/sqlite3")
     static let pin = "482916"
 
@@ -55,7 +57,7 @@ final class SchemaWalkTamperingTests: ServerTestCase {
     /// dave and erin bound through the journey (NONE, with usernames), PIN / biometric / fallback keys bound here,
     /// a registration and a Bearer token set for dave, a DPoP-bound set from `login` for erin, one sync.
     func populate() throws -> Populated {
-        sandbox = try Sandbox()
+        sandbox = try Sandbox(cli: .inProcess)
         let verifierPath = try verifier()
         try sandbox.initialise(["--biometric-verifier", verifierPath, "--credential-verifier", verifierPath])
         var made = Populated()
@@ -402,7 +404,7 @@ final class SchemaWalkTamperingTests: ServerTestCase {
     }
 
     func testADeletedPINRecordIsTamperingAndNamed() throws {
-        sandbox = try Sandbox()
+        sandbox = try Sandbox(cli: .inProcess)
         try sandbox.initialise()
         let kid = try XCTUnwrap(try sandbox.bind("bo", ["--auth-type", "app-pin", "--pin-stdin"], stdin: Self.pin + "\n")["kid"] as? String)
         try attack("DELETE FROM app_pins WHERE kid = '\(kid)'")
@@ -414,7 +416,7 @@ final class SchemaWalkTamperingTests: ServerTestCase {
     }
 
     func testMasterRotateChecksEveryRowUnderTheOldKeyAndStampsEveryRowUnderTheNew() throws {
-        sandbox = try Sandbox()
+        sandbox = try Sandbox(cli: .inProcess)
         try sandbox.initialise()
         try sandbox.bind("ann", ["--username", "Ann"])
         try sandbox.bind("bo", ["--auth-type", "app-pin", "--pin-stdin"], stdin: Self.pin + "\n")
@@ -431,7 +433,7 @@ final class SchemaWalkTamperingTests: ServerTestCase {
     }
 
     func testTheDeviceNameIsBoundAndRefusesTerminalEscapes() throws {
-        let sandbox = try Sandbox()
+        let sandbox = try Sandbox(cli: .inProcess)
         for name in ["kiosk\u{1B}]52;c;ZXZpbA==\u{07}", "kiosk\u{1B}[2J", "kiosk\u{202E}lanimret", "kiosk\n2"] {
             let outcome = try sandbox.keymgr(["init", "--device-name", name, "--json"] + Sandbox.fastInit)
             try assertJSONError(outcome, status: 65, code: "badInput")

@@ -6,6 +6,8 @@ import XCTest
 /// never goes to another origin. The other origin is a second reference server on loopback, standing for an
 /// attacker's host, which records every request it gets.
 final class ServerGivenURITests: ServerTestCase {
+    override var cli: Sandbox.CLIRun { .inProcess }
+
     var attacker: RefServerProcess!
 
     override func tearDown() {

@@ -4,7 +4,7 @@ import XCTest
 /// The store refuses to run where it would be unsafe or would damage data, with exit 78 and a message that says why.
 final class StoreSafetyTests: XCTestCase {
     func testADatabaseFromANewerKeymgrIsRefusedNamingBothVersions() throws {
-        let sandbox = try Sandbox()
+        let sandbox = try Sandbox(cli: .inProcess)
         try sandbox.initialise()
         let status = try sandbox.succeed(["status", "--json"]).object()
         let current = try XCTUnwrap(status["schemaVersion"] as? Int)
@@ -19,7 +19,7 @@ final class StoreSafetyTests: XCTestCase {
     }
 
     func testAHomeOtherUsersCanWriteIsRefused() throws {
-        let sandbox = try Sandbox()
+        let sandbox = try Sandbox(cli: .inProcess)
         try sandbox.initialise()
         XCTAssertEqual(chmod(sandbox.home.path, 0o777), 0)
         let refused = try sandbox.keymgr(["status"])
@@ -30,7 +30,7 @@ final class StoreSafetyTests: XCTestCase {
     }
 
     func testInitCreatesAPrivateHomeDatabaseAndMasterKey() throws {
-        let sandbox = try Sandbox()
+        let sandbox = try Sandbox(cli: .inProcess)
         try sandbox.initialise()
         func mode(_ url: URL) throws -> Int {
             (try FileManager.default.attributesOfItem(atPath: url.path)[.posixPermissions] as? Int ?? -1) & 0o777

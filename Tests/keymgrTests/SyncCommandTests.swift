@@ -9,7 +9,7 @@ final class ServerCommandTests: XCTestCase {
     ]
 
     func testTheNewCommandsHaveHelpWithAnExample() throws {
-        let sandbox = try Sandbox()
+        let sandbox = try Sandbox(cli: .inProcess)
         for command in [["server"], ["server", "set"], ["server", "show"], ["sync"]] {
             let help = try sandbox.keymgr(command + ["--help"])
             XCTAssertEqual(help.status, 0, help.summary)
@@ -25,7 +25,7 @@ final class ServerCommandTests: XCTestCase {
     }
 
     func testServerSetAndShowKeepSettingsNeverTheCredential() throws {
-        let sandbox = try Sandbox()
+        let sandbox = try Sandbox(cli: .inProcess)
         try sandbox.initialise()
         try assertJSONError(try sandbox.keymgr(["server", "show", "--json"]), status: 78, code: "config")
 
@@ -85,7 +85,7 @@ final class ServerCommandTests: XCTestCase {
     }
 
     func testServerSetWarnsAboutAMissingOrReadableCredentialFile() throws {
-        let sandbox = try Sandbox()
+        let sandbox = try Sandbox(cli: .inProcess)
         try sandbox.initialise()
         let missing = try sandbox.succeed(["server", "set", "--dialect", "pingam", "--base-url", "http://127.0.0.1:9",
                                            "--credential-file", sandbox.root.appendingPathComponent("nowhere.token").path])
@@ -104,7 +104,7 @@ final class ServerCommandTests: XCTestCase {
     }
 
     func testServerSetRefusesBadSettings() throws {
-        let sandbox = try Sandbox()
+        let sandbox = try Sandbox(cli: .inProcess)
         try sandbox.initialise()
         for arguments in [
             ["--dialect", "keycloak", "--base-url", "https://am.example.com"],
@@ -127,7 +127,7 @@ final class ServerCommandTests: XCTestCase {
     }
 
     func testSyncWithoutAServerOrCredentialIsAConfigurationError() throws {
-        let sandbox = try Sandbox()
+        let sandbox = try Sandbox(cli: .inProcess)
         let noStore = try sandbox.keymgr(["sync", "--json"])
         try assertJSONError(noStore, status: 78, code: "config")
         XCTAssertTrue(noStore.stderr.contains("keymgr init"), noStore.stderr)
@@ -147,7 +147,7 @@ final class ServerCommandTests: XCTestCase {
     }
 
     func testSyncWithACurityServerHasNothingToReconcile() throws {
-        let sandbox = try Sandbox()
+        let sandbox = try Sandbox(cli: .inProcess)
         try sandbox.initialise()
         try sandbox.bind("alice")
         try sandbox.succeed(["server", "set", "--dialect", "curity", "--base-url", "http://127.0.0.1:9"])
@@ -166,6 +166,8 @@ final class ServerCommandTests: XCTestCase {
 
 /// `keymgr sync` against the reference server: the report, the exit statuses, overlap and a kill.
 final class SyncCommandTests: ServerTestCase {
+    override var cli: Sandbox.CLIRun { .inProcess }
+
     static let reportFields: Set<String> = ["dryRun", "applied", "users", "inSync", "registered", "revoked",
                                             "serverDeleted", "orphans", "errors", "writes",
                                             "registrationsWiped", "registrationsRefused", "writesByKind", "unregistered"]

@@ -8,7 +8,7 @@ final class TableWidthTests: XCTestCase {
     private let longId = "uid=bob.marley-long-directory-name,ou=people,dc=example,dc=com"
 
     override func setUpWithError() throws {
-        sandbox = try Sandbox()
+        sandbox = try Sandbox(cli: .inProcess)
         try sandbox.initialise()
         try sandbox.bind("alice", ["--username", "Alice Liddell"])
         try sandbox.bind(longId, ["--username", "Robert Nesta Marley", "--auth-type", "app-pin", "--pin-stdin"],

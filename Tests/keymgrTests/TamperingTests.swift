@@ -50,7 +50,7 @@ final class TamperingTests: XCTestCase {
     // MARK: 1. Server profile redirected
 
     func testEditedServerProfileIsRefusedBeforeTheCredentialIsRead() throws {
-        let sandbox = try Sandbox()
+        let sandbox = try Sandbox(cli: .inProcess)
         try sandbox.initialise()
         let token = sandbox.root.appendingPathComponent("admin.token")
         try Data("secret-admin-token\n".utf8).write(to: token)
@@ -66,7 +66,7 @@ final class TamperingTests: XCTestCase {
     }
 
     func testCredentialFileInsideTheHomeAndPlainHTTPAreRefused() throws {
-        let sandbox = try Sandbox()
+        let sandbox = try Sandbox(cli: .inProcess)
         try sandbox.initialise()
         let master = sandbox.home.appendingPathComponent("master.key").path
         let inHome = try sandbox.keymgr(["server", "set", "--dialect", "pingam", "--base-url", "https://am.example/am",
@@ -92,7 +92,7 @@ final class TamperingTests: XCTestCase {
     // MARK: 2. PIN lockout reset
 
     func testResettingALockedPINRecordIsRefusedAndSpendsNoAttempt() throws {
-        let sandbox = try Sandbox()
+        let sandbox = try Sandbox(cli: .inProcess)
         try pinStore(sandbox, retry: 3)
         let kid = try XCTUnwrap(try sandbox.bind("ann", ["--auth-type", "app-pin", "--pin-stdin"], stdin: "482916\n")["kid"] as? String)
         for _ in 0..<3 { _ = try sandbox.keymgr(["sign", "--user", "ann", "--pin-stdin"], stdin: "000111\n") }
@@ -108,7 +108,7 @@ final class TamperingTests: XCTestCase {
     }
 
     func testLoweringTheFailureCounterIsRefused() throws {
-        let sandbox = try Sandbox()
+        let sandbox = try Sandbox(cli: .inProcess)
         try pinStore(sandbox)
         let kid = try XCTUnwrap(try sandbox.bind("bo", ["--auth-type", "app-pin", "--pin-stdin"], stdin: "482916\n")["kid"] as? String)
         XCTAssertEqual(try sandbox.keymgr(["sign", "--user", "bo", "--pin-stdin"], stdin: "000111\n").status, 77)
@@ -121,7 +121,7 @@ final class TamperingTests: XCTestCase {
     // MARK: 3. Biometric gate removed, unknown auth type
 
     func testRemovingTheBiometricGateIsRefused() throws {
-        let sandbox = try Sandbox()
+        let sandbox = try Sandbox(cli: .inProcess)
         let marker = sandbox.root.appendingPathComponent("verifier-ran")
         let verifier = sandbox.root.appendingPathComponent("verifier.sh")
         try Data("#!/bin/sh\ntouch \(marker.path)\nexit 0\n".utf8).write(to: verifier)
@@ -146,7 +146,7 @@ final class TamperingTests: XCTestCase {
     // MARK: 4. Verifier command replaced
 
     func testReplacingTheVerifierCommandIsRefusedAndRunsNothing() throws {
-        let sandbox = try Sandbox()
+        let sandbox = try Sandbox(cli: .inProcess)
         try sandbox.initialise(["--biometric-verifier", "/bin/true"])
         try sandbox.bind("di", ["--auth-type", "biometric-only"])
         let marker = sandbox.root.appendingPathComponent("pwned")
@@ -159,7 +159,7 @@ final class TamperingTests: XCTestCase {
     // MARK: 5. Argon2 cost lowered
 
     func testLoweringTheArgon2CostIsRefusedAndSpendsNoAttempt() throws {
-        let sandbox = try Sandbox()
+        let sandbox = try Sandbox(cli: .inProcess)
         try pinStore(sandbox)
         let kid = try XCTUnwrap(try sandbox.bind("fay", ["--auth-type", "app-pin", "--pin-stdin"], stdin: "482916\n")["kid"] as? String)
         try attack(sandbox, "UPDATE device SET argon2_memory_kib = 8, argon2_iterations = 1")
@@ -175,7 +175,7 @@ final class TamperingTests: XCTestCase {
     // MARK: 7. Revoked key restored
 
     func testRestoringARevokedKeysBlobIsRefusedAndTheBlobLeavesTheWAL() throws {
-        let sandbox = try Sandbox()
+        let sandbox = try Sandbox(cli: .inProcess)
         try sandbox.initialise()
         let kid = try XCTUnwrap(try sandbox.bind("hal")["kid"] as? String)
         let blob = try attack(sandbox, "SELECT hex(wrapped_private_key) FROM user_keys WHERE kid = '\(kid)'")
@@ -195,7 +195,7 @@ final class TamperingTests: XCTestCase {
     }
 
     func testASupersededKeysBlobLeavesTheWAL() throws {
-        let sandbox = try Sandbox()
+        let sandbox = try Sandbox(cli: .inProcess)
         try sandbox.initialise()
         let kid = try XCTUnwrap(try sandbox.bind("ida")["kid"] as? String)
         let blob = try attack(sandbox, "SELECT hex(wrapped_private_key) FROM user_keys WHERE kid = '\(kid)'")
@@ -215,7 +215,7 @@ final class TamperingTests: XCTestCase {
     // MARK: 9. pin change
 
     func testPinChangeWithAWeakNewPINSpendsNoAttempt() throws {
-        let sandbox = try Sandbox()
+        let sandbox = try Sandbox(cli: .inProcess)
         try pinStore(sandbox)
         let kid = try XCTUnwrap(try sandbox.bind("ian", ["--auth-type", "app-pin", "--pin-stdin"], stdin: "482916\n")["kid"] as? String)
         for _ in 0..<6 {
@@ -233,7 +233,7 @@ final class TamperingTests: XCTestCase {
     // MARK: 10. Tampering during signing
 
     func testAMovedBlobIsTamperingNotAWrongPIN() throws {
-        let sandbox = try Sandbox()
+        let sandbox = try Sandbox(cli: .inProcess)
         try pinStore(sandbox)
         let first = try XCTUnwrap(try sandbox.bind("jo", ["--auth-type", "app-pin", "--pin-stdin"], stdin: "482916\n")["kid"] as? String)
         let second = try XCTUnwrap(try sandbox.bind("kim", ["--auth-type", "app-pin", "--pin-stdin"], stdin: "730519\n")["kid"] as? String)

@@ -13,7 +13,7 @@ final class UserIdTests: XCTestCase {
     ]
 
     func testAwkwardUserIdsRoundTrip() throws {
-        let sandbox = try Sandbox()
+        let sandbox = try Sandbox(cli: .inProcess)
         try sandbox.initialise()
         for userId in Self.awkwardIds {
             let key = try sandbox.bind(userId, ["--username", userId, "--challenge", "c"])

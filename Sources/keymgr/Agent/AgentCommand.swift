@@ -67,29 +67,29 @@ struct AgentCommand: KeymgrCommand {
         if let socket, socket.isEmpty { throw ValidationError("--socket needs a path") }
     }
 
-    func run() throws {
-        if checkPolicy { return try check(policyToCheck ?? policy ?? Self.defaultPolicy) }
+    func run(in context: CommandContext) throws {
+        if checkPolicy { return try check(policyToCheck ?? policy ?? Self.defaultPolicy, in: context) }
         AgentProcessName.set("keymgr-agent")
         // The directories above what the agent trusts, before anything is read from them (docs/agent.md, "Start").
-        try SafePath.checkStore(home: globals.storeHome, environment: ProcessEnvironment.variables, owner: geteuid())
+        try SafePath.checkStore(home: globals.storeHome(in: context), environment: context.environment, owner: geteuid())
         // The store's keeper checks the store while the policy loads (two processes, two cores).
-        let keeper = try startKeeper()
+        let keeper = try startKeeper(in: context)
         let policyFile = policy ?? Self.defaultPolicy
         let policy: AgentPolicy
         do {
             policy = try AgentGate.load(policyFile: policyFile)
         } catch {
             try keeper.wait()
-            return try serveWithoutPolicy(error, file: policyFile)
+            return try serveWithoutPolicy(error, file: policyFile, in: context)
         }
         // Started by socket activation, a person waits on the socket: the agent serves at once, and the keeper's
         // answer arrives in the serving loop (a store that cannot be served still ends the agent with 78). Started
         // any other way, no socket is bound before the store is known good.
-        let activated = AgentListener.passedBySystemd
+        let activated = AgentListener.passedBySystemd(environment: context.environment)
         // What every worker would otherwise do on first use, done once in the agent and inherited by every worker
         // forked after it (docs/agent.md, "Speed"). Started by socket activation, a person waits: the agent serves
         // first, and runs these steps while no request is being served. Started any other way, before it listens.
-        let console = globals.console
+        let console = globals.console(in: context)
         var warmUp = Self.argumentParserWarmUp() + [
             { OpenSSLLibrary.prepareForWorkers() },
             {
@@ -105,59 +105,61 @@ struct AgentCommand: KeymgrCommand {
             for step in warmUp { step() }
             warmUp = []
         }
-        let listener = try AgentListener.open(path: socket ?? Self.defaultSocket)
+        let listener = try AgentListener.open(path: socket ?? Self.defaultSocket, environment: context.environment)
         defer { listener.close() }
         AgentGate.socket = listener.path
-        globals.console.detail("serving \(globals.storeHome.url.path) on \(listener.name)")
+        globals.console(in: context).detail("serving \(globals.storeHome(in: context).url.path) on \(listener.name)")
         let server = AgentServer(
             listener: listener,
             limits: .init(workers: maxWorkers, workersPerUser: maxWorkersPerUser),
             idleExit: idleExit,
             home: globals.home,
+            environment: context.environment,
             policy: policy,
             warmWorkers: warmWorkers,
             warmUp: warmUp,
             keeper: activated ? keeper.ready : -1)
-        if !activated { Self.notifyReady() }
+        if !activated { Self.notifyReady(environment: context.environment) }
         try server.serve()
     }
 
     /// `--check-policy`: loads `file` exactly as the agent does (owner, mode, syntax, rules) and says so, like
     /// `visudo -c`. Run as root, the file may be owned by root or by the agent's user, as the agent itself accepts.
-    private func check(_ file: String) throws {
+    private func check(_ file: String, in context: CommandContext) throws {
         var agentUID = getuid()
         if agentUID == 0, let user = getpwnam("keymgr") { agentUID = user.pointee.pw_uid }
         let loaded = try AgentPolicy.load(path: file, agentUID: agentUID)
         let rules = loaded.rules.count
-        StandardStream.output.write("\(file): parsed OK (\(rules) rule\(rules == 1 ? "" : "s"))\n")
+        context.streams.output.write("\(file): parsed OK (\(rules) rule\(rules == 1 ? "" : "s"))\n")
     }
 
     /// The policy does not load. Started by systemd's socket activation for a waiting connection, the agent answers
     /// every request 78 with the policy's mistake (until it is fixed and the agent restarted, or it exits idle):
     /// exiting instead would drop the connection, and systemd, retrying for the next one, would soon stop the socket
     /// (its start limit). Started any other way (`systemctl restart`, by hand) it fails, so the start fails.
-    private func serveWithoutPolicy(_ failure: any Error, file: String) throws {
-        let listener = try AgentListener.open(path: socket ?? Self.defaultSocket)
+    private func serveWithoutPolicy(_ failure: any Error, file: String, in context: CommandContext) throws {
+        let listener = try AgentListener.open(path: socket ?? Self.defaultSocket, environment: context.environment)
         defer { listener.close() }
         guard listener.bound == nil, agent_socket_has_pending_connection(listener.descriptor) == 1 else { throw failure }
         let reason = PrintableText.stripped((failure as? any KeymgrFailure)?.message ?? String(describing: failure))
-        StandardStream.error.write("keymgr: \(reason)\nkeymgr: socket activation with a policy that does not load: "
+        context.streams.error.write("keymgr: \(reason)\nkeymgr: socket activation with a policy that does not load: "
             + "every request is answered 78 until the policy is fixed (`keymgr agent --check-policy`) and the agent restarted\n")
         let server = AgentServer(
             listener: listener,
             limits: .init(workers: maxWorkers, workersPerUser: maxWorkersPerUser),
             idleExit: idleExit,
             home: globals.home,
+            environment: context.environment,
             unavailable: "the agent cannot serve: its policy does not load (\(reason)): "
                 + "ask the device's administrator to fix \(file)")
-        Self.notifyReady()
+        Self.notifyReady(environment: context.environment)
         try server.serve()
     }
 
     /// Tells systemd the agent listens (`Type=notify`: sd_notify's READY=1 on $NOTIFY_SOCKET), so that
     /// `systemctl start` and `restart` return once it serves, and fail when it exits first.
-    static func notifyReady() {
-        guard let path = ProcessEnvironment.variables["NOTIFY_SOCKET"], !path.isEmpty else { return }
+    static func notifyReady(environment: [String: String]) {
+        guard let path = environment["NOTIFY_SOCKET"], !path.isEmpty else { return }
         _ = agent_notify(path, "READY=1\nSTATUS=serving\n")
         unsetenv("NOTIFY_SOCKET")  // not the workers' to use
     }
@@ -199,8 +201,8 @@ struct AgentCommand: KeymgrCommand {
     /// agent is gone. While one connection is open SQLite keeps the WAL index valid, so a worker's open does not
     /// rebuild it by reading the whole WAL, as the first connection after the last one closed must (a worker exits
     /// without closing, like every keymgr process).
-    private func startKeeper() throws -> Keeper {
-        let home = globals.storeHome
+    private func startKeeper(in context: CommandContext) throws -> Keeper {
+        let home = globals.storeHome(in: context)
         var ready: [Int32] = [-1, -1]  // keeper → agent: one byte once the store is open and checked
         var alive: [Int32] = [-1, -1]  // agent → keeper: end of file once the agent (and every worker) is gone
         guard pipe(&ready) == 0, pipe(&alive) == 0 else {
@@ -213,11 +215,11 @@ struct AgentCommand: KeymgrCommand {
             Glibc.close(alive[1])
             let manager: KeyManager
             do {
-                manager = try globals.openManager(readOnly: true)
+                manager = try globals.openManager(in: context, readOnly: true)
                 _ = try manager.status()
             } catch {
                 let message = (error as? any KeymgrFailure)?.message ?? String(describing: error)
-                StandardStream.error.write("keymgr: the agent cannot serve the store in \(home.url.path): "
+                context.streams.error.write("keymgr: the agent cannot serve the store in \(home.url.path): "
                     + "\(PrintableText.stripped(message))\n")
                 _exit(FailureCode.config.exitStatus)
             }
@@ -290,17 +292,17 @@ final class AgentListener {
         self.bound = bound
     }
 
-    /// Whether systemd passed this process its socket (`LISTEN_PID` is this process and `LISTEN_FDS` ≥ 1).
-    static var passedBySystemd: Bool {
-        let environment = ProcessEnvironment.variables
+    /// Whether systemd passed this process its socket (`LISTEN_PID` is this process and `LISTEN_FDS` ≥ 1), as the
+    /// agent's `environment` says.
+    static func passedBySystemd(environment: [String: String]) -> Bool {
         guard let pid = environment["LISTEN_PID"].flatMap({ Int32($0) }), pid == getpid(),
               let count = environment["LISTEN_FDS"].flatMap({ Int($0) }) else { return false }
         return count >= 1
     }
 
     /// systemd's first socket when `LISTEN_PID` is this process, else a new socket bound at `path`.
-    static func open(path: String) throws -> AgentListener {
-        if passedBySystemd {
+    static func open(path: String, environment: [String: String]) throws -> AgentListener {
+        if passedBySystemd(environment: environment) {
             for name in ["LISTEN_PID", "LISTEN_FDS", "LISTEN_FDNAMES"] { unsetenv(name) }
             let descriptor: Int32 = 3  // SD_LISTEN_FDS_START
             _ = fcntl(descriptor, F_SETFD, FD_CLOEXEC)

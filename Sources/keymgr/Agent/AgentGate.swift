@@ -29,7 +29,8 @@ enum AgentGate {
     /// Decides `command` for the request's caller: the request with the policy's decision.
     /// - Throws: `denied` naming the reason (no rule lets the caller run it, or the deciding rule refuses the auth
     ///   type it would bind).
-    static func authorize(_ command: ParsableCommand, request: RequestContext) throws -> RequestContext {
+    static func authorize(_ command: ParsableCommand, request: RequestContext,
+                          environment: [String: String]) throws -> RequestContext {
         let target = (command as? AgentTargeted)?.agentTarget ?? AgentTarget()
         guard let caller = request.caller, let policy = request.policy else {
             throw CommandFailure(.denied, "the agent serves without a policy, so it allows nothing: "
@@ -43,16 +44,18 @@ enum AgentGate {
         case .allowed(let scope):
             return request.deciding(scope)
         case .denied(let reason):
-            recordDenial(operation: operation, reason: reason, target: target.description, request: request)
+            recordDenial(operation: operation, reason: reason, target: target.description, request: request,
+                         environment: environment)
             throw CommandFailure(.denied, reason)
         }
     }
 
     /// The denial in the store's audit log, through the normal audited write. A store that cannot be opened (the
     /// command could not have run either) does not hide the denial.
-    private static func recordDenial(operation: RequestOperation, reason: String, target: String?, request: RequestContext) {
-        let home = StoreLocation.resolve(explicit: nil, environment: ProcessEnvironment.variables)
-        guard let manager = try? KeyManager.open(home: home, context: request, environment: ProcessEnvironment.variables) else {
+    private static func recordDenial(operation: RequestOperation, reason: String, target: String?, request: RequestContext,
+                                     environment: [String: String]) {
+        let home = StoreLocation.resolve(explicit: nil, environment: environment)
+        guard let manager = try? KeyManager.open(home: home, context: request, environment: environment) else {
             return
         }
         try? manager.recordDenial(operation: operation.commandPath, reason: reason, target: target)

@@ -73,6 +73,8 @@ final class AgentServer {
     private let home: String?
     /// The policy loaded at start, which every worker decides with (nil: the agent serves without one).
     private let policy: AgentPolicy?
+    /// The agent's environment (its command's context), which every worker starts from.
+    private let environment: [String: String]
     private var workers: [Worker] = []
     private var queued: [Queued] = []
     /// Connections whose caller's share is not known yet (`AgentUserDirectory`), oldest first.
@@ -96,8 +98,10 @@ final class AgentServer {
     /// Set when the keeper reported that the store cannot be served: the agent's exit status.
     private var failure: Int32?
 
-    init(listener: AgentListener, limits: Limits, idleExit: Int?, home: String?, policy: AgentPolicy? = nil,
-         warmWorkers: Int = 0, unavailable: String? = nil, warmUp: [() -> Void] = [], keeper: Int32 = -1) {
+    init(listener: AgentListener, limits: Limits, idleExit: Int?, home: String?, environment: [String: String],
+         policy: AgentPolicy? = nil, warmWorkers: Int = 0, unavailable: String? = nil, warmUp: [() -> Void] = [],
+         keeper: Int32 = -1) {
+        self.environment = environment
         self.warmUp = warmUp
         self.keeper = keeper
         self.policy = policy
@@ -106,7 +110,8 @@ final class AgentServer {
         self.home = home
         self.limits = limits
         self.idleExit = idleExit
-        self.warm = AgentWarmPool(size: unavailable == nil ? warmWorkers : 0, home: home, policy: policy)
+        self.warm = AgentWarmPool(size: unavailable == nil ? warmWorkers : 0, home: home, environment: environment,
+                                  policy: policy)
     }
 
     /// Serves until SIGTERM/SIGINT (after the running workers finish) or until idle for `idleExit` seconds. The
@@ -224,7 +229,7 @@ final class AgentServer {
         close(keeper)
         keeper = -1
         if got == 1 {
-            AgentCommand.notifyReady()
+            AgentCommand.notifyReady(environment: environment)
         } else {
             failure = FailureCode.config.exitStatus
         }
@@ -360,7 +365,7 @@ final class AgentServer {
         let child = fork()
         if child == 0 {
             AgentWorker.serve(connection: connection, uid: caller.uid, gid: caller.gid, pid: caller.pid,
-                              groups: caller.groups, home: home, policy: policy)
+                              groups: caller.groups, home: home, environment: environment, policy: policy)
         }
         if child < 0 {
             let answer = AgentWorker.frame(status: FailureCode.busy.exitStatus, error: (

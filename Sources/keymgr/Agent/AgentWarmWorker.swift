@@ -34,7 +34,7 @@ enum AgentWarmWorker {
     /// The warm worker's life: prepares the store, waits on `control` for one connection, serves it, exits. Exits
     /// at once when the agent closes `control` (it stops, or ends this worker). Named `keymgr-warming` while
     /// it prepares, `keymgr-warm` while it waits and `keymgr-worker` once it serves.
-    static func run(control: Int32, home: String?, policy: AgentPolicy?) -> Never {
+    static func run(control: Int32, home: String?, environment: [String: String], policy: AgentPolicy?) -> Never {
         _ = setpgid(0, 0)
         AgentSignals.resetInWorker()
         AgentProcessName.set("keymgr-warming")
@@ -44,8 +44,8 @@ enum AgentWarmWorker {
         AgentWorker.closeAll(except: [0, 1, 2, channel])
 
         let placeholders = reserve()
-        let location = StoreLocation.resolve(explicit: home, environment: ProcessEnvironment.variables)
-        prepared = try? KeyManager.prepare(home: location, environment: ProcessEnvironment.variables)
+        let location = StoreLocation.resolve(explicit: home, environment: environment)
+        prepared = try? KeyManager.prepare(home: location, environment: environment)
         // The store is open, all of it above the reserved numbers: the placeholders have done their work (what
         // the request opens later takes free numbers once the client's descriptors are in place, as in a cold
         // worker). Released before the store's descriptors are listed, so the listing is short.
@@ -65,16 +65,18 @@ enum AgentWarmWorker {
         guard let (connection, caller) = receive(channel) else { _exit(0) }
         AgentProcessName.set("keymgr-worker")  // waiting no more: serving, as a cold worker does
         close(channel)
-        AgentWorker.serveRequest(connection: connection, caller: caller, home: home, policy: policy, keeping: store)
+        AgentWorker.serveRequest(connection: connection, caller: caller, home: home, environment: environment,
+                                 policy: policy, keeping: store)
     }
 
     /// The manager on the prepared store when this process is a warm worker whose store is still what it was
     /// prepared from (`KeyManager.open(prepared:…)`); nil otherwise, and the caller opens the store as usual. Used
     /// once: a second open in the same command opens afresh.
-    static func openPrepared(home: StoreLocation, context: RequestContext, logger: Logger) -> KeyManager? {
+    static func openPrepared(home: StoreLocation, context: RequestContext, environment: [String: String],
+                             logger: Logger) -> KeyManager? {
         guard let store = prepared else { return nil }
         prepared = nil
-        return KeyManager.open(prepared: store, home: home, context: context, environment: ProcessEnvironment.variables, logger: logger)
+        return KeyManager.open(prepared: store, home: home, context: context, environment: environment, logger: logger)
     }
 
     /// Puts /dev/null on every free number in `reserved`; returns the numbers so held.
@@ -140,9 +142,11 @@ final class AgentWarmPool {
     let size: Int
     private let home: String?
     private let policy: AgentPolicy?
+    private let environment: [String: String]
     private var waiting: [Waiting] = []
 
-    init(size: Int, home: String?, policy: AgentPolicy?) {
+    init(size: Int, home: String?, environment: [String: String], policy: AgentPolicy?) {
+        self.environment = environment
         self.policy = policy
         self.size = size
         self.home = home
@@ -163,7 +167,7 @@ final class AgentWarmPool {
             let child = fork()
             if child == 0 {
                 close(ends[0])
-                AgentWarmWorker.run(control: ends[1], home: home, policy: policy)
+                AgentWarmWorker.run(control: ends[1], home: home, environment: environment, policy: policy)
             }
             close(ends[1])
             guard child > 0 else {

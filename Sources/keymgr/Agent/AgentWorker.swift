@@ -17,12 +17,12 @@ enum AgentWorker {
     /// Serves `connection` for the caller the kernel reported, and exits: the cold worker, forked for this
     /// connection.
     static func serve(connection: Int32, uid: UInt32, gid: UInt32, pid: Int32, groups: [UInt32], home: String?,
-                      policy: AgentPolicy?) -> Never {
+                      environment: [String: String], policy: AgentPolicy?) -> Never {
         _ = setpgid(0, 0)
         AgentSignals.resetInWorker()
         AgentProcessName.set("keymgr-worker")
         serveRequest(connection: connection, caller: KernelCaller(uid: uid, gid: gid, pid: pid, groups: groups),
-                     home: home, policy: policy, keeping: [])
+                     home: home, environment: environment, policy: policy, keeping: [])
     }
 
     /// The caller as the kernel reported it on the connection, read by the agent.
@@ -36,9 +36,9 @@ enum AgentWorker {
     /// One request on `connection` for `caller`, the same for a cold worker and a warm one, and exits. `keeping`:
     /// descriptors of the worker's own (a warm worker's prepared store) that stay open, all above
     /// `AgentWire.maximumDescriptorNumber`.
-    /// `policy`: the one the agent loaded at start (nil: it allows nothing).
-    static func serveRequest(connection: Int32, caller reported: KernelCaller, home: String?, policy: AgentPolicy?,
-                             keeping: [Int32]) -> Never {
+    /// `policy`: the one the agent loaded at start (nil: it allows nothing). `environment`: the agent's.
+    static func serveRequest(connection: Int32, caller reported: KernelCaller, home: String?,
+                             environment: [String: String], policy: AgentPolicy?, keeping: [Int32]) -> Never {
         // Nothing of the agent's other connections, and not its listening socket: only this one and stdio.
         closeAll(except: [0, 1, 2, connection] + keeping)
 
@@ -74,18 +74,23 @@ enum AgentWorker {
         let (socket, terminal, named) = placed
         // Only now, with every descriptor in place: the user database look-up for the login name may keep a file
         // or socket open (nss modules do), which must not be closed under it.
-        // The request's context, built once here: the kernel's caller, the agent's policy, the client's terminal. The
-        // gate adds the policy's decision; the command runs with it and passes it to `KeyManager.open`.
+        // The request's context, built once here: the kernel's caller, the agent's policy, the client's terminal and
+        // descriptors (now at 0, 1, 2), the agent's environment with the request's over it. `KeymgrMain` asks the
+        // gate for the policy's decision and hands the decided context to the command, which passes its request to
+        // `KeyManager.open`.
         let caller = AgentCaller(uid: reported.uid, gid: reported.gid, pid: reported.pid, groups: reported.groups)
         let files = zip(request.files, named).map { PassedFile(argument: $0, descriptor: $1) }
-        let context = RequestContext(caller: caller, policy: policy, terminal: terminal ?? -1, columns: request.columns,
-                                     home: home, passedDescriptors: request.fds, files: files)
-        ProcessEnvironment.export(context)
+        let served = RequestContext(caller: caller, policy: policy, terminal: terminal ?? -1, columns: request.columns,
+                                    home: home, passedDescriptors: request.fds, files: files)
+        let context = CommandContext.serving(served, agentEnvironment: environment)
+        // The same in the worker's own environment, for what a child of it reads there (a verifier command).
+        if let home = served.home { setenv("KEYMGR_HOME", home, 1) }
+        if let columns = served.columns { setenv("COLUMNS", String(columns), 1) } else { unsetenv("COLUMNS") }
 
         // The answer goes out once the command is done, not after the store's teardown: the worker exits next.
         KeyManager.keepStoresOpenUntilExit()
-        let status = KeymgrMain.run(arguments: arguments, request: context) { command, request in
-            try AgentGate.authorize(command, request: request)
+        let status = KeymgrMain.run(arguments: arguments, context: context) { command, request in
+            try AgentGate.authorize(command, request: request, environment: context.environment)
         }
         answer(socket, status: status, error: nil)
     }

@@ -24,24 +24,24 @@ struct Admin: ParsableCommand {
     @OptionGroup var globals: GlobalOptions
 
     /// The store and the configured server, with the admin service over them.
-    static func service(_ globals: GlobalOptions, network: NetworkOptions) throws -> AdminService {
-        let manager = try globals.openManager()
-        let connection = try ServerConnection.configured(in: manager, profile: network.profile, timeout: network.timeout)
-        globals.console.detail("server \(connection.settings.baseURL.absoluteString) (realm \(connection.settings.realmPath))")
-        return AdminService(manager: manager, connection: connection, home: globals.storeHome, logger: globals.logger)
+    static func service(_ globals: GlobalOptions, network: NetworkOptions, in context: CommandContext) throws -> AdminService {
+        let manager = try globals.openManager(in: context)
+        let connection = try ServerConnection.configured(in: manager, profile: network.profile, timeout: network.timeout, environment: context.environment)
+        globals.console(in: context).detail("server \(connection.settings.baseURL.absoluteString) (realm \(connection.settings.realmPath))")
+        return AdminService(manager: manager, connection: connection, home: globals.storeHome(in: context), logger: globals.logger(in: context))
     }
 
     /// Prints a listing as `admin devices --json` or a table, then fails (after the listing) if any user's failed.
     /// When no user could be listed, nothing is printed: the failure is reported as any command reports it
     /// (69 unreachable, 77 credential refused, …).
     static func printListing(_ listing: FleetListing, globals: GlobalOptions, wide: Bool, oneUser: Bool = false,
-                             empty: String) throws {
+                             empty: String, in context: CommandContext) throws {
         let failure = listing.failure
         if let failure, failure.whole { throw failure.error }
-        try globals.render(FleetListingOutput(bindings: listing.bindings, wide: wide, oneUser: oneUser, empty: empty))
+        try globals.render(FleetListingOutput(bindings: listing.bindings, wide: wide, oneUser: oneUser, empty: empty), in: context)
         guard let failure else { return }
         for error in listing.errors {
-            StandardStream.error.write("keymgr: \(TextTable.printable(error.userId)): \(TextTable.printable(error.message)) (\(error.code.rawValue))\n")
+            context.streams.error.write("keymgr: \(TextTable.printable(error.userId)): \(TextTable.printable(error.message)) (\(error.code.rawValue))\n")
         }
         throw FailureAfterReport(failure.error.code, failure.error.message)
     }
@@ -83,10 +83,10 @@ struct Admin: ParsableCommand {
             guard (user == nil) != !allKnown else { throw ValidationError("give exactly one of --user ID and --all-known") }
         }
 
-        func run() throws {
-            let service = try Admin.service(globals, network: network)
+        func run(in context: CommandContext) throws {
+            let service = try Admin.service(globals, network: network, in: context)
             let (user, single, concurrency) = (user, user != nil, fleet.concurrency)
-            let progress = ProgressLine(enabled: isatty(STDERR_FILENO) == 1 && !globals.quiet && !single, label: "listing")
+            let progress = ProgressLine(in: context, enabled: !globals.quiet && !single, label: "listing")
             let listing: FleetListing
             do {
                 defer { progress.clear() }
@@ -97,7 +97,7 @@ struct Admin: ParsableCommand {
                 }
             }
             try Admin.printListing(listing, globals: globals, wide: table.wide, oneUser: single,
-                                   empty: single ? "the server lists no binding of \(listing.userIds.first ?? "")" : "the server lists no binding of the \(listing.users) known users")
+                                   empty: single ? "the server lists no binding of \(listing.userIds.first ?? "")" : "the server lists no binding of the \(listing.users) known users", in: context)
         }
     }
 
@@ -131,10 +131,10 @@ struct Admin: ParsableCommand {
             guard (1...36_500).contains(days) else { throw ValidationError("--days must be from 1 to 36500") }
         }
 
-        func run() throws {
-            let service = try Admin.service(globals, network: network)
+        func run(in context: CommandContext) throws {
+            let service = try Admin.service(globals, network: network, in: context)
             let (days, concurrency) = (days, fleet.concurrency)
-            let progress = ProgressLine(enabled: isatty(STDERR_FILENO) == 1 && !globals.quiet, label: "listing")
+            let progress = ProgressLine(in: context, enabled: !globals.quiet, label: "listing")
             let listing: FleetListing
             do {
                 defer { progress.clear() }
@@ -143,7 +143,7 @@ struct Admin: ParsableCommand {
                 }
             }
             try Admin.printListing(listing, globals: globals, wide: table.wide,
-                                   empty: "no binding of the \(listing.users) known users is unused for \(days) days")
+                                   empty: "no binding of the \(listing.users) known users is unused for \(days) days", in: context)
         }
     }
 
@@ -200,16 +200,16 @@ struct Admin: ParsableCommand {
             }
         }
 
-        func run() throws {
-            let service = try Admin.service(globals, network: network)
+        func run(in context: CommandContext) throws {
+            let service = try Admin.service(globals, network: network, in: context)
             let selector: DeviceSelector = device.map(DeviceSelector.binding) ?? .deviceId(deviceId ?? "")
             let (user, why, confirmation) = (user, DeviceRevocationReason(rawValue: reason) ?? .other, confirmation)
             let report = try AsyncBridge.wait {
                 try await service.revokeDevice(user: user, selector: selector, reason: why) { plan in
-                    try confirmation.confirm(Self.question(plan))
+                    try confirmation.confirm(Self.question(plan), in: context)
                 }
             }
-            try globals.render(DeviceRevocationOutput(report: report))
+            try globals.render(DeviceRevocationOutput(report: report), in: context)
         }
 
         /// What the terminal is asked before anything changes.

@@ -26,7 +26,7 @@ struct Audit: KeymgrCommand {
 
     func validate() throws { try listing.check(globals) }
 
-    func run() throws { try listing.run(globals) }
+    func run(in context: CommandContext) throws { try listing.run(globals, in: context) }
 
     /// How `audit list` prints entries.
     enum Format: String, ExpressibleByArgument, CaseIterable {
@@ -56,7 +56,7 @@ struct Audit: KeymgrCommand {
 
         func validate() throws { try listing.check(globals) }
 
-        func run() throws { try listing.run(globals) }
+        func run(in context: CommandContext) throws { try listing.run(globals, in: context) }
     }
 
     /// What `audit` and `audit list` take and do.
@@ -92,12 +92,12 @@ struct Audit: KeymgrCommand {
             try globals.checkFormat(format?.rawValue)
         }
 
-        func run(_ globals: GlobalOptions) throws {
-            let manager = try globals.openManager(readOnly: true)
+        func run(_ globals: GlobalOptions, in context: CommandContext) throws {
+            let manager = try globals.openManager(in: context, readOnly: true)
             let filter = AuditFilter(userId: try manager.resolveUser(user), since: since.flatMap(ISOTime.date(from:)),
                                      event: event, newest: newest, newestFirst: reverse)
             try globals.render(AuditEntriesOutput(manager: manager, filter: filter, format: format ?? .table,
-                                                  wide: table.wide, quiet: globals.quiet))
+                                                  wide: table.wide, quiet: globals.quiet), in: context)
         }
 
         /// RFC 4180: quoted when it holds a comma, quote or line break; quotes doubled.
@@ -148,27 +148,27 @@ struct Audit: KeymgrCommand {
             if journal != nil && input != nil { throw ValidationError("give --journal or --input, not both") }
         }
 
-        func run() throws {
+        func run(in context: CommandContext) throws {
             if let input {
-                let text = try NamedFile.open(input, option: "--input", access: .read).text(limit: NamedFile.auditExportLimit)
-                return try Audit.verifyCopy(try KeyManager.verifyArchive(text), globals)
+                let text = try NamedFile.open(input, option: "--input", access: .read, for: context.request).text(limit: NamedFile.auditExportLimit)
+                return try Audit.verifyCopy(try KeyManager.verifyArchive(text), globals, in: context)
             }
             if let journal {
-                let text = try NamedFile.open(journal, option: "--journal", access: .read).text(limit: NamedFile.auditExportLimit)
-                return try Audit.verifyCopy(try KeyManager.verifyJournalExport(text), globals)
+                let text = try NamedFile.open(journal, option: "--journal", access: .read, for: context.request).text(limit: NamedFile.auditExportLimit)
+                return try Audit.verifyCopy(try KeyManager.verifyJournalExport(text), globals, in: context)
             }
-            let report = try globals.openManager(readOnly: true).verifyAudit()
-            try globals.render(AuditVerificationOutput(report: report))
+            let report = try globals.openManager(in: context, readOnly: true).verifyAudit()
+            try globals.render(AuditVerificationOutput(report: report), in: context)
             if report.isIntact { return }
             for issue in report.rowIssues {
-                StandardStream.error.write("keymgr: tampered: table \(issue.table)"
+                context.streams.error.write("keymgr: tampered: table \(issue.table)"
                     + (issue.row.map { ", row \(TextTable.printable($0))" } ?? "") + ": \(issue.reason)\n")
             }
             if let bad = report.firstBad {
-                StandardStream.error.write(
+                context.streams.error.write(
                     "keymgr: the audit log is broken at entry \(bad.seq): \(bad.reason) (\(report.checked) entries before it verified)\n")
             } else {
-                StandardStream.error.write("keymgr: the audit log itself is intact (\(report.checked) entries); restore the store "
+                context.streams.error.write("keymgr: the audit log itself is intact (\(report.checked) entries); restore the store "
                     + "from a backup, or find what changed from the rows named above\n")
             }
             throw ExitCode.failure
@@ -196,9 +196,9 @@ extension Audit {
 
         @OptionGroup var globals: GlobalOptions
 
-        func run() throws {
-            let cleared = try globals.openManager().clearTampering()
-            try globals.render(ClearedTamperingOutput(finding: cleared))
+        func run(in context: CommandContext) throws {
+            let cleared = try globals.openManager(in: context).clearTampering()
+            try globals.render(ClearedTamperingOutput(finding: cleared), in: context)
         }
     }
 }
@@ -238,7 +238,7 @@ struct AuditEntriesOutput: CommandOutput {
     let quiet: Bool
 
     func json(on console: Console) throws {
-        var out = JSONBytes(capacity: 1 << 17)
+        var out = JSONBytes(capacity: 1 << 17, output: console.output)
         out.raw("[")
         var first = true
         try manager.forEachAuditEntry(filter) { entry in
@@ -252,7 +252,7 @@ struct AuditEntriesOutput: CommandOutput {
     }
 
     func text(on console: Console) throws {
-        var out = JSONBytes(capacity: 1 << 17)
+        var out = JSONBytes(capacity: 1 << 17, output: console.output)
         switch format {
         case .json:
             return try json(on: console)
@@ -268,13 +268,13 @@ struct AuditEntriesOutput: CommandOutput {
             var table = StreamedTable(
                 columns: [.whole("SEQ"), .time("AT"), .whole("EVENT"), TableColumn("USER ID", .cut(min: 8)), .whole("KID"),
                           TableColumn("ACTOR", .cut(min: 6)), TableColumn("DETAILS", .cut(min: 12))],
-                wide: wide)
+                maxWidth: wide ? nil : console.tableWidth)
             try manager.forEachAuditEntry(filter) { entry in
                 table.add([String(entry.seq), HumanText.time(ISOTime.date(from: entry.at)), entry.event, HumanText.text(entry.userId),
                            HumanText.kid(entry.kid, wide: wide), entry.actor, HumanText.details(entry.details)], into: &out)
             }
             guard table.finish(into: &out) else {
-                if !quiet { StandardStream.error.write("no matching audit entries\n") }
+                if !quiet { console.error.write("no matching audit entries\n") }
                 return
             }
         }
@@ -298,11 +298,11 @@ struct AuditVerificationOutput: DocumentOutput {
 
 extension Audit {
     /// Prints a checked copy of the log (journal export or archive) and exits 1 when it does not hold.
-    static func verifyCopy(_ report: AuditCopyReport, _ globals: GlobalOptions) throws {
-        try globals.render(AuditCopyOutput(report: report))
+    static func verifyCopy(_ report: AuditCopyReport, _ globals: GlobalOptions, in context: CommandContext) throws {
+        try globals.render(AuditCopyOutput(report: report), in: context)
         for chain in report.chains {
             for problem in chain.problems {
-                StandardStream.error.write("keymgr: \(chain.deviceId.map { "store \($0): " } ?? "")\(TextTable.printable(problem.reason))\n")
+                context.streams.error.write("keymgr: \(chain.deviceId.map { "store \($0): " } ?? "")\(TextTable.printable(problem.reason))\n")
             }
         }
         if !report.isIntact { throw ExitCode.failure }

@@ -35,23 +35,23 @@ extension Audit {
             }
         }
 
-        func run() throws {
+        func run(in context: CommandContext) throws {
             guard let date = ISOTime.date(from: before) else { throw ValidationError("--before needs an ISO 8601 time") }
             // Through the agent a relative name is the caller's (the client created the file in their working
             // directory): it is shown as given.
-            let path = output.hasPrefix("/") || !ServedRequest.context.isServed
+            let path = output.hasPrefix("/") || !context.request.isServed
                 ? URL(fileURLWithPath: output).standardizedFileURL.path : output
-            let manager = try globals.openManager()
-            let file = try NamedFile.open(output, option: "--output", access: .create)
+            let manager = try globals.openManager(in: context)
+            let file = try NamedFile.open(output, option: "--output", access: .create, for: context.request)
             defer { file.discardIfUnused() }
             let summary = try manager.archiveAudit(before: date, to: file.descriptor, name: path)
             if let summary {
-                globals.console.confirm("archived \(summary.entries) audit entries (\(summary.firstSeq) to \(summary.lastSeq)) "
+                globals.console(in: context).confirm("archived \(summary.entries) audit entries (\(summary.firstSeq) to \(summary.lastSeq)) "
                     + "to \(path); the log now continues from entry \(summary.lastSeq)")
             } else {
-                globals.console.confirm("no audit entries before \(before): nothing archived")
+                globals.console(in: context).confirm("no audit entries before \(before): nothing archived")
             }
-            try globals.render(AuditArchiveOutput(summary: summary, output: path))
+            try globals.render(AuditArchiveOutput(summary: summary, output: path), in: context)
         }
     }
 }

@@ -59,9 +59,9 @@ struct Bind: KeymgrCommand {
         }
     }
 
-    func run() throws {
-        if let name = journey.journey { return try bind(through: name) }
-        let manager = try globals.openManager()
+    func run(in context: CommandContext) throws {
+        if let name = journey.journey { return try bind(through: name, in: context) }
+        let manager = try globals.openManager(in: context)
         // A journey-bound user is found by the name the operator types, so a plain bind supersedes that key.
         let userId = try manager.resolveUser(user)
         var request = BindRequest(userId: userId)
@@ -72,19 +72,20 @@ struct Bind: KeymgrCommand {
         if let expiresIn = jws.expiresIn { request.expiresIn = expiresIn }
         if let timeout = jws.timeout { request.verifierTimeout = timeout }
 
-        try confirmSupersede(try manager.keysSuperseded(by: request))
-        let result = try manager.bind(request, newPIN: pin.source().new(for: user, policy: manager.checkNewPIN))
-        try globals.render(BoundKeyOutput(result: result, confirmation: "bound \(userId): key \(result.key.kid) (\(result.key.authType.rawValue))"))
+        try confirmSupersede(try manager.keysSuperseded(by: request), in: context)
+        let result = try manager.bind(request, newPIN: pin.source(in: context).new(for: user, policy: manager.checkNewPIN))
+        try globals.render(BoundKeyOutput(result: result, confirmation: "bound \(userId): key \(result.key.kid) (\(result.key.authType.rawValue))"), in: context)
     }
 
     /// Superseding destroys the user's current key: on a terminal keymgr asks; without one, a key the server
     /// knows is only replaced with --replace.
-    private func confirmSupersede(_ superseded: [UserKey]) throws {
+    private func confirmSupersede(_ superseded: [UserKey], in context: CommandContext) throws {
         guard !superseded.isEmpty, !replace else { return }
         let list = superseded.map(\.kid).joined(separator: ", ")
-        if isatty(STDIN_FILENO) == 1 {
+        if context.inputIsTerminal {
             guard !yes else { return }
-            guard try Terminal.askYesNo("\(user) already has key \(list); supersede it and destroy its key material?") else {
+            guard try Terminal.askYesNo("\(user) already has key \(list); supersede it and destroy its key material?",
+                                         on: context.terminal) else {
                 throw CommandFailure(.declined, "declined: nothing was done")
             }
         } else if superseded.contains(where: { $0.serverState == .registered }) {
@@ -94,22 +95,22 @@ struct Bind: KeymgrCommand {
     }
 
     /// Binds through the journey `name`: the server's callback decides the user id, auth type and challenge.
-    private func bind(through name: String) throws {
-        let manager = try globals.openManager()
-        let connection = try ServerConnection.configured(in: manager, profile: journey.server.profile)
+    private func bind(through name: String, in context: CommandContext) throws {
+        let manager = try globals.openManager(in: context)
+        let connection = try ServerConnection.configured(in: manager, profile: journey.server.profile, environment: context.environment)
         let journeys = try JourneyService(manager: manager, connection: connection,
-                                          logger: globals.logger)
+                                          logger: globals.logger(in: context))
         let login = try username ?? manager.login(forUser: user)
-        let password = journey.passwordSource(for: login)
+        let password = journey.passwordSource(for: login, in: context)
         let requested = authType?.authType
         let (pinStdin, pinFd, user) = (pin.pinStdin, pin.pinFd, user)
         let result = try AsyncBridge.wait {
             try await journeys.bind(journey: name, username: login, userId: user, password: { try password.read() },
                                     requestedAuthType: requested,
-                                    newPIN: { try PINSource.choose(stdin: pinStdin, fd: pinFd).new(for: user, policy: manager.checkNewPIN)() })
+                                    newPIN: { try PINSource.choose(stdin: pinStdin, fd: pinFd, in: context).new(for: user, policy: manager.checkNewPIN)() })
         }
         try globals.render(BoundKeyOutput(result: result, confirmation: "bound \(result.key.userId) through \(name): key \(result.key.kid) "
-            + "(\(result.key.authType.rawValue)), registered with the server as \"\(result.key.deviceName ?? "")\"", printsJWS: false))
+            + "(\(result.key.authType.rawValue)), registered with the server as \"\(result.key.deviceName ?? "")\"", printsJWS: false), in: context)
     }
 }
 

@@ -31,9 +31,9 @@ struct Config: ParsableCommand {
 
         @OptionGroup var globals: GlobalOptions
 
-        func run() throws {
-            let config = try globals.openManager(readOnly: true).config()
-            try globals.render(ConfigOutput(config: config))
+        func run(in context: CommandContext) throws {
+            let config = try globals.openManager(in: context, readOnly: true).config()
+            try globals.render(ConfigOutput(config: config), in: context)
         }
     }
 
@@ -70,10 +70,10 @@ struct Config: ParsableCommand {
             }
         }
 
-        func run() throws {
+        func run(in context: CommandContext) throws {
             guard let key = ConfigKey(rawValue: key) else { throw CommandFailure(.usage, "unknown setting '\(key)'") }
-            let config = try globals.openManager().setConfig(key, to: value)
-            try globals.render(ConfigOutput(config: config, setKey: key))
+            let config = try globals.openManager(in: context).setConfig(key, to: value)
+            try globals.render(ConfigOutput(config: config, setKey: key), in: context)
         }
     }
 

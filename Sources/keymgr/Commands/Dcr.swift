@@ -66,10 +66,10 @@ struct Dcr: ParsableCommand {
             }
         }
 
-        func run() throws {
+        func run(in context: CommandContext) throws {
             var document: [String: JSONValue]?
             if let metadata {
-                let data = try NamedFile.open(metadata, option: "--metadata", access: .read).contents()
+                let data = try NamedFile.open(metadata, option: "--metadata", access: .read, for: context.request).contents()
                 guard let object = (try? JSONDecoder().decode(JSONValue.self, from: data))?.objectValue else {
                     throw CommandFailure(.badInput, "\(metadata) must hold a JSON object of RFC 7591 client metadata")
                 }
@@ -77,15 +77,15 @@ struct Dcr: ParsableCommand {
             }
             var initialAccessToken: String?
             if let initialAccessTokenFile {
-                let text = String(decoding: try NamedFile.open(initialAccessTokenFile, option: "--initial-access-token-file", access: .read).contents(), as: UTF8.self)
+                let text = String(decoding: try NamedFile.open(initialAccessTokenFile, option: "--initial-access-token-file", access: .read, for: context.request).contents(), as: UTF8.self)
                     .trimmingCharacters(in: .whitespacesAndNewlines)
                 guard !text.isEmpty, !text.contains("\n") else {
                     throw CommandFailure(.badInput, "\(initialAccessTokenFile) must hold one token on one line")
                 }
                 initialAccessToken = text
             }
-            let context = try OAuthContext(globals, profile: network.profile, timeout: network.timeout)
-            let service = context.registrations
+            let oauth = try OAuthContext(globals, profile: network.profile, timeout: network.timeout, in: context)
+            let service = oauth.registrations
             let (user, softwareId, scope) = (user, softwareId, scope)
             let (document2, token) = (document, initialAccessToken)
             let registration = try AsyncBridge.wait {
@@ -93,10 +93,10 @@ struct Dcr: ParsableCommand {
                                            initialAccessToken: token)
             }
             let warnings = RegistrationService.loginWarnings(registration)
-            for warning in warnings { globals.console.warn(warning) }
+            for warning in warnings { globals.console(in: context).warn(warning) }
             try globals.render(RegistrationOutput(registration: registration, secrets: nil,
                                                   confirmation: "registered client \(registration.clientId) for \(user)",
-                                                  warnings: warnings))
+                                                  warnings: warnings), in: context)
         }
     }
 
@@ -135,16 +135,16 @@ struct Dcr: ParsableCommand {
         @Flag(name: .customLong("server"), help: "Read the registration at the server first (RFC 7592) and store it.")
         var readServer = false
 
-        func run() throws {
+        func run(in context: CommandContext) throws {
             let found: (registration: Registration, secrets: RegistrationSecrets?)
             if readServer {
-                let service = try OAuthContext(globals, profile: server.profile).registrations
+                let service = try OAuthContext(globals, profile: server.profile, in: context).registrations
                 let (user, profile, reveal) = (user, server.profile, reveal)
                 found = try AsyncBridge.wait { try await service.readAtServer(userId: user, profile: profile, revealing: reveal) }
             } else {
-                found = try globals.openManager().clientRegistration(userId: user, profile: server.profile, revealing: reveal)
+                found = try globals.openManager(in: context).clientRegistration(userId: user, profile: server.profile, revealing: reveal)
             }
-            try globals.render(RegistrationOutput(registration: found.registration, secrets: found.secrets, confirmation: nil))
+            try globals.render(RegistrationOutput(registration: found.registration, secrets: found.secrets, confirmation: nil), in: context)
         }
     }
 
@@ -171,15 +171,15 @@ struct Dcr: ParsableCommand {
 
         @OptionGroup var confirmation: ConfirmationOptions
 
-        func run() throws {
-            let service = try OAuthContext(globals, profile: network.profile, timeout: network.timeout).registrations
+        func run(in context: CommandContext) throws {
+            let service = try OAuthContext(globals, profile: network.profile, timeout: network.timeout, in: context).registrations
             let (user, confirmation) = (user, confirmation)
             try AsyncBridge.wait {
                 try await service.delete(userId: user) { registration in
-                    try confirmation.confirm("Delete the OAuth client \(registration.clientId) of \(user) at the server, and its tokens here?")
+                    try confirmation.confirm("Delete the OAuth client \(registration.clientId) of \(user) at the server, and its tokens here?", in: context)
                 }
             }
-            globals.console.confirm("deleted the client registration of \(user)")
+            globals.console(in: context).confirm("deleted the client registration of \(user)")
         }
     }
 }
@@ -212,16 +212,16 @@ extension Dcr {
 
         @OptionGroup var confirmation: ConfirmationOptions
 
-        func run() throws {
-            let service = try OAuthContext(globals, profile: server.profile).registrations
+        func run(in context: CommandContext) throws {
+            let service = try OAuthContext(globals, profile: server.profile, in: context).registrations
             let (user, confirmation) = (user, confirmation)
             try AsyncBridge.wait {
                 try await service.forget(userId: user) { registration in
                     try confirmation.confirm("Remove the OAuth client \(registration.clientId) of \(user) here, "
-                        + "without asking the server?")
+                        + "without asking the server?", in: context)
                 }
             }
-            globals.console.confirm("removed the client registration of \(user) here; the server was not asked")
+            globals.console(in: context).confirm("removed the client registration of \(user) here; the server was not asked")
         }
     }
 }

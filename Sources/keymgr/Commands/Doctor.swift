@@ -36,17 +36,17 @@ struct DoctorCommand: KeymgrCommand {
         try DurationOption.check(timeout, "--timeout")
     }
 
-    func run() throws {
+    func run(in context: CommandContext) throws {
         let timeout = timeout
-        var checks = Doctor.run(home: globals.storeHome, context: ServedRequest.context,
-                                environment: ProcessEnvironment.variables) { manager in
+        var checks = Doctor.run(home: globals.storeHome(in: context), context: context.request,
+                                environment: context.environment) { manager in
             (try? AsyncBridge.wait { await ServerProbe.checks(manager, timeout: timeout) }) ?? [ServerProbe.unfinished]
         }
-        let serving = Status.agent().map {
+        let serving = Status.agent(context.request).map {
             Doctor.ServingAgent(socket: $0.socket, policy: $0.policy, policyProblem: $0.policyChecks ? nil : $0.policyProblem ?? "?")
         }
-        checks.insert(Doctor.agent(serving, context: ServedRequest.context), at: 0)
-        try globals.render(DoctorOutput(checks: checks))
+        checks.insert(Doctor.agent(serving, context: context.request), at: 0)
+        try globals.render(DoctorOutput(checks: checks), in: context)
         if checks.contains(where: { !$0.ok }) { throw ExitCode.failure }
     }
 }
@@ -75,7 +75,7 @@ struct DoctorOutput: DocumentOutput {
     func text(on console: Console) {
         let width = checks.map(\.name.count).max() ?? 0
         let indent = 6 + width + 2
-        let columns = max(TableWidth.current, indent + 20)
+        let columns = max(console.tableWidth, indent + 20)
         var lines: [String] = []
         for check in checks {
             let head = (check.ok ? "ok    " : "FAIL  ") + check.name + String(repeating: " ", count: width - check.name.count + 2)

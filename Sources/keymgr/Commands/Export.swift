@@ -34,10 +34,10 @@ struct Export: KeymgrCommand {
         guard PublicKeyFormat(rawValue: format) != nil else { throw ValidationError("--format must be jwk or pem, not '\(format)'") }
     }
 
-    func run() throws {
-        let manager = try globals.openManager(readOnly: true)
+    func run(in context: CommandContext) throws {
+        let manager = try globals.openManager(in: context, readOnly: true)
         let exported = try manager.exportPublicKey(userId: try manager.resolveUser(user), kid: kid)
-        try globals.render(ExportOutput(exported: exported, pem: PublicKeyFormat(rawValue: format) == .pem))
+        try globals.render(ExportOutput(exported: exported, pem: PublicKeyFormat(rawValue: format) == .pem), in: context)
     }
 }
 

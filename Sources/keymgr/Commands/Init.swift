@@ -90,7 +90,7 @@ struct Init: KeymgrCommand {
         }
     }
 
-    func run() throws {
+    func run(in context: CommandContext) throws {
         var options = InitOptions()
         if let deviceName { options.deviceName = deviceName }
         if let issuer { options.issuer = issuer }
@@ -108,12 +108,13 @@ struct Init: KeymgrCommand {
         if let tpmRecoveryTime { options.tpmRecoveryTime = tpmRecoveryTime }
         if let masterKey { options.masterKey = masterKey }
 
-        let console = globals.console
-        let home = globals.storeHome
+        let console = globals.console(in: context)
+        let home = globals.storeHome(in: context)
         console.detail("creating a store in \(home.url.path)")
-        let manager = try KeyManager.initialize(home: home, options: options, logger: globals.logger)
+        let manager = try KeyManager.initialize(home: home, options: options, context: context.request,
+                                                environment: context.environment, logger: globals.logger(in: context))
         let status = try manager.status()
-        try globals.render(InitOutput(status: status, home: home.url.path))
+        try globals.render(InitOutput(status: status, home: home.url.path), in: context)
     }
 
     /// A verifier command line as argv: split on spaces, empty pieces dropped.

@@ -44,13 +44,13 @@ struct List: KeymgrCommand {
     @Option(help: ArgumentHelp("Which keys to show; repeat for several (default: active and locked).", valueName: "status"))
     var status: [StatusFilter] = []
 
-    func run() throws {
+    func run(in context: CommandContext) throws {
         let statuses: Set<KeyStatus> = status.isEmpty ? [.active, .locked] : status.reduce(into: []) { $0.formUnion($1.statuses) }
-        let manager = try globals.openManager(readOnly: true)
+        let manager = try globals.openManager(in: context, readOnly: true)
         let userId = try manager.resolveUser(user)
         try globals.render(KeyListOutput(manager: manager, userId: userId, statuses: statuses,
                                          empty: user.map { "no matching keys for user \($0)" } ?? "no matching keys",
-                                         wide: table.wide))
+                                         wide: table.wide), in: context)
     }
 }
 
@@ -74,7 +74,7 @@ struct KeyListOutput: CommandOutput {
             out.key(key)
         }
         out.raw("]\n")
-        StandardStream.output.write(bytes: out.bytes)
+        console.output.write(bytes: out.bytes)
     }
 
     func text(on console: Console) throws {

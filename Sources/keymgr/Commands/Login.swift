@@ -51,21 +51,21 @@ struct Dpop: ParsableCommand {
                   url.host != nil else { throw ValidationError("--htu must be an http or https URL") }
         }
 
-        func run() throws {
+        func run(in context: CommandContext) throws {
             var accessToken: String?
             if accessTokenStdin {
-                let text = String(decoding: OAuthContext.readStdin(), as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
+                let text = String(decoding: context.readInput(), as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
                 guard !text.isEmpty, !text.contains("\n") else {
                     throw CommandFailure(.badInput, "stdin must hold one access token on one line")
                 }
                 accessToken = text
             }
             guard let url = URL(string: htu) else { throw CommandFailure(.usage, "--htu must be a URL") }
-            let manager = try globals.openManager()
-            let connection = try ServerConnection.configured(in: manager, profile: server.profile)
-            let service = TokenService(manager: manager, connection: connection, home: globals.storeHome, logger: globals.logger)
+            let manager = try globals.openManager(in: context)
+            let connection = try ServerConnection.configured(in: manager, profile: server.profile, environment: context.environment)
+            let service = TokenService(manager: manager, connection: connection, home: globals.storeHome(in: context), logger: globals.logger(in: context))
             let proof = try service.proof(userId: user, htm: htm, htu: url, nonce: nonce, accessToken: accessToken)
-            try globals.render(ProofOutput(proof: proof, jkt: { try manager.tokenSet(userId: user, serverName: connection.serverName)?.jkt }))
+            try globals.render(ProofOutput(proof: proof, jkt: { try manager.tokenSet(userId: user, serverName: connection.serverName)?.jkt }), in: context)
         }
     }
 }
@@ -98,9 +98,9 @@ struct Login: KeymgrCommand {
 
     @OptionGroup var network: NetworkOptions
 
-    func run() throws {
-        let context = try OAuthContext(globals, profile: network.profile, timeout: network.timeout)
-        let login = DeviceLoginService(tokens: context.tokens)
+    func run(in context: CommandContext) throws {
+        let oauth = try OAuthContext(globals, profile: network.profile, timeout: network.timeout, in: context)
+        let login = DeviceLoginService(tokens: oauth.tokens)
         let (user, scope) = (user, scope)
         let set = try AsyncBridge.wait {
             try await login.login(userId: user, scope: scope) { authorization in
@@ -110,9 +110,9 @@ struct Login: KeymgrCommand {
                     text += "or open \(TextTable.printable(complete))\n"
                 }
                 text += "waiting for approval (the code expires in \(authorization.expiresIn) s)…\n"
-                StandardStream.error.write(text)
+                context.streams.error.write(text)
             }
         }
-        try globals.render(TokenSetOutput(set: set, confirmation: "logged \(user) in: \(set.tokenType) tokens\(set.bound ? " bound to a DPoP key" : "") stored"))
+        try globals.render(TokenSetOutput(set: set, confirmation: "logged \(user) in: \(set.tokenType) tokens\(set.bound ? " bound to a DPoP key" : "") stored"), in: context)
     }
 }

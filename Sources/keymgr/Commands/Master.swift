@@ -32,12 +32,12 @@ struct Master: ParsableCommand {
 
         @OptionGroup var confirmation: ConfirmationOptions
 
-        func run() throws {
-            let manager = try globals.openManager()
+        func run(in context: CommandContext) throws {
+            let manager = try globals.openManager(in: context)
             try manager.checkMasterKeyRotatable()  // a key systemd holds fails (78) before anything is asked
-            try confirmation.confirm("Replace the master key and re-wrap every secret under a new one?")
+            try confirmation.confirm("Replace the master key and re-wrap every secret under a new one?", in: context)
             let rotation = try manager.rotateMasterKey()
-            try globals.render(RotationOutput(secretsRewrapped: rotation.secretsRewrapped))
+            try globals.render(RotationOutput(secretsRewrapped: rotation.secretsRewrapped), in: context)
         }
     }
 }

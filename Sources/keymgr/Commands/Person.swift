@@ -42,9 +42,9 @@ struct Person: ParsableCommand {
         @Argument(help: ArgumentHelp("The identity user's full user id.", valueName: "user-id"))
         var userId: String
 
-        func run() throws {
-            let link = try globals.openManager().linkPerson(login: login, userId: userId)
-            try globals.render(PersonLinksOutput(links: [link], verb: "linked"))
+        func run(in context: CommandContext) throws {
+            let link = try globals.openManager(in: context).linkPerson(login: login, userId: userId)
+            try globals.render(PersonLinksOutput(links: [link], verb: "linked"), in: context)
         }
     }
 
@@ -69,9 +69,9 @@ struct Person: ParsableCommand {
         @Argument(help: ArgumentHelp("The identity user's full user id.", valueName: "user-id"))
         var userId: String
 
-        func run() throws {
-            try globals.openManager().unlinkPerson(login: login, userId: userId)
-            try globals.render(PersonUnlinkedOutput(login: login, userId: userId))
+        func run(in context: CommandContext) throws {
+            try globals.openManager(in: context).unlinkPerson(login: login, userId: userId)
+            try globals.render(PersonUnlinkedOutput(login: login, userId: userId), in: context)
         }
     }
 
@@ -92,9 +92,9 @@ struct Person: ParsableCommand {
 
         @OptionGroup var table: TableOptions
 
-        func run() throws {
-            let links = try globals.openManager(readOnly: true).personLinks()
-            try globals.render(PersonLinksOutput(links: links, verb: nil, wide: table.wide))
+        func run(in context: CommandContext) throws {
+            let links = try globals.openManager(in: context, readOnly: true).personLinks()
+            try globals.render(PersonLinksOutput(links: links, verb: nil, wide: table.wide), in: context)
         }
     }
 }

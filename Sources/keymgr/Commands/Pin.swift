@@ -40,11 +40,11 @@ struct Pin: ParsableCommand {
 
         @OptionGroup(title: "PIN") var pin: PINOptions
 
-        func run() throws {
-            let manager = try globals.openManager()
-            let pins = pin.source().change(for: user, policy: manager.checkNewPIN)
+        func run(in context: CommandContext) throws {
+            let manager = try globals.openManager(in: context)
+            let pins = pin.source(in: context).change(for: user, policy: manager.checkNewPIN)
             let key = try manager.changePIN(userId: try manager.resolveUser(user), kid: kid, oldPIN: pins.old, newPIN: pins.new)
-            try globals.render(ChangedKeyOutput(key: key, confirmation: "changed the PIN of \(user)'s key \(key.kid)"))
+            try globals.render(ChangedKeyOutput(key: key, confirmation: "changed the PIN of \(user)'s key \(key.kid)"), in: context)
         }
     }
 }

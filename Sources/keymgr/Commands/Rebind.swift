@@ -32,10 +32,10 @@ struct Rebind: KeymgrCommand {
 
     @OptionGroup(title: "PIN") var pin: PINOptions
 
-    func run() throws {
-        let manager = try globals.openManager()
+    func run(in context: CommandContext) throws {
+        let manager = try globals.openManager(in: context)
         let userId = try manager.resolveUser(user)
-        let source = pin.source()
+        let source = pin.source(in: context)
         let result: BindResult
         if try manager.rebindNeedsCurrentPIN(userId: userId, kid: kid) {
             // Another person's PIN key through the agent: its current PIN first (line 1), then the new one (line 2).
@@ -46,6 +46,6 @@ struct Rebind: KeymgrCommand {
             result = try manager.rebind(userId: userId, kid: kid, authType: authType.authType,
                                         newPIN: source.new(for: user, policy: manager.checkNewPIN))
         }
-        try globals.render(BoundKeyOutput(result: result, confirmation: "rebound \(user): new key \(result.key.kid) (\(result.key.authType.rawValue))"))
+        try globals.render(BoundKeyOutput(result: result, confirmation: "rebound \(user): new key \(result.key.kid) (\(result.key.authType.rawValue))"), in: context)
     }
 }

@@ -39,17 +39,17 @@ struct Revoke: KeymgrCommand {
         if user == nil && kid == nil { throw ValidationError("say what to revoke: --user ID or --kid KID") }
     }
 
-    func run() throws {
-        let manager = try globals.openManager()
+    func run(in context: CommandContext) throws {
+        let manager = try globals.openManager(in: context)
         let userId = try manager.resolveUser(user)
         // The target is found first: a missing user or key fails (66) before anything is asked.
         let targets = try manager.revocationTargets(userId: userId, kid: kid)
         let named = targets.count == 1 ? "key \(targets[0].kid) of \(targets[0].userId)"
             : "the \(targets.count) keys of \(targets[0].userId)"
-        try confirmation.confirm("Revoke \(named) and destroy its key material?")
+        try confirmation.confirm("Revoke \(named) and destroy its key material?", in: context)
         let revoked = try manager.revoke(userId: userId, kid: kid, reason: reason,
-                                         pin: pin.source().current(for: targets[0].userId))
-        try globals.render(RevokedKeysOutput(keys: revoked))
+                                         pin: pin.source(in: context).current(for: targets[0].userId))
+        try globals.render(RevokedKeysOutput(keys: revoked), in: context)
     }
 }
 

@@ -111,19 +111,19 @@ struct Server: ParsableCommand {
             }
         }
 
-        func run() throws {
+        func run(in context: CommandContext) throws {
             if let realmPath { try ServerSettings.checkRealmPath(realmPath) }  // before discovery talks to the issuer
-            let console = globals.console
+            let console = globals.console(in: context)
             // The profile keeps the path, and sync reads the file when it runs, as whoever runs it (through the
             // agent: the agent's user). Through the agent, the caller proves now that they may read it (the client
             // opened it) and the agent's user must see that same file.
-            if let credentialFile, ServedRequest.context.isServed {
+            if let credentialFile, context.request.isServed {
                 try Self.checkTheAgentReadsTheCallersFile(
-                    NamedFile.open(credentialFile, option: "--credential-file", access: .read))
+                    NamedFile.open(credentialFile, option: "--credential-file", access: .read, for: context.request))
             }
             let credentialPath = credentialFile.map(Self.absolutePath)
             if let credentialPath { Self.checkCredentialFile(credentialPath, console: console) }
-            let manager = try globals.openManager()
+            let manager = try globals.openManager(in: context)
             let url = { (text: String?) in text.flatMap(URL.init(string:)) }
             var change = ServerSettingsChange()
             change.dialect = dialect.flatMap(DialectName.init(name:))
@@ -140,7 +140,7 @@ struct Server: ParsableCommand {
             change.allowInsecureHTTP = allowInsecureHttp
             let (profile, proposed) = (server.profile, change)
             let saved = try AsyncBridge.wait { try await DiscoveryService().configure(manager, name: profile, proposed) }
-            try globals.render(ServerProfileOutput(settings: saved, saved: true))
+            try globals.render(ServerProfileOutput(settings: saved, saved: true), in: context)
         }
 
         /// An http or https URL with a host, and no user name or password in it (secrets belong in the credential file).
@@ -232,9 +232,9 @@ struct Server: ParsableCommand {
 
         @OptionGroup var server: ProfileOptions
 
-        func run() throws {
-            let manager = try globals.openManager(readOnly: true)
-            try globals.render(ServerProfileOutput(settings: try manager.serverProfile(name: server.profile), saved: false))
+        func run(in context: CommandContext) throws {
+            let manager = try globals.openManager(in: context, readOnly: true)
+            try globals.render(ServerProfileOutput(settings: try manager.serverProfile(name: server.profile), saved: false), in: context)
         }
     }
 
@@ -252,9 +252,9 @@ struct Server: ParsableCommand {
 
         @OptionGroup var globals: GlobalOptions
 
-        func run() throws {
-            let profiles = try globals.openManager(readOnly: true).serverProfiles()
-            try globals.render(ServerProfilesOutput(profiles: profiles))
+        func run(in context: CommandContext) throws {
+            let profiles = try globals.openManager(in: context, readOnly: true).serverProfiles()
+            try globals.render(ServerProfilesOutput(profiles: profiles), in: context)
         }
     }
 
@@ -281,13 +281,13 @@ struct Server: ParsableCommand {
 
         @OptionGroup var confirmation: ConfirmationOptions
 
-        func run() throws {
-            let manager = try globals.openManager()
+        func run(in context: CommandContext) throws {
+            let manager = try globals.openManager(in: context)
             let removal = try manager.removeServer(name: profile) { plan in
                 try confirmation.confirm("Remove the server profile \(plan.name) and wipe the \(plan.registrations) client "
-                    + "registrations and \(plan.tokenSets) token sets kept for it here?")
+                    + "registrations and \(plan.tokenSets) token sets kept for it here?", in: context)
             }
-            try globals.render(ServerRemovalOutput(removal: removal))
+            try globals.render(ServerRemovalOutput(removal: removal), in: context)
         }
     }
 }

@@ -63,8 +63,8 @@ struct Sign: KeymgrCommand {
         }
     }
 
-    func run() throws {
-        let manager = try globals.openManager()
+    func run(in context: CommandContext) throws {
+        let manager = try globals.openManager(in: context)
         let userId = try manager.resolveUser(user)
         var request = SignRequest(userId: userId, kid: kid)
         request.challenge = jws.challenge
@@ -77,32 +77,33 @@ struct Sign: KeymgrCommand {
         }
 
         if let name = journey.journey {
-            return try sign(through: name, userId: userId, claims: request.claims, manager: manager)
+            return try sign(through: name, userId: userId, claims: request.claims, manager: manager, in: context)
         }
-        let result = try manager.sign(request, pin: pin.source().current(for: user ?? kid ?? "the key"))
-        let console = globals.console
+        let result = try manager.sign(request, pin: pin.source(in: context).current(for: user ?? kid ?? "the key"))
+        let console = globals.console(in: context)
         if request.challenge == nil {
             console.warn("no --challenge given: signed a random challenge keymgr made up (a server checks its own challenge)")
         }
-        try globals.render(SignatureOutput(result: result, confirmation: nil))
+        try globals.render(SignatureOutput(result: result, confirmation: nil), in: context)
     }
 
     /// Signs through the journey `name`: the server's callback decides the user, the challenge and the lifetime.
-    private func sign(through name: String, userId: String?, claims: [String: JSONValue], manager: KeyManager) throws {
-        let connection = try ServerConnection.configured(in: manager, profile: journey.server.profile)
+    private func sign(through name: String, userId: String?, claims: [String: JSONValue], manager: KeyManager,
+                      in context: CommandContext) throws {
+        let connection = try ServerConnection.configured(in: manager, profile: journey.server.profile, environment: context.environment)
         let journeys = try JourneyService(manager: manager, connection: connection,
-                                          logger: globals.logger)
+                                          logger: globals.logger(in: context))
         // The server knows its users by login name: the one stored with the user's keys, else --user itself.
         let login = try manager.login(forUser: userId, kid: kid)
-        let password = journey.passwordSource(for: login)
+        let password = journey.passwordSource(for: login, in: context)
         let (pinStdin, pinFd, kid) = (pin.pinStdin, pin.pinFd, kid)
         let prompt = user ?? kid ?? "the key"
         let result = try AsyncBridge.wait {
             try await journeys.sign(journey: name, username: login, password: { try password.read() },
                                     userId: userId, kid: kid, claims: claims,
-                                    pin: { try PINSource.choose(stdin: pinStdin, fd: pinFd).current(for: prompt)() })
+                                    pin: { try PINSource.choose(stdin: pinStdin, fd: pinFd, in: context).current(for: prompt)() })
         }
-        try globals.render(SignatureOutput(result: result, confirmation: "the server accepted the signature of key \(result.kid) in the journey \(name)"))
+        try globals.render(SignatureOutput(result: result, confirmation: "the server accepted the signature of key \(result.kid) in the journey \(name)"), in: context)
     }
 
     /// `NAME=VALUE` at the first `=`; the name must not be empty.

@@ -33,16 +33,17 @@ struct Status: KeymgrCommand {
 
     @OptionGroup var globals: GlobalOptions
 
-    func run() throws {
-        let manager = try globals.openManager(readOnly: true)
+    func run(in context: CommandContext) throws {
+        let manager = try globals.openManager(in: context, readOnly: true)
         let status = try manager.status()
-        try globals.render(StatusOutput(status: status, home: globals.storeHome.url.path, agent: Self.agent()))
-        Status.warnAboutTPMReach(status, globals.console)
+        try globals.render(StatusOutput(status: status, home: globals.storeHome(in: context).url.path, agent: Self.agent(context.request),
+                                        served: context.request.isServed), in: context)
+        Status.warnAboutTPMReach(status, globals.console(in: context))
     }
 
-    /// The agent serving this request, and whether its policy file loads as it is now; nil run directly.
-    static func agent() -> StatusJSON.AgentJSON? {
-        guard ServedRequest.context.isServed, let policy = ServedRequest.context.policy else { return nil }
+    /// The agent serving `request`, and whether its policy file loads as it is now; nil run directly.
+    static func agent(_ request: RequestContext) -> StatusJSON.AgentJSON? {
+        guard request.isServed, let policy = request.policy else { return nil }
         var problem: String?
         do {
             _ = try AgentPolicy.load(path: policy.file, agentUID: getuid())
@@ -68,6 +69,8 @@ struct StatusOutput: DocumentOutput {
     let status: StoreStatus
     let home: String
     var agent: StatusJSON.AgentJSON?
+    /// Whether the agent serves the request (what to do about a replaced TPM differs).
+    var served = false
 
     var document: StatusJSON { StatusJSON(status, agent: agent) }
 
@@ -102,7 +105,7 @@ struct StatusOutput: DocumentOutput {
             ("key backend", status.keyBackend.rawValue + (status.keyBackendReason.map { " (\($0))" } ?? "")),
         ] + (status.tpmTcti.map { [("tpm tcti", $0)] } ?? []) + [("master key", Status.masterKey(status))]
         for skew in status.serverClockSkews { lines.append(("clock skew", Status.skew(skew))) }
-        if let replaced = status.tpmReplaced { lines.append(("tpm", Status.replaced(replaced))) }
+        if let replaced = status.tpmReplaced { lines.append(("tpm", Status.replaced(replaced, served: served))) }
         let width = lines.map(\.0.count).max() ?? 0
         console.answer(lines.map { $0.0 + String(repeating: " ", count: width - $0.0.count + 2) + $0.1 }
             .joined(separator: "\n"))
@@ -128,11 +131,11 @@ extension Status {
     }
 
     /// "the TPM at … was cleared or replaced (…): 2 keys are unusable: 1A2B3C4D (alice), …; …".
-    static func replaced(_ replaced: TPMReplacement) -> String {
+    static func replaced(_ replaced: TPMReplacement, served: Bool) -> String {
         let keys = replaced.unusableKeys.map { "\(HumanText.kid($0.kid, wide: false)) (\(TextTable.printable($0.userId)))" }
         let count = keys.count == 1 ? "1 key is" : "\(keys.count) keys are"
         return "\(replaced.why): \(count) unusable\(keys.isEmpty ? "" : ": " + keys.joined(separator: ", ")); "
-            + (AgentCaller.current == nil ? "an administrator runs `keymgr tpm recover`, then they are bound again"
+            + (!served ? "an administrator runs `keymgr tpm recover`, then they are bound again"
                : "an administrator recovers the TPM, then they are bound again")
     }
 

@@ -59,14 +59,14 @@ struct SyncCommand: KeymgrCommand {
         if let maxRevoke, !(0...100).contains(maxRevoke) { throw ValidationError("--max-revoke must be a percentage from 0 to 100") }
     }
 
-    func run() throws {
+    func run(in context: CommandContext) throws {
         // The lease comes first: an overlapping run leaves before touching the store or the server.
-        let lease = try SyncLease(home: globals.storeHome)
+        let lease = try SyncLease(home: globals.storeHome(in: context))
         defer { lease.release() }
-        let console = globals.console
-        let manager = try globals.openManager()
-        let connection = try ServerConnection.configured(in: manager, profile: network.profile, timeout: network.timeout)
-        let service = SyncService(manager: manager, connection: connection, home: globals.storeHome, logger: globals.logger)
+        let console = globals.console(in: context)
+        let manager = try globals.openManager(in: context)
+        let connection = try ServerConnection.configured(in: manager, profile: network.profile, timeout: network.timeout, environment: context.environment)
+        let service = SyncService(manager: manager, connection: connection, home: globals.storeHome(in: context), logger: globals.logger(in: context))
         let options = {
             var options = SyncOptions()
             options.dryRun = dryRun
@@ -78,7 +78,7 @@ struct SyncCommand: KeymgrCommand {
         }()
         console.detail("syncing with \(connection.settings.baseURL.absoluteString) (realm \(connection.settings.realmPath))")
 
-        let progress = ProgressLine(enabled: isatty(STDERR_FILENO) == 1 && !globals.quiet)
+        let progress = ProgressLine(in: context, enabled: !globals.quiet)
         let report: SyncReport
         do {
             defer { progress.clear() }
@@ -90,13 +90,13 @@ struct SyncCommand: KeymgrCommand {
             console.warn("the \(connection.settings.dialect.rawValue) server has no device registry: only client registrations are checked")
         }
         // What the valve holds back is shown, so the operator can judge it before forcing anything.
-        try globals.render(SyncOutput(report: report, pruneOrphans: pruneOrphans, wide: table.wide))
+        try globals.render(SyncOutput(report: report, pruneOrphans: pruneOrphans, wide: table.wide), in: context)
         switch outcome {
         case .reconciled:
             return
         case .someUsersFailed(let errors):
             for error in errors {
-                StandardStream.error.write("keymgr: \(TextTable.printable(error.userId)): \(TextTable.printable(error.message)) (\(error.code.rawValue))\n")
+                context.streams.error.write("keymgr: \(TextTable.printable(error.userId)): \(TextTable.printable(error.message)) (\(error.code.rawValue))\n")
             }
             throw ExitCode(2)
         case .failed(let failure):
@@ -107,26 +107,29 @@ struct SyncCommand: KeymgrCommand {
 
 /// A `\r`-updated progress line on stderr (only when it is a terminal), cleared when the work ends.
 final class ProgressLine: Sendable {
+    private let stream: StandardStream
     private let enabled: Bool
     private let label: String
     private let shown = Mutex(false)
 
-    init(enabled: Bool, label: String = "syncing") {
-        self.enabled = enabled
+    /// A line on the request's stderr, drawn only when it is a terminal and `enabled`.
+    init(in context: CommandContext, enabled: Bool, label: String = "syncing") {
+        self.stream = context.streams.error
+        self.enabled = enabled && context.errorIsTerminal
         self.label = label
     }
 
     func show(done: Int, total: Int) {
         guard enabled else { return }
         shown.withLock { shown in
-            StandardStream.error.write("\r\(label): \(done)/\(total) users\u{1B}[K")
+            stream.write("\r\(label): \(done)/\(total) users\u{1B}[K")
             shown = true
         }
     }
 
     func clear() {
         shown.withLock { shown in
-            if shown { StandardStream.error.write("\r\u{1B}[K") }
+            if shown { stream.write("\r\u{1B}[K") }
             shown = false
         }
     }

@@ -28,9 +28,9 @@ struct TPM: ParsableCommand {
 
         @OptionGroup var globals: GlobalOptions
 
-        func run() throws {
-            let manager = try globals.openManager(readOnly: true)
-            try TPM.show(try manager.tpmLockout(), globals)
+        func run(in context: CommandContext) throws {
+            let manager = try globals.openManager(in: context, readOnly: true)
+            try TPM.show(try manager.tpmLockout(), globals, in: context)
         }
     }
 
@@ -46,10 +46,10 @@ struct TPM: ParsableCommand {
 
         @OptionGroup var globals: GlobalOptions
 
-        func run() throws {
-            let status = try globals.openManager().resetTPMLockout()
-            globals.console.confirm("cleared the dictionary-attack lockout of the TPM at \(status.tcti)")
-            try TPM.show(status, globals)
+        func run(in context: CommandContext) throws {
+            let status = try globals.openManager(in: context).resetTPMLockout()
+            globals.console(in: context).confirm("cleared the dictionary-attack lockout of the TPM at \(status.tcti)")
+            try TPM.show(status, globals, in: context)
         }
     }
 
@@ -83,27 +83,27 @@ struct TPM: ParsableCommand {
                 help: "Seconds the new TPM takes to forget one failure, when keymgr sets them (as init).")
         var recoveryTime: UInt32 = InitOptions().tpmRecoveryTime
 
-        func run() throws {
-            let manager = try globals.openManager()
+        func run(in context: CommandContext) throws {
+            let manager = try globals.openManager(in: context)
             guard let replaced = try manager.tpmReplacement() else {
                 _ = try manager.recoverTPM(maxTries: maxTries, recoveryTime: recoveryTime)  // says why not (64)
                 return
             }
             try confirmation.confirm("Revoke the \(replaced.unusableKeys.count) key(s) that were in the TPM at "
-                + "\(replaced.tcti) and take the TPM now there into use?")
+                + "\(replaced.tcti) and take the TPM now there into use?", in: context)
             let recovery = try manager.recoverTPM(maxTries: maxTries, recoveryTime: recoveryTime)
             for key in recovery.revoked {
-                globals.console.confirm("revoked key \(key.kid) of \(PrintableText.stripped(key.userId)): \(key.reason)")
+                globals.console(in: context).confirm("revoked key \(key.kid) of \(PrintableText.stripped(key.userId)): \(key.reason)")
             }
-            globals.console.confirm(String(format: "took the TPM at %@ into use (rollback counter 0x%08x)", recovery.tcti,
+            globals.console(in: context).confirm(String(format: "took the TPM at %@ into use (rollback counter 0x%08x)", recovery.tcti,
                                            recovery.newCounterIndex))
-            if let note = recovery.note { globals.console.warn(note) }
-            try globals.render(TPMRecoveryOutput(recovery: recovery))
+            if let note = recovery.note { globals.console(in: context).warn(note) }
+            try globals.render(TPMRecoveryOutput(recovery: recovery), in: context)
         }
     }
 
-    static func show(_ status: TPMStatus, _ globals: GlobalOptions) throws {
-        try globals.render(TPMStatusOutput(status: status))
+    static func show(_ status: TPMStatus, _ globals: GlobalOptions, in context: CommandContext) throws {
+        try globals.render(TPMStatusOutput(status: status), in: context)
     }
 }
 

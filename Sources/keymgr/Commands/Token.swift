@@ -41,10 +41,10 @@ struct Token: ParsableCommand {
         @Option(help: ArgumentHelp("The user.", valueName: "id"), completion: .custom(StoreCompletion.users))
         var user: String
 
-        func run() throws {
-            let context = try OAuthContext(globals, profile: server.profile)
-            let set = try context.tokens.importTokens(userId: user, json: OAuthContext.readStdin())
-            try globals.render(TokenSetOutput(set: set, confirmation: "stored \(set.tokenType) tokens for \(user)"))
+        func run(in context: CommandContext) throws {
+            let oauth = try OAuthContext(globals, profile: server.profile, in: context)
+            let set = try oauth.tokens.importTokens(userId: user, json: context.readInput())
+            try globals.render(TokenSetOutput(set: set, confirmation: "stored \(set.tokenType) tokens for \(user)"), in: context)
         }
     }
 
@@ -73,10 +73,10 @@ struct Token: ParsableCommand {
         @Flag(help: "Show the token strings.")
         var reveal = false
 
-        func run() throws {
-            let manager = try globals.openManager(readOnly: true)
+        func run(in context: CommandContext) throws {
+            let manager = try globals.openManager(in: context, readOnly: true)
             let tokens = try manager.tokens(userId: user, profile: server.profile, revealing: reveal)
-            try globals.render(TokenShowOutput(set: tokens.set, secrets: tokens.secrets))
+            try globals.render(TokenShowOutput(set: tokens.set, secrets: tokens.secrets), in: context)
         }
     }
 
@@ -99,11 +99,11 @@ struct Token: ParsableCommand {
         @Option(help: ArgumentHelp("The user.", valueName: "id"), completion: .custom(StoreCompletion.users))
         var user: String
 
-        func run() throws {
-            let service = try OAuthContext(globals, profile: network.profile, timeout: network.timeout).tokens
+        func run(in context: CommandContext) throws {
+            let service = try OAuthContext(globals, profile: network.profile, timeout: network.timeout, in: context).tokens
             let user = user
             let set = try AsyncBridge.wait { try await service.refresh(userId: user) }
-            try globals.render(TokenSetOutput(set: set, confirmation: "refreshed the tokens of \(user); they expire \(HumanText.time(set.expiresAt))"))
+            try globals.render(TokenSetOutput(set: set, confirmation: "refreshed the tokens of \(user); they expire \(HumanText.time(set.expiresAt))"), in: context)
         }
     }
 
@@ -130,15 +130,15 @@ struct Token: ParsableCommand {
 
         @OptionGroup var confirmation: ConfirmationOptions
 
-        func run() throws {
-            let service = try OAuthContext(globals, profile: network.profile, timeout: network.timeout).tokens
+        func run(in context: CommandContext) throws {
+            let service = try OAuthContext(globals, profile: network.profile, timeout: network.timeout, in: context).tokens
             let (user, confirmation) = (user, confirmation)
             try AsyncBridge.wait {
                 try await service.revoke(userId: user) { _ in
-                    try confirmation.confirm("Revoke the tokens of \(user) at the server and discard them here?")
+                    try confirmation.confirm("Revoke the tokens of \(user) at the server and discard them here?", in: context)
                 }
             }
-            globals.console.confirm("revoked the tokens of \(user)")
+            globals.console(in: context).confirm("revoked the tokens of \(user)")
         }
     }
 
@@ -168,11 +168,11 @@ struct Token: ParsableCommand {
             try DurationOption.check(minTtl, "--min-ttl", within: 0...(86_400 * 365), exclusiveLower: false)
         }
 
-        func run() throws {
-            let service = try OAuthContext(globals, profile: network.profile, timeout: network.timeout).tokens
+        func run(in context: CommandContext) throws {
+            let service = try OAuthContext(globals, profile: network.profile, timeout: network.timeout, in: context).tokens
             let (user, minTtl) = (user, minTtl)
             let result = try AsyncBridge.wait { try await service.accessToken(userId: user, minTTL: minTtl) }
-            try globals.render(PrintedTokenOutput(token: result.token, set: result.set))
+            try globals.render(PrintedTokenOutput(token: result.token, set: result.set), in: context)
         }
     }
 }

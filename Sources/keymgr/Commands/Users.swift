@@ -18,9 +18,9 @@ struct Users: KeymgrCommand {
 
     @OptionGroup var table: TableOptions
 
-    func run() throws {
-        let users = try globals.openManager(readOnly: true).users()
-        try globals.render(UsersOutput(users: users, wide: table.wide))
+    func run(in context: CommandContext) throws {
+        let users = try globals.openManager(in: context, readOnly: true).users()
+        try globals.render(UsersOutput(users: users, wide: table.wide), in: context)
     }
 }
 

@@ -3,7 +3,7 @@ import Foundation
 import KeyManager
 
 /// What a command prints when it succeeds: one value, rendered as its `--json` document or as text for people. A
-/// command builds the value and calls `GlobalOptions.render(_:)`, the one place that branches on `--json`; both
+/// command builds the value and calls `GlobalOptions.render(_:in:)`, the one place that branches on `--json`; both
 /// forms of an output live in its type.
 protocol CommandOutput {
     /// Writes the `--json` document on stdout.
@@ -24,8 +24,9 @@ extension DocumentOutput {
 }
 
 extension GlobalOptions {
-    /// Prints `output` as `--json` asks.
-    func render(_ output: some CommandOutput) throws {
+    /// Prints `output` as `--json` asks, on the request's console.
+    func render(_ output: some CommandOutput, in context: CommandContext) throws {
+        let console = console(in: context)
         if json {
             try output.json(on: console)
         } else {

@@ -12,20 +12,20 @@ struct ConfirmationOptions: ParsableArguments {
     @Flag(help: "Do not ask for confirmation on a terminal.")
     var yes = false
 
-    /// On a terminal, asks `question` (unless --yes) and fails with `declined` on anything but yes; without a
-    /// terminal, never asks.
-    func confirm(_ question: String) throws {
-        guard !yes, isatty(STDIN_FILENO) == 1 else { return }
-        guard try Terminal.askYesNo(question) else {
+    /// When the request's stdin is a terminal, asks `question` on the request's terminal (unless --yes) and fails
+    /// with `declined` on anything but yes; without a terminal, never asks.
+    func confirm(_ question: String, in context: CommandContext) throws {
+        guard !yes, context.inputIsTerminal else { return }
+        guard try Terminal.askYesNo(question, on: context.terminal) else {
             throw CommandFailure(.declined, "declined: nothing was done")
         }
     }
 }
 
 extension Terminal {
-    /// Asks a yes/no question on the controlling terminal; only "y" or "yes" (any case) is yes.
-    static func askYesNo(_ question: String) throws -> Bool {
-        let tty = ControllingTerminal.open(flags: O_RDWR)
+    /// Asks a yes/no question on the request's terminal; only "y" or "yes" (any case) is yes.
+    static func askYesNo(_ question: String, on terminal: ControllingTerminal) throws -> Bool {
+        let tty = terminal.open(flags: O_RDWR)
         guard tty >= 0 else { throw CommandFailure(.abort, "cannot open the terminal to ask: pass --yes") }
         defer { close(tty) }
         // A question may quote what a server gave (a client id): nothing of it may rewrite the terminal.

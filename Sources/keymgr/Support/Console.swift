@@ -10,15 +10,26 @@ struct Console {
     let json: Bool
     let quiet: Bool
     let verbose: Bool
+    /// The request's stdout and stderr.
+    let streams: StandardStreams
+    /// The request's `COLUMNS`, if any: the width tables fit (`TableWidth`).
+    var columns: String?
+
+    /// The console's stdout (`answer`) and stderr (everything said to a person).
+    var output: StandardStream { streams.output }
+    var error: StandardStream { streams.error }
+
+    /// How many terminal columns a table may take on this console's stdout (`TableWidth`).
+    var tableWidth: Int { TableWidth.of(columns: columns, output: streams.output.descriptor) }
 
     /// Writes a command's human answer (a table, a JWS, a verdict) to stdout.
     func answer(_ text: String) {
-        StandardStream.output.write(text.hasSuffix("\n") ? text : text + "\n")
+        streams.output.write(text.hasSuffix("\n") ? text : text + "\n")
     }
 
     /// Writes one JSON document to stdout: sorted keys, no whitespace, one line, ISO 8601 UTC timestamps.
     func answer(json value: some Encodable) {
-        StandardStream.output.write(Self.encoded(value) + "\n")
+        streams.output.write(Self.encoded(value) + "\n")
     }
 
     /// The one JSON encoding of keymgr's output.
@@ -53,39 +64,37 @@ struct Console {
     /// A one-line report of what was done, on stderr; not with `--json` or `--quiet`.
     func confirm(_ text: String) {
         guard !json, !quiet else { return }
-        StandardStream.error.write(PrintableText.stripped(text) + "\n")
+        streams.error.write(PrintableText.stripped(text) + "\n")
     }
 
     /// Something a person should know that is not an error, on stderr; not with `--quiet`.
     func warn(_ text: String) {
         guard !quiet else { return }
-        StandardStream.error.write("keymgr: warning: \(PrintableText.stripped(text))\n")
+        streams.error.write("keymgr: warning: \(PrintableText.stripped(text))\n")
     }
 
     /// What keymgr is doing, on stderr; only with `--verbose`.
     func detail(_ text: String) {
         guard verbose else { return }
-        StandardStream.error.write("keymgr: \(text)\n")
+        streams.error.write("keymgr: \(text)\n")
     }
 
-    /// Prints rows under `columns` on stdout, fitted to `TableWidth.current` columns (the width rule in
+    /// Prints rows under `columns` on stdout, fitted to `tableWidth` columns (the width rule in
     /// `TextTable`) unless `wide`. Says `empty` on stderr when there are no rows.
     func table(_ columns: [TableColumn], _ rows: [[String]], empty: String, wide: Bool = false) {
         guard !rows.isEmpty else {
-            if !quiet { StandardStream.error.write("\(empty)\n") }
+            if !quiet { streams.error.write("\(empty)\n") }
             return
         }
-        let table = TextTable(columns, sample: rows, maxWidth: wide ? nil : TableWidth.current)
+        let table = TextTable(columns, sample: rows, maxWidth: wide ? nil : tableWidth)
         answer(table.header + rows.map(table.line).joined())
     }
 }
 
-/// stdout or stderr, written with write(2) so nothing waits in a buffer when the process exits.
-struct StandardStream {
+/// A request's stdout or stderr (or a terminal's descriptor), written with write(2) so nothing waits in a buffer when
+/// the process exits.
+struct StandardStream: TextOutputStream, Sendable {
     let descriptor: Int32
-
-    static let output = StandardStream(descriptor: STDOUT_FILENO)
-    static let error = StandardStream(descriptor: STDERR_FILENO)
 
     func write(_ text: String) {
         write(bytes: Array(text.utf8))

@@ -38,39 +38,39 @@ struct FailureAfterReport: KeymgrFailure {
 /// A person gets `keymgr: <message>` on stderr; with `--json`, stdout also gets `{"error":{"code","message"}}`.
 enum FailureReport {
     /// A failure while parsing the command line (usage, 64), or a request for help or completions (0).
-    static func parsing(_ error: Error, json: Bool) -> Int32 {
+    static func parsing(_ error: Error, json: Bool, on streams: StandardStreams) -> Int32 {
         let status = Keymgr.exitCode(for: error)
         if status.isSuccess {
             // --help, --generate-completion-script and friends: their text is the answer.
-            StandardStream.output.write(Keymgr.fullMessage(for: error) + "\n")
+            streams.output.write(Keymgr.fullMessage(for: error) + "\n")
             return status.rawValue
         }
         var text = Keymgr.fullMessage(for: error)
         if text.hasPrefix("Error: ") { text = "keymgr: " + text.dropFirst("Error: ".count) }
-        StandardStream.error.write(text + "\n")
+        streams.error.write(text + "\n")
         if json {
-            emitJSON(code: FailureCode.usage.rawValue, message: Keymgr.message(for: error))
+            emitJSON(code: FailureCode.usage.rawValue, message: Keymgr.message(for: error), on: streams)
         }
         return FailureCode.usage.exitStatus
     }
 
     /// A failure while running a command.
-    static func running(_ error: Error, json: Bool, verbose: Bool) -> Int32 {
+    static func running(_ error: Error, json: Bool, verbose: Bool, on streams: StandardStreams) -> Int32 {
         if let exit = error as? ExitCode { return exit.rawValue }  // the command has already said why
         if let after = error as? FailureAfterReport {
             // The command's document is already on stdout: the reason goes to stderr alone.
-            StandardStream.error.write("keymgr: \(PrintableText.stripped(after.message))\n")
+            streams.error.write("keymgr: \(PrintableText.stripped(after.message))\n")
             return after.code.exitStatus
         }
         let failure: any KeymgrFailure = error as? any KeymgrFailure
             ?? CommandFailure(.failure, "unexpected error: \(String(describing: error))")
         // A message may quote what a server sent: no control or bidi character of it reaches the terminal.
         let message = PrintableText.stripped(failure.message)
-        StandardStream.error.write("keymgr: \(message)\n")
+        streams.error.write("keymgr: \(message)\n")
         if verbose {
-            StandardStream.error.write("keymgr: error code \(failure.code.rawValue), exit status \(failure.code.exitStatus)\n")
+            streams.error.write("keymgr: error code \(failure.code.rawValue), exit status \(failure.code.exitStatus)\n")
         }
-        if json { emitJSON(code: failure.code.rawValue, message: message) }
+        if json { emitJSON(code: failure.code.rawValue, message: message, on: streams) }
         return failure.code.exitStatus
     }
 
@@ -84,8 +84,8 @@ enum FailureReport {
         let error: Detail
     }
 
-    private static func emitJSON(code: String, message: String) {
-        StandardStream.output.write(Console.encoded(ErrorJSON(error: .init(code: code, message: message))) + "\n")
+    private static func emitJSON(code: String, message: String, on streams: StandardStreams) {
+        streams.output.write(Console.encoded(ErrorJSON(error: .init(code: code, message: message))) + "\n")
     }
 }
 

@@ -34,25 +34,35 @@ struct GlobalOptions: ParsableArguments {
         }
     }
 
-    /// The store home these options name.
-    var storeHome: StoreLocation { StoreLocation.resolve(explicit: home, environment: ProcessEnvironment.variables) }
-
-    /// The console shaped by `--json`, `--quiet` and `--verbose`.
-    var console: Console { Console(json: json, quiet: quiet, verbose: verbose) }
-
-    /// Opens the existing store named by these options; `readOnly` for a command that only reads (no write, no fsync).
-    func openManager(readOnly: Bool = false) throws -> KeyManager {
-        let home = storeHome
-        console.detail("store \(home.url.path)")
-        let request = ServedRequest.context
-        if let prepared = AgentWarmWorker.openPrepared(home: home, context: request, logger: logger) { return prepared }
-        return try KeyManager.open(home: home, readOnly: readOnly, context: request, environment: ProcessEnvironment.variables,
-                                   logger: logger)
+    /// The store home these options name, in the request's environment.
+    func storeHome(in context: CommandContext) -> StoreLocation {
+        StoreLocation.resolve(explicit: home, environment: context.environment)
     }
 
-    /// The libraries' logs on stderr: warnings, or everything with --verbose. Libraries log no secret.
-    var logger: Logger {
-        var logger = Logger(label: "keymgr") { StreamLogHandler.standardError(label: $0) }
+    /// The console shaped by `--json`, `--quiet` and `--verbose`, on the request's streams.
+    func console(in context: CommandContext) -> Console {
+        Console(json: json, quiet: quiet, verbose: verbose, streams: context.streams,
+                columns: context.environment["COLUMNS"])
+    }
+
+    /// Opens the existing store named by these options, for the request (`KeyManager.open` keeps its context: the
+    /// facade decides with it); `readOnly` for a command that only reads (no write, no fsync).
+    func openManager(in context: CommandContext, readOnly: Bool = false) throws -> KeyManager {
+        let home = storeHome(in: context)
+        console(in: context).detail("store \(home.url.path)")
+        let logger = logger(in: context)
+        if let prepared = AgentWarmWorker.openPrepared(home: home, context: context.request, environment: context.environment,
+                                                      logger: logger) {
+            return prepared
+        }
+        return try KeyManager.open(home: home, readOnly: readOnly, context: context.request,
+                                   environment: context.environment, logger: logger)
+    }
+
+    /// The libraries' logs on the request's stderr: warnings, or everything with --verbose. Libraries log no secret.
+    func logger(in context: CommandContext) -> Logger {
+        let stream = context.streams.error
+        var logger = Logger(label: "keymgr") { StreamLogHandler(label: $0, stream: stream) }
         logger.logLevel = verbose ? .debug : (quiet ? .error : .warning)
         return logger
     }
@@ -62,28 +72,4 @@ struct GlobalOptions: ParsableArguments {
 struct TableOptions: ParsableArguments {
     @Flag(help: "Show whole kids, ids and timestamps instead of fitting the terminal's width.")
     var wide = false
-}
-
-/// The environment a command sees: the process's own, read once (`ProcessInfo.environment` builds a new dictionary of
-/// every variable on each call, and a command asks for it several times at start-up), and, when the agent serves
-/// the request, the request's own options over it (`RequestContext`: the agent's store as `KEYMGR_HOME` when it was
-/// given `--home`, and the client's `COLUMNS`, or none).
-enum ProcessEnvironment {
-    /// The process's environment as it was when first asked (in the agent: before the first fork).
-    private static let own = ProcessInfo.processInfo.environment
-
-    static var variables: [String: String] {
-        let request = ServedRequest.context
-        guard request.isServed else { return own }
-        var variables = own
-        if let home = request.home { variables["KEYMGR_HOME"] = home }
-        variables["COLUMNS"] = request.columns.map(String.init)
-        return variables
-    }
-
-    /// The agent's worker: the same in the process's environment, for what reads it there (a verifier command).
-    static func export(_ request: RequestContext) {
-        if let home = request.home { setenv("KEYMGR_HOME", home, 1) }
-        if let columns = request.columns { setenv("COLUMNS", String(columns), 1) } else { unsetenv("COLUMNS") }
-    }
 }

@@ -11,8 +11,11 @@ import KeyManager
 /// ListingTests compare it with the `Encodable` path byte for byte.
 struct JSONBytes {
     private(set) var bytes: [UInt8] = []
+    /// Where `flush` writes: the request's stdout.
+    let output: StandardStream?
 
-    init(capacity: Int = 0) {
+    init(capacity: Int = 0, output: StandardStream? = nil) {
+        self.output = output
         bytes.reserveCapacity(capacity)
     }
 
@@ -40,11 +43,11 @@ struct JSONBytes {
         bytes.append(contentsOf: value.utf8)
     }
 
-    /// Writes what is built so far to stdout once it holds `threshold` bytes or more, and starts again empty: a long
+    /// Writes what is built so far to `output` (the request's stdout) once it holds `threshold` bytes or more, and starts again empty: a long
     /// document streams out in flat memory (`audit` over a million entries).
     mutating func flush(over threshold: Int = 1 << 16) {
-        guard bytes.count >= threshold, !bytes.isEmpty else { return }
-        StandardStream.output.write(bytes: bytes)
+        guard bytes.count >= threshold, !bytes.isEmpty, let output else { return }
+        output.write(bytes: bytes)
         bytes.removeAll(keepingCapacity: true)
     }
 

@@ -31,18 +31,23 @@ struct JourneyOptions: ParsableArguments {
         throw ValidationError("with --journey the server decides \(given.joined(separator: ", ")): drop \(given.count == 1 ? "it" : "them")")
     }
 
-    /// The password for the journey's PasswordCallback: `--password-fd N`, else a no-echo prompt on the terminal.
-    func passwordSource(for login: String) -> PasswordSource {
-        if let passwordFd { return PasswordSource(kind: .descriptor(passwordFd), login: login) }
-        return PasswordSource(kind: isatty(STDIN_FILENO) == 1 ? .terminal : .none, login: login)
+    /// The password for the journey's PasswordCallback: `--password-fd N`, else a no-echo prompt on the request's
+    /// terminal when its stdin is a terminal. The source holds what it reads from, so the journey's callback, which
+    /// runs on a thread of its own, asks on the request's terminal.
+    func passwordSource(for login: String, in context: CommandContext) -> PasswordSource {
+        if let passwordFd {
+            return PasswordSource(kind: .descriptor(context.readable(passwordFd), named: passwordFd), login: login)
+        }
+        return PasswordSource(kind: context.inputIsTerminal ? .terminal(context.terminal) : .none, login: login)
     }
 }
 
 /// Reads the journey's password once, only if the journey asks for it, and keeps it for a repeated callback.
 final class PasswordSource: Sendable {
     enum Kind: Sendable {
-        case descriptor(Int32)
-        case terminal
+        /// `--password-fd N`: the descriptor to read (-1 when the request may not read N for the caller) and N.
+        case descriptor(Int32, named: Int32)
+        case terminal(ControllingTerminal)
         case none
     }
 
@@ -67,14 +72,14 @@ final class PasswordSource: Sendable {
     private func fetch() throws -> SecretBytes {
         var bytes: [UInt8]
         switch kind {
-        case .descriptor(let descriptor):
-            let input = LineInput(descriptor: PassedDescriptor.readable(descriptor), name: "file descriptor \(descriptor)")
+        case .descriptor(let readable, let descriptor):
+            let input = LineInput(descriptor: readable, name: "file descriptor \(descriptor)")
             guard let line = try input.line(0) else {
                 throw CommandFailure(.abort, "no password on file descriptor \(descriptor): expected it on the first line")
             }
             bytes = line
-        case .terminal:
-            bytes = try Terminal.readHidden(prompt: "Password for \(login): ", secret: "the password",
+        case .terminal(let terminal):
+            bytes = try Terminal.readHidden(prompt: "Password for \(login): ", on: terminal, secret: "the password",
                                             alternative: "--password-fd N")
         case .none:
             throw CommandFailure(.abort, "the journey asks for a password and there is no terminal to ask on: pass --password-fd N")

@@ -29,11 +29,10 @@ final class NamedFile {
 
     deinit { close(descriptor) }
 
-    /// The file `option` names at `path`, for `access`.
+    /// The file `option` names at `path`, for `access`, for the caller of `request`.
     /// - Throws: `badInput` (65) saying whose rights failed ("you (uid 1001) cannot read FILE: Permission denied");
     ///   `usage` (64) for a file to create that exists, or (through the agent) a file the request did not pass.
-    static func open(_ path: String, option: String, access: NamedFileAccess) throws -> NamedFile {
-        let request = ServedRequest.context
+    static func open(_ path: String, option: String, access: NamedFileAccess, for request: RequestContext) throws -> NamedFile {
         guard request.isServed else { return try openHere(path, access: access) }
         guard let passed = request.files.first(where: { $0.argument.option == option }),
               passed.argument.path == path, passed.argument.access == access else {
@@ -114,14 +113,5 @@ final class NamedFile {
         guard fstat(descriptor, &opened) == 0, opened.st_size == 0, lstat(name, &named) == 0,
               named.st_dev == opened.st_dev, named.st_ino == opened.st_ino else { return }
         unlink(name)
-    }
-}
-
-/// A descriptor number an option names (`--pin-fd N`, `--password-fd N`).
-enum PassedDescriptor {
-    /// `descriptor` when the command may read it for the caller (through the agent: only one the client passed; a
-    /// number it did not pass may be one of the worker's own), else -1, which reads as a closed descriptor.
-    static func readable(_ descriptor: Int32) -> Int32 {
-        ServedRequest.context.mayUse(descriptor: descriptor) ? descriptor : -1
     }
 }

@@ -19,8 +19,8 @@ struct PINOptions: ParsableArguments {
         if let pinFd, pinFd < 0 { throw ValidationError("--pin-fd needs a file descriptor number (0 or more)") }
     }
 
-    /// The PIN source these options choose; a terminal prompt only when stdin is a terminal.
-    func source() -> PINSource { PINSource.choose(stdin: pinStdin, fd: pinFd) }
+    /// The PIN source these options choose for the request; a terminal prompt only when its stdin is a terminal.
+    func source(in context: CommandContext) -> PINSource { PINSource.choose(stdin: pinStdin, fd: pinFd, in: context) }
 }
 
 /// Hands the library `SecretProvider`s that read a PIN only when the operation turns out to need one.
@@ -30,7 +30,8 @@ struct PINOptions: ParsableArguments {
 final class PINSource {
     enum Kind {
         case lines(LineInput)
-        case terminal
+        /// A no-echo prompt on the request's terminal; a refused new PIN is said on `error`, the request's stderr.
+        case terminal(ControllingTerminal, error: StandardStream)
         case none
     }
 
@@ -38,13 +39,14 @@ final class PINSource {
 
     init(kind: Kind) { self.kind = kind }
 
-    /// `--pin-stdin`, else `--pin-fd N`, else a terminal prompt when stdin is a terminal, else none.
+    /// `--pin-stdin`, else `--pin-fd N`, else a terminal prompt when the request's stdin is a terminal, else none.
     /// `--pin-stdin` typed on a terminal (stdin is one) is the no-echo prompt too: a PIN is never echoed.
-    static func choose(stdin: Bool, fd: Int32?) -> PINSource {
-        if stdin, isatty(STDIN_FILENO) == 1 { return PINSource(kind: .terminal) }
-        if stdin { return PINSource(kind: .lines(LineInput(descriptor: STDIN_FILENO, name: "stdin"))) }
-        if let fd { return PINSource(kind: .lines(LineInput(descriptor: PassedDescriptor.readable(fd), name: "file descriptor \(fd)"))) }
-        if isatty(STDIN_FILENO) == 1 { return PINSource(kind: .terminal) }
+    static func choose(stdin: Bool, fd: Int32?, in context: CommandContext) -> PINSource {
+        let terminal = Kind.terminal(context.terminal, error: context.streams.error)
+        if stdin, context.inputIsTerminal { return PINSource(kind: terminal) }
+        if stdin { return PINSource(kind: .lines(LineInput(descriptor: context.streams.input, name: "stdin"))) }
+        if let fd { return PINSource(kind: .lines(LineInput(descriptor: context.readable(fd), name: "file descriptor \(fd)"))) }
+        if context.inputIsTerminal { return PINSource(kind: terminal) }
         return PINSource(kind: .none)
     }
 
@@ -79,20 +81,20 @@ final class PINSource {
             }
             defer { bytes.wipe() }
             return try Self.secret(from: bytes)
-        case .terminal:
-            guard let policy else { return try Self.secret(from: try Terminal.readHidden(prompt: prompt)) }
+        case .terminal(let terminal, let error):
+            guard let policy else { return try Self.secret(from: try Terminal.readHidden(prompt: prompt, on: terminal)) }
             for attempt in 1...Self.newPINAttempts {
-                var first = try Terminal.readHidden(prompt: prompt)
+                var first = try Terminal.readHidden(prompt: prompt, on: terminal)
                 defer { first.wipe() }
                 let candidate = try Self.secret(from: first)
                 do {
                     try policy(candidate)
                 } catch let refusal as any KeymgrFailure where refusal.code == .badInput && attempt < Self.newPINAttempts {
                     // Said before "Repeat", so nobody types a refused PIN twice.
-                    StandardStream.error.write("keymgr: \(refusal.message)\n")
+                    error.write("keymgr: \(refusal.message)\n")
                     continue
                 }
-                var second = try Terminal.readHidden(prompt: "Repeat the new PIN: ")
+                var second = try Terminal.readHidden(prompt: "Repeat the new PIN: ", on: terminal)
                 defer { second.wipe() }
                 guard first == second else { throw CommandFailure(.badInput, "the two PINs differ: nothing was changed") }
                 return candidate
@@ -169,13 +171,14 @@ final class LineInput {
 
 /// The controlling terminal, for prompts that must not echo.
 enum Terminal {
-    /// Reads one line from the person's terminal (`ControllingTerminal`) with echo off, restoring the terminal afterwards (and on Ctrl-C).
+    /// Reads one line from the person's terminal (the request's, `terminal`) with echo off, restoring the terminal
+    /// afterwards (and on Ctrl-C).
     /// - Parameters:
     ///   - secret: what is asked for, for messages ("the PIN", "the password").
     ///   - alternative: the options that give it without a terminal.
-    static func readHidden(prompt: String, secret: String = "the PIN",
+    static func readHidden(prompt: String, on terminal: ControllingTerminal, secret: String = "the PIN",
                            alternative: String = "--pin-stdin or --pin-fd N") throws -> [UInt8] {
-        let tty = ControllingTerminal.open(flags: O_RDWR | O_NOCTTY)
+        let tty = terminal.open(flags: O_RDWR | O_NOCTTY)
         guard tty >= 0 else {
             throw CommandFailure(.abort, "cannot open the terminal to ask for \(secret): pass \(alternative)")
         }

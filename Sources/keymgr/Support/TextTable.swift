@@ -28,16 +28,17 @@ struct TableColumn {
     static func time(_ header: String) -> TableColumn { TableColumn(header, .time) }
 }
 
-/// How many terminal columns a table may take: `COLUMNS` when it holds a positive number, else the terminal's
-/// width when stdout is a terminal, else 80 (a pipe or a file gets what it always got).
+/// How many terminal columns a table may take: the request's `COLUMNS` when it holds a positive number, else the
+/// terminal's width when the request's stdout is a terminal, else 80 (a pipe or a file gets what it always got).
 enum TableWidth {
     static let standard = 80
 
-    static var current: Int {
-        if let text = ProcessEnvironment.variables["COLUMNS"], let columns = Int(text), columns > 0 { return columns }
-        guard isatty(STDOUT_FILENO) == 1 else { return standard }
+    /// The width for `columns` (the request's `COLUMNS`) and the request's stdout, `output`.
+    static func of(columns: String?, output: Int32) -> Int {
+        if let columns, let width = Int(columns), width > 0 { return width }
+        guard isatty(output) == 1 else { return standard }
         var size = winsize()
-        guard ioctl(STDOUT_FILENO, UInt(TIOCGWINSZ), &size) == 0, size.ws_col > 0 else { return standard }
+        guard ioctl(output, UInt(TIOCGWINSZ), &size) == 0, size.ws_col > 0 else { return standard }
         return Int(size.ws_col)
     }
 }
@@ -216,13 +217,14 @@ struct StreamedTable {
     static let sampleSize = 256
 
     let columns: [TableColumn]
-    let wide: Bool
+    /// The width the lines fit (`TableWidth`), or nil for `--wide`.
+    let maxWidth: Int?
     private var sample: [[String]] = []
     private var layout: TextTable?
 
-    init(columns: [TableColumn], wide: Bool) {
+    init(columns: [TableColumn], maxWidth: Int?) {
         self.columns = columns
-        self.wide = wide
+        self.maxWidth = maxWidth
     }
 
     mutating func add(_ row: [String], into out: inout JSONBytes) {
@@ -245,7 +247,7 @@ struct StreamedTable {
     }
 
     private mutating func start(into out: inout JSONBytes) {
-        let table = TextTable(columns, sample: sample, maxWidth: wide ? nil : TableWidth.current)
+        let table = TextTable(columns, sample: sample, maxWidth: maxWidth)
         out.text(table.header)
         for row in sample { out.text(table.line(row)) }
         sample = []
