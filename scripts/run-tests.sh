@@ -39,6 +39,10 @@ trap 'stop_tests; exit 129' HUP
 
 refserver=${KEYMGR_REFSERVER_BIN:-$(swift build --show-bin-path 2>/dev/null)/keymgr-refserver}
 if [ -x "$refserver" ]; then
+    # A test that starts a server of its own starts this same build (not one an older release build left beside
+    # $KEYMGR_BIN, which knows no tenants).
+    KEYMGR_REFSERVER_BIN=$refserver
+    export KEYMGR_REFSERVER_BIN
     "$refserver" --db "$refserver_dir/refserver.db" --port 0 --admin-token-file "$refserver_dir/admin.token" \
         --parent-pid $$ --idle-exit 1800 >"$refserver_dir/listening" 2>"$refserver_dir/log" &
     refserver_pid=$!
