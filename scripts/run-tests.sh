@@ -62,45 +62,13 @@ if [ -x "$refserver" ]; then
     fi
 fi
 
-# The whole suite's longest tests start first, straight from the test bundle, beside swift test's workers: swift
-# test starts tests in the order it lists them, and the booted-systemd day (about 100 s) came last, its whole
-# length a tail with one test running (the run 311 s wall for 511 s of CPU on 2 cores). Only for a whole run: a
-# run with options (a filter) is swift test's alone.
-early_classes="keymgrTests:SystemdDeploymentTests keymgrTests:StressHarnessTests"
-early_pids=
-early_logs=
-skip=
-bundle=$(swift build --show-bin-path 2>/dev/null)/keymgrPackageTests.xctest
-if [ $# -eq 0 ] && [ -x "$bundle" ]; then
-    for early in $early_classes; do
-        log="$refserver_dir/${early#*:}.log"
-        "$bundle" "${early%%:*}.${early#*:}" >"$log" 2>&1 &
-        early_pids="$early_pids $!"
-        early_logs="$early_logs $early=$log"
-        skip="$skip --skip ${early%%:*}.${early#*:}"
-    done
-fi
-stop_early() { for pid in $early_pids; do kill -TERM "$pid" 2>/dev/null; done; }
-trap 'stop_tests; stop_early; exit 130' INT
-trap 'stop_tests; stop_early; exit 143' TERM
-trap 'stop_tests; stop_early; exit 129' HUP
-
-# shellcheck disable=SC2086 # $skip is a list of options
-swift test --skip-build --disable-swift-testing --parallel --num-workers "$workers" --xunit-output "$results" $skip "$@" &
+swift test --skip-build --disable-swift-testing --parallel --num-workers "$workers" --xunit-output "$results" "$@" &
 tests_pid=$!
 wait "$tests_pid"
 status=$?
 tests_pid=
-for pid in $early_pids; do wait "$pid" || status=1; done
-early_pids=
-for entry in $early_logs; do
-    # Their console output, after the rest's, so a failure's words are in the log.
-    echo "== ${entry%%=*}, started first =="
-    cat "${entry#*=}"
-done
-# shellcheck disable=SC2086
-python3 "$(dirname "$0")/test-report.py" "$results" "$(( $(date +%s) - started ))" $early_logs
-report=$?
 stop_refserver
+python3 "$(dirname "$0")/test-report.py" "$results" "$(( $(date +%s) - started ))"
+report=$?
 [ "$status" -ne 0 ] && exit "$status"
 exit "$report"

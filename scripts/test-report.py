@@ -1,42 +1,22 @@
 #!/usr/bin/env python3
 """The closing report of `make test` and `make check` (docs/testing.md).
 
-test-report.py XUNIT_FILE [WALL_SECONDS [TARGET:CLASS=XCTEST_LOG ...]]
+test-report.py XUNIT_FILE [WALL_SECONDS]
 
 Reads the xUnit file `swift test --xunit-output` wrote and prints the 20 slowest tests, the time per test target
 (summed over its tests: with parallel workers the sum exceeds the wall time), the failed tests, and last a plain
 closing line `tests: N passed, N failed`. Exits 1 when a test failed or the file holds no test, else 0.
-Each TARGET:CLASS=XCTEST_LOG is a class run-tests.sh started first, straight from the test bundle (its console log):
-its test cases count as the xUnit file's do, and a log that never says its class finished counts as a failure.
 """
-import re
 import sys
 import xml.etree.ElementTree as ElementTree
 
 
-def cases_of_log(target, test_class, path):
-    """(name, seconds, failed) of each test case an XCTest console log reports, and one failure if the class's run
-    did not finish."""
-    try:
-        with open(path, encoding="utf-8", errors="replace") as log:
-            text = log.read()
-    except OSError:
-        text = ""
-    cases = [(f"{target}.{test_class}/{name}", float(seconds), verdict == "failed")
-             for name, verdict, seconds in re.findall(
-                 rf"Test Case '{re.escape(test_class)}\.(\w+)' (passed|failed) \(([\d.]+) seconds\)", text)]
-    if not re.search(rf"Test Suite '{re.escape(test_class)}' (passed|failed)", text):
-        cases.append((f"{target}.{test_class}/(did not finish: {path})", 0.0, True))
-    return cases
-
-
 def main():
-    if len(sys.argv) < 2:
+    if len(sys.argv) not in (2, 3):
         print(__doc__.strip().splitlines()[2], file=sys.stderr)
         return 64
     path = sys.argv[1]
-    wall = float(sys.argv[2]) if len(sys.argv) >= 3 else None
-    early = [argument.partition("=") for argument in sys.argv[3:]]
+    wall = float(sys.argv[2]) if len(sys.argv) == 3 else None
     try:
         root = ElementTree.parse(path).getroot()
     except (OSError, ElementTree.ParseError) as error:
@@ -49,9 +29,6 @@ def main():
         seconds = float(case.get("time") or 0)
         failed = case.find("failure") is not None or case.find("error") is not None
         cases.append((name, seconds, failed))
-    for name, _, log in early:
-        target, _, test_class = name.partition(":")
-        cases += cases_of_log(target, test_class, log)
 
     print("\n== the 20 slowest tests ==")
     for name, seconds, _ in sorted(cases, key=lambda case: -case[1])[:20]:
