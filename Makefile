@@ -62,7 +62,7 @@ INSTALLED := $(BINDIR)/keymgr $(LIBEXECDIR)/keymgr-core \
 # The units name the installed programs through these placeholders.
 UNIT_PATHS := sed -e 's|@BINDIR@|$(BINDIR)|g' -e 's|@LIBEXECDIR@|$(LIBEXECDIR)|g'
 
-.PHONY: all deps build test test-builds debug-tests check demo bench clean release install uninstall stress fuzz man deb
+.PHONY: all deps build test test-builds debug-tests container-rootfs check demo bench clean release install uninstall stress fuzz man deb
 
 all: build
 
@@ -77,15 +77,22 @@ deps:
 	fi
 	@python3 -c 'import cryptography' 2>/dev/null || python3 -m pip install --quiet cryptography
 
+# Every debug build (make build, check, test, stress, demo) is made without debug information: the tests and the
+# demo never read it, and it is about a sixth of the debug build's CPU (a debug build of Hummingbird alone, fresh:
+# 270 CPU s with it, 224 without; docs/testing.md, "The builds"). Every debug `swift build` here passes the same
+# flags, so going from one target to another never rebuilds; a plain `swift build` would rebuild with DWARF, for
+# lldb. `make DEBUG_BUILD_FLAGS= check` keeps it.
+DEBUG_BUILD_FLAGS ?= -debug-info-format none
+
 build: deps
-	swift build
+	swift build $(DEBUG_BUILD_FLAGS)
 
 # The whole suite: the release build (and its man page) once, for the tests that install, package or boot it (they
 # find it up to date and never rebuild it), then every test, in parallel, one process per test (scripts/run-tests.sh);
 # the run ends with the 20 slowest tests and the time per target (docs/testing.md).
-# The release build and the debug build with tests run side by side (test-builds, make -j2): the release build is a
-# chain of whole-module compiles (GRDB, then Storage, KeyManager, ServerClients, Sync, keymgr), one compiler at a
-# time for about 70% of its length, and used about 1.45 of the 2 cores (523 CPU s in about 6 minutes); the debug
+# The release build and the debug build with tests run side by side (test-builds, make -j3, with the container's
+# root file system below): the release build is a chain of whole-module compiles (GRDB, then Storage, KeyManager,
+# ServerClients, Sync, keymgr), one compiler at a time for about 70% of its length, and used about 1.45 of the 2 cores (523 CPU s in about 6 minutes); the debug
 # build with tests is 593 CPU s. Side by side they need about 9.3 minutes of 2 cores instead of 6 + 5
 # (docs/testing.md, "Where a class spends its time", has the numbers).
 # The process tests run the release build's keymgr and keymgr-core (KEYMGR_BIN, KEYMGR_CORE_BIN): what is shipped,
@@ -101,20 +108,27 @@ TEST_BINARIES ?= release
 test:
 	@cpu=$$(mktemp -d); t0=$$(date +%s); \
 	$(MAKE) --no-print-directory deps || exit 1; t1=$$(date +%s); \
-	/usr/bin/time -q -f '%U %S' -o $$cpu/builds $(MAKE) --no-print-directory -j2 test-builds || exit 1; t2=$$(date +%s); \
+	/usr/bin/time -q -f '%U %S' -o $$cpu/builds $(MAKE) --no-print-directory -j3 test-builds || exit 1; t2=$$(date +%s); \
 	$(if $(filter release,$(TEST_BINARIES)),KEYMGR_BIN=$(CURDIR)/$(RELEASE_BIN) KEYMGR_CORE_BIN=$(CURDIR)/$(RELEASE_CORE) KEYMGR_TEST_CLI=process) \
 	  /usr/bin/time -q -f '%U %S' -o $$cpu/tests ./scripts/run-tests.sh .build/test-results.xml; status=$$?; t3=$$(date +%s); \
 	echo; echo "== where make test's time went =="; \
 	printf '%6d s wall                 deps\n' $$((t1 - t0)); \
-	awk -v w=$$((t2 - t1)) '{ printf "%6d s wall, %6.0f s CPU   the release build and the debug build with tests, side by side\n", w, $$1 + $$2 }' $$cpu/builds; \
+	awk -v w=$$((t2 - t1)) '{ printf "%6d s wall, %6.0f s CPU   the builds and the container root, side by side\n", w, $$1 + $$2 }' $$cpu/builds; \
 	awk -v w=$$((t3 - t2)) '{ printf "%6d s wall, %6.0f s CPU   the tests\n", w, $$1 + $$2 }' $$cpu/tests; \
 	printf '%6d s wall                 in all\n' $$((t3 - t0)); \
 	rm -rf $$cpu; exit $$status
 
-test-builds: release $(MANPAGE) debug-tests
+test-builds: release $(MANPAGE) debug-tests container-rootfs
+
+# The Debian root file system the booted-systemd test boots (scripts/container-rootfs.sh), made beside the compiles
+# (make -j3 test-builds): debootstrap waits on the Debian mirror for most of its time (measured 2026-11-28: 195 s
+# wall for 61 CPU s), which the test otherwise spent at the end of the run, alone. The test finds it complete and
+# uses it as it is; if it failed here, the test builds it again and reports why.
+container-rootfs:
+	-@sh scripts/container-rootfs.sh .build-container/rootfs >/dev/null
 
 debug-tests:
-	swift build --build-tests
+	swift build --build-tests $(DEBUG_BUILD_FLAGS)
 
 # The fast tier, for every edit (docs/testing.md): the in-process targets (Storage, KeyManager without the TPM,
 # AgentWire, ServerClients, Sync, RefServer), keymgr's in-process tests and the smoke runs of the real binaries.
@@ -124,7 +138,7 @@ CHECK_CLI := CommandTests|ReadOnlyCommandTests|OperatorCommandTests|TableWidthTe
 CHECK_TESTS := ^(StorageTests|KeyManagerTests|AgentWireTests|ServerClientsTests|SyncTests|RefServerTests)\.|^keymgrTests\.(SmokeTests|LayoutTests|HotPathParserTests|PolicyTemplateTests|SharedDeviceTests|$(CHECK_CLI))/
 CHECK_SKIP := ^KeyManagerTests\.TPM|^keymgrTests\.AuditLogTests/testALogLongerThanOneBufferStreamsWhole
 check: deps
-	swift build --build-tests
+	swift build --build-tests $(DEBUG_BUILD_FLAGS)
 	@./scripts/run-tests.sh .build/check-results.xml --filter '$(CHECK_TESTS)' --skip '$(CHECK_SKIP)'
 
 # The crash and soak harness (proof/stress.py): at least 220 SIGKILLs during bind, rebind, revoke, pin change,
@@ -132,7 +146,7 @@ check: deps
 # four-process soak. `make test` runs its
 # short form (StressHarnessTests). STRESS_ARGS passes options, e.g. STRESS_ARGS="--seed 42" to replay a run.
 stress: deps
-	swift build
+	swift build $(DEBUG_BUILD_FLAGS)
 	python3 proof/stress.py --bin-dir "$$(swift build --show-bin-path)" $(STRESS_ARGS)
 
 # libFuzzer targets (Sources/keymgr-fuzz, built into .build-fuzz): FUZZ_SECONDS per target (default 45).
