@@ -90,11 +90,11 @@ build: deps
 # The whole suite: the release build (and its man page) once, for the tests that install, package or boot it (they
 # find it up to date and never rebuild it), then every test, in parallel, one process per test (scripts/run-tests.sh);
 # the run ends with the 20 slowest tests and the time per target (docs/testing.md).
-# The release build and the debug build with tests run side by side (test-builds, make -j3, with the container's
-# root file system below): the release build is a chain of whole-module compiles (GRDB, then Storage, KeyManager,
-# ServerClients, Sync, keymgr), one compiler at a time for about 70% of its length, and used about 1.45 of the 2 cores (523 CPU s in about 6 minutes); the debug
-# build with tests is 593 CPU s. Side by side they need about 9.3 minutes of 2 cores instead of 6 + 5
-# (docs/testing.md, "Where a class spends its time", has the numbers).
+# The release build and the debug build with tests run side by side (test-builds, make -j3, with the container's root
+# file system below): the release build is a chain of whole-module compiles (GRDB, then Storage, KeyManager,
+# ServerClients, Sync, keymgr), one compiler at a time for about 70% of its length, and used about 1.45 of the 2 cores
+# (523 CPU s in about 6 minutes); the debug build with tests is 593 CPU s. Side by side they need about 9.3 minutes of 2
+# cores instead of 6 + 5 (docs/testing.md, "Where a class spends its time", has the numbers).
 # The process tests run the release build's keymgr and keymgr-core (KEYMGR_BIN, KEYMGR_CORE_BIN): what is shipped,
 # and 2-6 times less CPU per run than the debug build's, whose argument parser checks every command's definition at
 # each parse; the reference server stays the debug one. The whole suite took 397 s wall so (714 tests) against about
