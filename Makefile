@@ -62,7 +62,7 @@ INSTALLED := $(BINDIR)/keymgr $(LIBEXECDIR)/keymgr-core \
 # The units name the installed programs through these placeholders.
 UNIT_PATHS := sed -e 's|@BINDIR@|$(BINDIR)|g' -e 's|@LIBEXECDIR@|$(LIBEXECDIR)|g'
 
-.PHONY: all deps build test test-builds debug-tests container-rootfs check demo bench clean release install uninstall stress fuzz man deb
+.PHONY: all deps build test test-builds test-release debug-tests container-rootfs check demo bench clean release install uninstall stress fuzz man deb
 
 all: build
 
@@ -87,41 +87,30 @@ DEBUG_BUILD_FLAGS ?= -debug-info-format none
 build: deps
 	swift build $(DEBUG_BUILD_FLAGS)
 
-# The whole suite: the release build (and its man page) once, for the tests that install, package or boot it (they
-# find it up to date and never rebuild it), then every test, in parallel, one process per test (scripts/run-tests.sh);
-# the run ends with the 20 slowest tests and the time per target (docs/testing.md).
-# The release build and the debug build with tests run side by side (test-builds, make -j3, with the container's root
-# file system below): the release build is a chain of whole-module compiles (GRDB, then Storage, KeyManager,
-# ServerClients, Sync, keymgr), one compiler at a time for about 70% of its length, and used about 1.45 of the 2 cores
-# (523 CPU s in about 6 minutes); the debug build with tests is 593 CPU s. Side by side they need about 9.3 minutes of 2
-# cores instead of 6 + 5 (docs/testing.md, "Where a class spends its time", has the numbers).
+# The whole suite (scripts/make-test.sh, docs/testing.md): the release build (and its man page) once, for the tests
+# that install, package or boot it (they find it up to date and never rebuild it), then every test, in parallel, one
+# process per test (scripts/run-tests.sh); the run ends with the 20 slowest tests, the time per target and where the
+# time went (deps, each build, each run of the tests, in wall and CPU seconds).
+# The release build (test-release) runs in the background from the start, beside the debug build with tests and then
+# beside the in-process targets' tests: it is a chain of whole-module compiles (GRDB, then Storage, KeyManager,
+# ServerClients, Sync, keymgr), one compiler at a time for about 70% of its length, so a core is free beside it.
 # The process tests run the release build's keymgr and keymgr-core (KEYMGR_BIN, KEYMGR_CORE_BIN): what is shipped,
 # and 2-6 times less CPU per run than the debug build's, whose argument parser checks every command's definition at
-# each parse; the reference server stays the debug one. The whole suite took 397 s wall so (714 tests) against about
-# 630 s on the debug binaries. TEST_BINARIES=debug runs them on the debug build instead.
+# each parse; the reference server stays the debug one. TEST_BINARIES=debug runs them on the debug build instead.
 # With the release binaries, the classes that run keymgr in the test process for `make check` (Sandbox.CLIRun) run it
 # as processes here (KEYMGR_TEST_CLI=process): in the debug-built test process the same 153 tests took 130 s wall and
 # 198 CPU s, as processes of the release build 104 s and 137 CPU s (2026-11-28, one after the other).
-# The run ends with where its time went: deps, the builds and the tests, each in wall and CPU seconds (user + system
-# of every process reaped below it), so a slower build or a waiting test shows as well as a slower test.
 TEST_BINARIES ?= release
 test:
-	@cpu=$$(mktemp -d); t0=$$(date +%s); \
-	$(MAKE) --no-print-directory deps || exit 1; t1=$$(date +%s); \
-	/usr/bin/time -q -f '%U %S' -o $$cpu/builds $(MAKE) --no-print-directory -j3 test-builds || exit 1; t2=$$(date +%s); \
-	$(if $(filter release,$(TEST_BINARIES)),KEYMGR_BIN=$(CURDIR)/$(RELEASE_BIN) KEYMGR_CORE_BIN=$(CURDIR)/$(RELEASE_CORE) KEYMGR_TEST_CLI=process) \
-	  /usr/bin/time -q -f '%U %S' -o $$cpu/tests ./scripts/run-tests.sh .build/test-results.xml; status=$$?; t3=$$(date +%s); \
-	echo; echo "== where make test's time went =="; \
-	printf '%6d s wall                 deps\n' $$((t1 - t0)); \
-	awk -v w=$$((t2 - t1)) '{ printf "%6d s wall, %6.0f s CPU   the builds and the container root, side by side\n", w, $$1 + $$2 }' $$cpu/builds; \
-	awk -v w=$$((t3 - t2)) '{ printf "%6d s wall, %6.0f s CPU   the tests\n", w, $$1 + $$2 }' $$cpu/tests; \
-	printf '%6d s wall                 in all\n' $$((t3 - t0)); \
-	rm -rf $$cpu; exit $$status
+	@MAKE='$(MAKE)' RELEASE_BIN=$(CURDIR)/$(RELEASE_BIN) RELEASE_CORE=$(CURDIR)/$(RELEASE_CORE) \
+	  TEST_BINARIES=$(TEST_BINARIES) ./scripts/make-test.sh
 
-test-builds: release $(MANPAGE) debug-tests container-rootfs
+test-builds: test-release debug-tests
+
+test-release: release $(MANPAGE) container-rootfs
 
 # The Debian root file system the booted-systemd test boots (scripts/container-rootfs.sh), made beside the compiles
-# (make -j3 test-builds): debootstrap waits on the Debian mirror for most of its time (measured 2026-11-28: 195 s
+# (make -j2 test-release): debootstrap waits on the Debian mirror for most of its time (measured 2026-11-28: 195 s
 # wall for 61 CPU s), which the test otherwise spent at the end of the run, alone. The test finds it complete and
 # uses it as it is; if it failed here, the test builds it again and reports why.
 container-rootfs:

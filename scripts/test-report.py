@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
 """The closing report of `make test` and `make check` (docs/testing.md).
 
-test-report.py XUNIT_FILE [WALL_SECONDS]
+test-report.py [--wall SECONDS] XUNIT_FILE...
 
-Reads the xUnit file `swift test --xunit-output` wrote and prints the 20 slowest tests, the time per test target
+Reads the xUnit files `swift test --xunit-output` wrote (one per run of scripts/run-tests.sh; `make test` makes two,
+the in-process targets' beside the release build and then the rest) and prints the 20 slowest tests, the time per test target
 (summed over its tests: with parallel workers the sum exceeds the wall time), the failed tests, and last a plain
 closing line `tests: N passed, N failed`. Exits 1 when a test failed or the file holds no test, else 0.
 """
@@ -12,23 +13,27 @@ import xml.etree.ElementTree as ElementTree
 
 
 def main():
-    if len(sys.argv) not in (2, 3):
-        print(__doc__.strip().splitlines()[2], file=sys.stderr)
+    arguments = sys.argv[1:]
+    wall = None
+    if arguments[:1] == ["--wall"] and len(arguments) >= 2:
+        wall = float(arguments[1])
+        arguments = arguments[2:]
+    if not arguments:
+        print("usage: " + __doc__.strip().splitlines()[2], file=sys.stderr)
         return 64
-    path = sys.argv[1]
-    wall = float(sys.argv[2]) if len(sys.argv) == 3 else None
-    try:
-        root = ElementTree.parse(path).getroot()
-    except (OSError, ElementTree.ParseError) as error:
-        print(f"test-report: cannot read {path} ({error}): did swift test run?", file=sys.stderr)
-        print("tests: 0 passed, 1 failed")
-        return 1
     cases = []
-    for case in root.iter("testcase"):
-        name = f"{case.get('classname', '?')}/{case.get('name', '?')}"
-        seconds = float(case.get("time") or 0)
-        failed = case.find("failure") is not None or case.find("error") is not None
-        cases.append((name, seconds, failed))
+    for path in arguments:
+        try:
+            root = ElementTree.parse(path).getroot()
+        except (OSError, ElementTree.ParseError) as error:
+            print(f"test-report: cannot read {path} ({error}): did swift test run?", file=sys.stderr)
+            print("tests: 0 passed, 1 failed")
+            return 1
+        for case in root.iter("testcase"):
+            name = f"{case.get('classname', '?')}/{case.get('name', '?')}"
+            seconds = float(case.get("time") or 0)
+            failed = case.find("failure") is not None or case.find("error") is not None
+            cases.append((name, seconds, failed))
 
     print("\n== the 20 slowest tests ==")
     for name, seconds, _ in sorted(cases, key=lambda case: -case[1])[:20]:
