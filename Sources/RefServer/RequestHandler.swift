@@ -81,6 +81,9 @@ struct RequestHandler: Sendable {
             return try await respondAM(to: incoming)
         } catch let error as AMError {
             return error.response
+        } catch is CancellationError {
+            // The server is stopping; the answer goes nowhere.
+            return AMError(status: 503, message: "Service Unavailable").response
         } catch {
             configuration.logger.error("request failed: \(String(describing: error))")
             return AMError.internalError("Internal Server Error").response

@@ -23,8 +23,8 @@ final class HTTPServerTests: ServerTestCase {
             var status: Int { Int(statusLine.split(separator: " ").dropFirst().first ?? "") ?? 0 }
         }
 
-        /// Connects to 127.0.0.1:`port`; nil with the errno when refused.
-        static func connect(port: Int) -> Result<RawConnection, POSIXErrorCode> {
+        /// Connects to 127.0.0.1:`port`; the error when it cannot.
+        static func connect(port: Int) -> Result<RawConnection, POSIXError> {
             let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
             var timeout = timeval(tv_sec: 20, tv_usec: 0)
             setsockopt(descriptor, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
@@ -40,7 +40,7 @@ final class HTTPServerTests: ServerTestCase {
             guard connected == 0 else {
                 let code = POSIXErrorCode(rawValue: errno) ?? .EIO
                 close(descriptor)
-                return .failure(code)
+                return .failure(POSIXError(code))
             }
             return .success(RawConnection(descriptor: descriptor))
         }
@@ -205,7 +205,8 @@ final class HTTPServerTests: ServerTestCase {
             "GET /json/realms/root/users/a%2Fb/devices/2fa/binding?_queryFilter=true HTTP/1.1\r\nHost: x\r\n"
                 + "cOOKIE: first=1\r\nCookie: second=2\r\nACCEPT-API-VERSION: resource=1.0\r\n\r\n")
         XCTAssertNotNil(client.answer())
-        let recorded = try XCTUnwrap(await server.recordedRequests().last)
+        let requests = await server.recordedRequests()
+        let recorded = try XCTUnwrap(requests.last)
         XCTAssertEqual(recorded.target, "/json/realms/root/users/a%2Fb/devices/2fa/binding?_queryFilter=true")
         XCTAssertEqual(recorded.headers["cookie"], "first=1, second=2")
         XCTAssertEqual(recorded.headers["accept-api-version"], "resource=1.0")
@@ -261,7 +262,7 @@ final class HTTPServerTests: ServerTestCase {
         guard case .failure(let error) = RawConnection.connect(port: port) else {
             return XCTFail("a stopped server accepted a connection")
         }
-        XCTAssertEqual(error, .ECONNREFUSED)
+        XCTAssertEqual(error.code, .ECONNREFUSED)
         await own.stop()  // harmless
     }
 
