@@ -38,7 +38,6 @@ let package = Package(
         .package(url: "https://github.com/groue/GRDB.swift", exact: "7.10.0"),
         .package(url: "https://github.com/apple/swift-argument-parser", exact: "1.8.2"),
         .package(url: "https://github.com/apple/swift-log", exact: "1.16.2"),
-        .package(url: "https://github.com/hummingbird-project/hummingbird", exact: "2.28.1"),
         // The agent's policy file (docs/agent-policy.md): TOML 1.0 by toml++ 3.4. Linked into keymgr-core through
         // KeyManager, never into the lean client.
         .package(url: "https://github.com/LebJe/TOMLKit", exact: "0.6.0"),
@@ -118,7 +117,6 @@ let package = Package(
             dependencies: [
                 "KeymgrCore", "COpenSSL",
                 .product(name: "GRDB", package: "GRDB.swift"),
-                .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "Logging", package: "swift-log"),
             ],
             swiftSettings: strict),

@@ -1,5 +1,4 @@
 import Foundation
-import Hummingbird
 import KeymgrCore
 
 /// The test surface under `/__refserver/` (not part of PingAM), behind the admin credential:

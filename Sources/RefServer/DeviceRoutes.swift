@@ -1,5 +1,4 @@
 import Foundation
-import Hummingbird
 import KeymgrCore
 
 /// PingAM's bound-device REST for one user: query, update (rename) and delete
@@ -24,7 +23,7 @@ struct DeviceRoutes: Sendable {
         case .status500:
             return AMError.internalError("Internal Server Error").response
         case .status503(let retryAfter):
-            var headers = HTTPFields()
+            var headers = HTTPHeaders()
             headers[.retryAfter] = String(retryAfter)
             return jsonResponse(
                 AMError(status: 503, message: "Service Unavailable").json, status: 503, headers: headers)
@@ -33,7 +32,7 @@ struct DeviceRoutes: Sendable {
         case .wrongContentType:
             return Response(
                 status: .ok, headers: [.contentType: "text/html; charset=utf-8"],
-                body: ResponseBody(byteBuffer: ByteBuffer(string: "<html><body><h1>Sign in</h1></body></html>")))
+                body: Array("<html><body><h1>Sign in</h1></body></html>".utf8))
         case .connectionReset:
             return await ConnectionFaults.reset(request)
         case .truncatedBody:
@@ -206,7 +205,7 @@ struct DeviceRoutes: Sendable {
     }
 
     private func recordResponse(_ device: BoundDevice, padded: Bool) -> Response {
-        var headers = HTTPFields()
+        var headers = HTTPHeaders()
         headers[.eTag] = "\"\(device.revision)\""
         guard padded, case .object(var members) = device.wireJSON else {
             return jsonResponse(device.wireJSON, headers: headers)

@@ -1,5 +1,4 @@
 import Foundation
-import Hummingbird
 import KeymgrCore
 
 /// PingAM's authentication trees at `POST /json{realm}/authenticate?authIndexType=service&authIndexValue=<tree>`:
@@ -73,7 +72,7 @@ struct JourneyRoutes: Sendable {
             expiresAt: now.addingTimeInterval(configuration.journeyLifetime))
         // Which node holds the journey: the load balancer's cookie, set on the first answer.
         session.affinity = String(Int(try randomBytes(1)[0] % 90) + 10)
-        var headers = HTTPFields()
+        var headers = HTTPHeaders()
         headers[.setCookie] = "\(policy.affinityCookie)=\(session.affinity); Path=/; HttpOnly"
         if journey.kind == .usernamelessSigning {
             return try await deviceStep(session, username: "", now: now, headers: headers, callback: signingCallback(userId: ""))
@@ -167,7 +166,7 @@ struct JourneyRoutes: Sendable {
     }
 
     private func deviceStep(
-        _ session: JourneySession, username: String, now: Date, headers: HTTPFields = [:],
+        _ session: JourneySession, username: String, now: Date, headers: HTTPHeaders = [:],
         callback: (String) -> [JSONValue]
     ) async throws -> Response {
         // 32 random bytes, base64 (with padding), as PingAM's nodes issue them.
@@ -178,7 +177,7 @@ struct JourneyRoutes: Sendable {
     }
 
     private func next(
-        _ session: JourneySession, callbacks: [JSONValue], now: Date, headers: HTTPFields = [:]
+        _ session: JourneySession, callbacks: [JSONValue], now: Date, headers: HTTPHeaders = [:]
     ) async throws -> Response {
         let authId = try randomToken(bytes: 32)
         await handler.state.storeSession(session, authId: authId, now: now)
@@ -278,7 +277,7 @@ struct JourneyRoutes: Sendable {
         }
         let tokenId = try randomToken(bytes: 32) + "*"
         await handler.state.openSession(tokenId, OpenSession(realmPath: realm.path, user: user))
-        var headers = HTTPFields()
+        var headers = HTTPHeaders()
         headers[.setCookie] = "\(policy.sessionCookie)=\(tokenId); Path=/; HttpOnly"
         return jsonResponse(
             .object([

@@ -1,6 +1,4 @@
 import Foundation
-import Hummingbird
-import Logging
 
 /// Why the reference server could not start or do what was asked.
 public struct ReferenceServerError: Error, Sendable, Equatable, CustomStringConvertible {
@@ -31,17 +29,17 @@ public final class ReferenceServer: Sendable {
 
     let handler: RequestHandler
     let tenants: Tenants
-    private let runTask: Task<Void, any Error>
+    private let http: HTTPServer
 
     private init(
         baseURL: URL, configuration: ReferenceServerConfiguration, handler: RequestHandler, tenants: Tenants,
-        runTask: Task<Void, any Error>
+        http: HTTPServer
     ) {
         self.baseURL = baseURL
         self.configuration = configuration
         self.handler = handler
         self.tenants = tenants
-        self.runTask = runTask
+        self.http = http
     }
 
     /// Opens (or creates) the database, binds 127.0.0.1 on the configured port and returns once the
@@ -67,47 +65,30 @@ public final class ReferenceServer: Sendable {
         let tenants = Tenants(root: handler, verifier: verifier)
         let oauth = handler.oauth
 
-        let (ports, portContinuation) = AsyncStream<Int>.makeStream()
-        let clock = configuration.clock
-        let application = Application(
-            responder: CallbackResponder<RefServerRequestContext> { request, context in
-                await tenants.respond(to: request, resetConnection: context.resetConnection)
-            },
-            server: configuration.dateHeaderFollowsClock
-                ? .http1(configuration: .init(additionalChannelHandlers: [ServerDateHandler(clock: clock)])) : .http1(),
-            configuration: ApplicationConfiguration(
-                address: .hostname("127.0.0.1", port: configuration.port), serverName: nil),
-            onServerRunning: { channel in
-                portContinuation.yield(channel.localAddress?.port ?? -1)
-                portContinuation.finish()
-            },
-            logger: frameworkLogger(configuration.logger))
-        let runTask = Task<Void, any Error> {
-            defer { portContinuation.finish() }
-            try await application.run()
+        // The server's `Date` header says its clock's time when it runs with `--clock-offset`, as a server whose clock
+        // differs from the client's does, so that clients that learn the server's time from `Date` can.
+        let machineTime: @Sendable () -> Date = { Date() }
+        let settings = HTTPServer.Settings(
+            maxRequestBodySize: configuration.maxRequestBodySize,
+            bodyTooLarge: AMError(status: 413, message: "The request body is larger than the server accepts").response,
+            clock: configuration.dateHeaderFollowsClock ? configuration.clock : machineTime)
+        let http = try HTTPServer.start(port: configuration.port, settings: settings) { request in
+            await tenants.respond(to: request)
         }
-        var iterator = ports.makeAsyncIterator()
-        guard let port = await iterator.next(), port > 0 else {
-            runTask.cancel()
-            if case .failure(let error) = await runTask.result {
-                throw ReferenceServerError("cannot listen on 127.0.0.1:\(configuration.port): \(error)")
-            }
-            throw ReferenceServerError("the server stopped before it listened")
-        }
-        guard let baseURL = URL(string: "http://127.0.0.1:\(port)") else {
-            runTask.cancel()
-            throw ReferenceServerError("cannot form the base URL for port \(port)")
+        guard let baseURL = URL(string: "http://127.0.0.1:\(http.port)") else {
+            await http.stop()
+            throw ReferenceServerError("cannot form the base URL for port \(http.port)")
         }
         await oauth.state.setBaseURL(baseURL.absoluteString)
         await tenants.setBaseURL(baseURL.absoluteString)
         return ReferenceServer(
-            baseURL: baseURL, configuration: configuration, handler: handler, tenants: tenants, runTask: runTask)
+            baseURL: baseURL, configuration: configuration, handler: handler, tenants: tenants, http: http)
     }
 
-    /// Stops listening and waits until the server has shut down. Calling it twice is harmless.
+    /// Stops listening, closes every connection and waits until the server has shut down. Calling it twice is
+    /// harmless.
     public func stop() async {
-        runTask.cancel()
-        _ = await runTask.result
+        await http.stop()
     }
 
     // MARK: URLs
@@ -236,14 +217,6 @@ public final class ReferenceServer: Sendable {
         }
         return realm
     }
-}
-
-/// Hummingbird's logger: stopping cancels the server, which Hummingbird logs as an error; below
-/// debug level that line (and other framework chatter) would only alarm whoever reads stderr.
-private func frameworkLogger(_ logger: Logger) -> Logger {
-    var framework = logger
-    if framework.logLevel > .debug { framework.logLevel = .critical }
-    return framework
 }
 
 /// The JWS verifier used by `start(configuration:)`.

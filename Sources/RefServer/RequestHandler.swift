@@ -1,17 +1,13 @@
 import Foundation
-import Hummingbird
 import KeymgrCore
 
 /// One request, read in full: what every route handler works from.
 struct IncomingRequest: Sendable {
-    var method: HTTPRequest.Method
+    var method: HTTPMethod
     var rawTarget: String
     var target: RawTarget
-    var headers: HTTPFields
+    var headers: HTTPHeaders
     var body: [UInt8]
-    /// Resets (TCP RST) the connection the request arrived on; nil outside a served request (unit tests calling the
-    /// handler). For `ConnectionFaults.reset(_:)`.
-    var resetConnection: (@Sendable () async -> Void)? = nil
 
     /// The body as JSON; PingAM's Common REST message when it is not.
     func jsonBody() throws -> JSONValue {
@@ -23,7 +19,7 @@ struct IncomingRequest: Sendable {
     }
 }
 
-/// Dispatches requests on the RAW path (Hummingbird's router would decode and split `%2F`), so a
+/// Dispatches requests on the RAW path (a router that decodes first would split `%2F`), so a
 /// user id containing `/`, `?`, `#` or spaces arrives intact as one segment.
 struct RequestHandler: Sendable {
     let configuration: ReferenceServerConfiguration
@@ -57,31 +53,24 @@ struct RequestHandler: Sendable {
     }
 
     /// Answers `request`, whose target is `rawTarget` (a tenant's: without its `/t/<id>` prefix).
-    func respond(to request: Request, rawTarget: String? = nil, resetConnection: (@Sendable () async -> Void)? = nil) async -> Response {
-        let rawTarget = rawTarget ?? request.head.path ?? "/"
+    func respond(to request: Request, rawTarget: String? = nil) async -> Response {
+        let rawTarget = rawTarget ?? request.target
         let isAdmin = RawTarget(rawTarget)?.segments.first == "__refserver"
         let number = isAdmin ? nil : await state.record(recorded(request, rawTarget), at: configuration.clock())
-        let response = await answer(request, rawTarget: rawTarget, resetConnection: resetConnection)
+        let response = await answer(request, rawTarget: rawTarget)
         if let number { await state.answered(number) }
         return response
     }
 
-    private func answer(_ request: Request, rawTarget: String, resetConnection: (@Sendable () async -> Void)?) async -> Response {
+    private func answer(_ request: Request, rawTarget: String) async -> Response {
         do {
             guard let target = RawTarget(rawTarget) else {
                 throw AMError.badRequest("The request path is not valid percent-encoded UTF-8")
             }
             let isAdmin = target.segments.first == "__refserver"
-            var mutableRequest = request
-            let buffer: ByteBuffer
-            do {
-                buffer = try await mutableRequest.collectBody(upTo: configuration.maxRequestBodySize)
-            } catch {
-                throw AMError(status: 413, message: "The request body is larger than the server accepts")
-            }
             let incoming = IncomingRequest(
                 method: request.method, rawTarget: rawTarget, target: target, headers: request.headers,
-                body: Array(buffer.readableBytesView), resetConnection: resetConnection)
+                body: request.body)
             if isAdmin {
                 return try await AdminRoutes(handler: self).respond(to: incoming)
             }
@@ -92,6 +81,9 @@ struct RequestHandler: Sendable {
             return try await respondAM(to: incoming)
         } catch let error as AMError {
             return error.response
+        } catch is CancellationError {
+            // The server is stopping; the answer goes nowhere.
+            return AMError(status: 503, message: "Service Unavailable").response
         } catch {
             configuration.logger.error("request failed: \(String(describing: error))")
             return AMError.internalError("Internal Server Error").response

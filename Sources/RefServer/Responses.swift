@@ -1,5 +1,4 @@
 import Foundation
-import Hummingbird
 import KeymgrCore
 
 /// PingAM's (Common REST) JSON error: `{"code":401,"reason":"Unauthorized","message":"Login failure"}`.
@@ -34,7 +33,7 @@ struct AMError: Error, Sendable {
         case 500: return "Internal Server Error"
         case 501: return "Not Implemented"
         case 503: return "Service Unavailable"
-        default: return HTTPResponse.Status(code: status).reasonPhrase
+        default: return HTTPStatus(code: status).reasonPhrase
         }
     }
 
@@ -50,25 +49,14 @@ struct AMError: Error, Sendable {
 }
 
 /// A JSON response with PingAM's content type.
-func jsonResponse(_ json: JSONValue, status: Int = 200, headers extra: HTTPFields = [:]) -> Response {
+func jsonResponse(_ json: JSONValue, status: Int = 200, headers extra: HTTPHeaders = [:]) -> Response {
     rawJSONResponse(json.encoded(), status: status, headers: extra)
 }
 
 /// A response whose body is the given bytes, labelled as JSON (used for malformed-JSON faults too).
-func rawJSONResponse(_ body: Data, status: Int = 200, headers extra: HTTPFields = [:]) -> Response {
-    var headers: HTTPFields = [.contentType: "application/json;charset=UTF-8"]
+func rawJSONResponse(_ body: Data, status: Int = 200, headers extra: HTTPHeaders = [:]) -> Response {
+    var headers: HTTPHeaders = [.contentType: "application/json;charset=UTF-8"]
     headers.append(contentsOf: extra)
     headers[.cacheControl] = "no-store"
-    return Response(
-        status: HTTPResponse.Status(code: status), headers: headers,
-        body: ResponseBody(byteBuffer: ByteBuffer(bytes: body)))
-}
-
-extension HTTPFields {
-    /// The values of the header `name` (case-insensitive), joined with ", " when repeated.
-    func value(named name: String) -> String? {
-        let wanted = name.lowercased()
-        let values = self.filter { $0.name.canonicalName == wanted }.map(\.value)
-        return values.isEmpty ? nil : values.joined(separator: ", ")
-    }
+    return Response(status: HTTPStatus(code: status), headers: headers, body: Array(body))
 }

@@ -1,5 +1,4 @@
 import Foundation
-import Hummingbird
 import KeymgrCore
 
 /// A user a tenant starts with.
@@ -118,8 +117,8 @@ actor Tenants {
 extension Tenants {
     /// Routes a request: `/t/<id>/…` to that tenant (created on first use), `/__refserver/tenants[/<id>]` to the
     /// tenants' control, anything else to the server's own routes.
-    nonisolated func respond(to request: Request, resetConnection: (@Sendable () async -> Void)?) async -> Response {
-        let rawTarget = request.head.path ?? "/"
+    nonisolated func respond(to request: Request) async -> Response {
+        let rawTarget = request.target
         let split = TenantTarget(rawTarget)
         do {
             guard let id = split.tenant else {
@@ -128,11 +127,11 @@ extension Tenants {
                 {
                     return try await control(request, rawTarget: rawTarget, path: Array(segments.dropFirst(2)))
                 }
-                return await root.respond(to: request, rawTarget: rawTarget, resetConnection: resetConnection)
+                return await root.respond(to: request, rawTarget: rawTarget)
             }
             await root.state.touch()
             let handler = try await handler(for: id)
-            return await handler.respond(to: request, rawTarget: split.target, resetConnection: resetConnection)
+            return await handler.respond(to: request, rawTarget: split.target)
         } catch let error as AMError {
             return error.response
         } catch {
@@ -145,12 +144,9 @@ extension Tenants {
     /// `{"arguments": [...]}` (201 with the tenant's `baseURL`; 409 when it exists), behind the admin credential.
     private nonisolated func control(_ request: Request, rawTarget: String, path: [String]) async throws -> Response {
         await root.state.touch()
-        var mutableRequest = request
-        let buffer = try? await mutableRequest.collectBody(upTo: root.configuration.maxRequestBodySize)
         guard let target = RawTarget(rawTarget) else { throw AMError.badRequest("The request path is not valid") }
         let incoming = IncomingRequest(
-            method: request.method, rawTarget: rawTarget, target: target, headers: request.headers,
-            body: buffer.map { Array($0.readableBytesView) } ?? [])
+            method: request.method, rawTarget: rawTarget, target: target, headers: request.headers, body: request.body)
         try root.authorize(incoming)
         switch (request.method, path.count) {
         case (.get, 0):

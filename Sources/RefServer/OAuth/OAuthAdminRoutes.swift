@@ -1,5 +1,4 @@
 import Foundation
-import Hummingbird
 import KeymgrCore
 
 /// `/__refserver/oauth/…`: what an administrator of the authorization server (or a test) does and

@@ -1,5 +1,4 @@
 import Foundation
-import Hummingbird
 import KeymgrCore
 
 /// The reference server's authorization server: a stand-in for Curity (and any RFC server) that
@@ -95,7 +94,7 @@ struct OAuthRoutes: Sendable {
             let page = "Enter the code shown on your device: \(request.target.parameter("user_code") ?? "")\n"
             return Response(
                 status: .ok, headers: [.contentType: "text/plain; charset=utf-8"],
-                body: ResponseBody(byteBuffer: ByteBuffer(string: page)))
+                body: Array(page.utf8))
         case OAuthPath.introspection:
             return await guarded(.introspection, request, methods: [.post]) { _ in try await introspect(request) }
         case OAuthPath.userinfo:
@@ -109,7 +108,7 @@ struct OAuthRoutes: Sendable {
 
     /// Applies the endpoint's faults, runs `body`, and turns `OAuthError`s into OAuth error responses.
     private func guarded(
-        _ endpoint: OAuthEndpoint, _ request: IncomingRequest, methods: [HTTPRequest.Method] = [.get],
+        _ endpoint: OAuthEndpoint, _ request: IncomingRequest, methods: [HTTPMethod] = [.get],
         _ body: (OAuthFaultSet) async throws -> Response
     ) async -> Response {
         let faults = await state.takeFaults(endpoint)
@@ -119,7 +118,7 @@ struct OAuthRoutes: Sendable {
         case .status500:
             return errorResponse(OAuthError(status: 500, "server_error", "Internal Server Error"), faults)
         case .status503(let retryAfter):
-            var headers = HTTPFields()
+            var headers = HTTPHeaders()
             headers[.retryAfter] = String(retryAfter)
             return jsonResponse(
                 OAuthError(status: 503, "temporarily_unavailable", "Service Unavailable").json, status: 503,
@@ -131,7 +130,7 @@ struct OAuthRoutes: Sendable {
         case .wrongContentType:
             return Response(
                 status: .ok, headers: [.contentType: "text/html; charset=utf-8"],
-                body: ResponseBody(byteBuffer: ByteBuffer(string: "<html><body>Maintenance</body></html>")))
+                body: Array("<html><body>Maintenance</body></html>".utf8))
         case .connectionReset:
             return await ConnectionFaults.reset(request)
         case .hugeBody:
@@ -155,7 +154,7 @@ struct OAuthRoutes: Sendable {
 
     /// The endpoint's own answer, OAuth errors as OAuth error responses.
     private func answer(
-        _ request: IncomingRequest, methods: [HTTPRequest.Method], _ faults: OAuthFaultSet,
+        _ request: IncomingRequest, methods: [HTTPMethod], _ faults: OAuthFaultSet,
         _ body: (OAuthFaultSet) async throws -> Response
     ) async -> Response {
         do {
@@ -174,7 +173,7 @@ struct OAuthRoutes: Sendable {
     private func errorResponse(_ error: OAuthError, _ faults: OAuthFaultSet) -> Response {
         var status = error.status
         if error.error == "invalid_dpop_proof", status == 400 { status = faults.dpopErrorStatus }
-        var headers = HTTPFields()
+        var headers = HTTPHeaders()
         headers.set("Pragma", "no-cache")
         if let challenge = error.wwwAuthenticate { headers[.wwwAuthenticate] = challenge }
         if let nonce = error.dpopNonce { headers.set("DPoP-Nonce", nonce) }
@@ -319,7 +318,7 @@ struct OAuthRoutes: Sendable {
         if faults.has(.authMethodAsArray), let method = members["token_endpoint_auth_method"] {
             members["token_endpoint_auth_method"] = .array([method])
         }
-        var headers = HTTPFields()
+        var headers = HTTPHeaders()
         headers.set("Pragma", "no-cache")
         return jsonResponse(.object(members), status: status, headers: headers)
     }
@@ -408,7 +407,7 @@ struct OAuthRoutes: Sendable {
             } else {
                 tokens = try await redeemDeviceCode(form: form, client: client, proof: proof, now: now)
             }
-            var headers = HTTPFields()
+            var headers = HTTPHeaders()
             if configuration.requiresDPoPNonce {
                 headers.set(
                     "DPoP-Nonce",
@@ -538,7 +537,7 @@ struct OAuthRoutes: Sendable {
         return .object(members)
     }
 
-    private func tokenResponse(_ tokens: [OAuthTokenRow], faults: OAuthFaultSet, headers: HTTPFields) -> Response {
+    private func tokenResponse(_ tokens: [OAuthTokenRow], faults: OAuthFaultSet, headers: HTTPHeaders) -> Response {
         var headers = headers
         headers.set("Pragma", "no-cache")
         return jsonResponse(
@@ -718,7 +717,7 @@ struct OAuthRoutes: Sendable {
             client.status == "active"
         else { throw invalid("invalid_token", "The access token is not valid") }
         try await store.countPresentation(of: accessToken)
-        var headers = HTTPFields()
+        var headers = HTTPHeaders()
         if let bound = row.jkt {
             guard scheme == "dpop" else { throw invalid("invalid_token", "A DPoP-bound token must be sent as DPoP") }
             let proof: DPoPProof
@@ -791,19 +790,6 @@ struct OAuthRoutes: Sendable {
     private static func mediaType(_ request: IncomingRequest) -> String {
         (request.headers[.contentType] ?? "").split(separator: ";").first
             .map { $0.trimmingCharacters(in: .whitespaces).lowercased() } ?? ""
-    }
-}
-
-extension HTTPFields {
-    /// Sets the header `name` (a valid field name) to `value`.
-    mutating func set(_ name: String, _ value: String) {
-        if let fieldName = HTTPFields.Element.Name(name) { self[fieldName] = value }
-    }
-
-    /// Every value of the header `name` (case-insensitive), unjoined.
-    func values(named name: String) -> [String] {
-        let wanted = name.lowercased()
-        return self.filter { $0.name.canonicalName == wanted }.map(\.value)
     }
 }
 
