@@ -5,12 +5,14 @@
 #
 # 1. The release build (then its man page) and the booted-systemd test's root file system start in the background
 #    (`make test-release`); their output goes to a log printed once they are done.
-# 2. The debug build with the tests, in the foreground.
-# 3. As soon as it is done, the tests of the in-process targets (IN_PROCESS_TARGETS below), which run nothing of the
-#    release build, while the release build finishes: its whole-module compiles are a chain, one compiler at a time
-#    for most of its length, so a core is free beside it.
-# 4. Once the release build is done, every other test, the process tests on the release binaries (KEYMGR_BIN,
-#    KEYMGR_CORE_BIN) unless TEST_BINARIES=debug.
+# 2. The debug build with the tests, in the foreground at nice 10: the release build is a chain of whole-module
+#    compiles, one compiler at a time for most of its length, and is the longer of the two, so it goes first and the
+#    debug build takes what it leaves of the two cores.
+# 3. If the release build is still running then, the tests of the in-process targets (IN_PROCESS_TARGETS below),
+#    which run nothing of the release build, at nice 10 beside it (they start no agent, whose workers' niceness the
+#    agent tests check).
+# 4. Once the release build is done, every other test (every test, if step 3 did not run), the process tests on the
+#    release binaries (KEYMGR_BIN, KEYMGR_CORE_BIN) unless TEST_BINARIES=debug.
 # The report covers both runs of the tests: the 20 slowest tests, the time per target, and last the plain
 # `tests: N passed, N failed` line; then the wall and CPU seconds (user + system of every process reaped below it)
 # of each step. The exit status is 1 when a build failed, a test failed or no test ran, else 0.
@@ -46,7 +48,7 @@ t_deps=$(now)
 ) &
 release_pid=$!
 
-timed debug $MAKE --no-print-directory debug-tests
+timed debug nice -n 10 $MAKE --no-print-directory debug-tests
 debug_status=$?
 t_debug=$(now)
 if [ "$debug_status" -ne 0 ]; then
@@ -55,7 +57,13 @@ if [ "$debug_status" -ne 0 ]; then
     exit 1
 fi
 
-TEST_REPORT=none timed early ./scripts/run-tests.sh .build/test-results-in-process.xml --filter "$IN_PROCESS_TARGETS"
+early=
+rm -f .build/test-results-in-process.xml
+if [ ! -e "$work/release.end" ]; then
+    early=yes
+    TEST_REPORT=none timed early nice -n 10 ./scripts/run-tests.sh .build/test-results-in-process.xml \
+        --filter "$IN_PROCESS_TARGETS"
+fi
 t_early=$(now)
 
 wait "$release_pid"
@@ -72,11 +80,15 @@ if [ "$TEST_BINARIES" = release ]; then
     KEYMGR_BIN=$RELEASE_BIN KEYMGR_CORE_BIN=$RELEASE_CORE KEYMGR_TEST_CLI=process
     export KEYMGR_BIN KEYMGR_CORE_BIN KEYMGR_TEST_CLI
 fi
-TEST_REPORT=none timed rest ./scripts/run-tests.sh .build/test-results.xml --skip "$IN_PROCESS_TARGETS"
+if [ -n "$early" ]; then
+    TEST_REPORT=none timed rest ./scripts/run-tests.sh .build/test-results.xml --skip "$IN_PROCESS_TARGETS"
+else
+    TEST_REPORT=none timed rest ./scripts/run-tests.sh .build/test-results.xml
+fi
 t_end=$(now)
 
 python3 scripts/test-report.py --wall $(( (t_early - t_debug) + (t_end - t_wait) )) \
-    .build/test-results-in-process.xml .build/test-results.xml
+    ${early:+.build/test-results-in-process.xml} .build/test-results.xml
 status=$?
 
 line() { # line NAME WALL LABEL
@@ -86,9 +98,13 @@ echo
 echo "== where make test's time went =="
 printf '%6d s wall                 deps\n' $(( t_deps - t0 ))
 line debug $(( t_debug - t_deps )) "the debug build with the tests"
-line early $(( t_early - t_debug )) "the in-process targets' tests, beside the release build"
 line release $(( t_release - t_deps )) "the release build, its man page and the container's root (from the start)"
-printf '%6d s wall                 waiting for the release build after those tests\n' $(( t_wait - t_early ))
-line rest $(( t_end - t_wait )) "every other test"
+if [ -n "$early" ]; then
+    line early $(( t_early - t_debug )) "the in-process targets' tests, beside the release build"
+    printf '%6d s wall                 waiting for the release build after those tests\n' $(( t_wait - t_early ))
+    line rest $(( t_end - t_wait )) "every other test"
+else
+    line rest $(( t_end - t_wait )) "the tests (the release build was done)"
+fi
 printf '%6d s wall                 in all\n' $(( t_end - t0 ))
 exit "$status"
