@@ -91,10 +91,9 @@ build: deps
 # that install, package or boot it (they find it up to date and never rebuild it), then every test, in parallel, one
 # process per test (scripts/run-tests.sh); the run ends with the 20 slowest tests, the time per target and where the
 # time went (deps, each build, each run of the tests, in wall and CPU seconds).
-# The release build (test-release) runs in the background from the start, beside the debug build with tests (at nice
-# 10) and, if it is still running then, beside the in-process targets' tests: it is a chain of whole-module compiles
-# (GRDB, then Storage, KeyManager, ServerClients, Sync, keymgr), one compiler at a time for about 70% of its length,
-# and the longer of the two builds, so it goes first and the rest fills the other core.
+# The release build (test-release) runs in the background from the start, beside the debug build with tests and, if
+# it is still running then, beside the tests that need nothing of it: it is a chain of whole-module compiles (GRDB,
+# then Storage, KeyManager, ServerClients, Sync, keymgr), one compiler at a time for most of its length.
 # The process tests run the release build's keymgr and keymgr-core (KEYMGR_BIN, KEYMGR_CORE_BIN): what is shipped,
 # and 2-6 times less CPU per run than the debug build's, whose argument parser checks every command's definition at
 # each parse; the reference server stays the debug one. TEST_BINARIES=debug runs them on the debug build instead.
@@ -111,10 +110,9 @@ test-release: release $(MANPAGE) container-rootfs
 # The Debian root file system the booted-systemd test boots (scripts/container-rootfs.sh), made beside the compiles
 # (make -j2 test-release): debootstrap waits on the Debian mirror for most of its time (measured 2026-11-28: 195 s
 # wall for 61 CPU s), which the test otherwise spent at the end of the run, alone. The test finds it complete and
-# uses it as it is; if it failed here, the test builds it again and reports why. At nice 10, as the debug build: the
-# release build's chain of compiles goes first.
+# uses it as it is; if it failed here, the test builds it again and reports why.
 container-rootfs:
-	-@nice -n 10 sh scripts/container-rootfs.sh .build-container/rootfs >/dev/null
+	-@sh scripts/container-rootfs.sh .build-container/rootfs >/dev/null
 
 debug-tests:
 	swift build --build-tests $(DEBUG_BUILD_FLAGS)

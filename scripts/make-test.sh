@@ -5,12 +5,10 @@
 #
 # 1. The release build (then its man page) and the booted-systemd test's root file system start in the background
 #    (`make test-release`); their output goes to a log printed once they are done.
-# 2. The debug build with the tests, in the foreground at nice 10: the release build is a chain of whole-module
-#    compiles, one compiler at a time for most of its length, and is the longer of the two, so it goes first and the
-#    debug build takes what it leaves of the two cores.
-# 3. If the release build is still running then, the tests of the in-process targets (IN_PROCESS_TARGETS below),
-#    which run nothing of the release build, at nice 10 beside it (they start no agent, whose workers' niceness the
-#    agent tests check).
+# 2. The debug build with the tests, in the foreground.
+# 3. If the release build is still running then, the tests that need nothing of it (NO_RELEASE_NEEDED below: the
+#    in-process targets and keymgr's in-process classes) beside it: the release build is a chain of whole-module
+#    compiles, one compiler at a time for most of its length, and the longer of the two builds.
 # 4. Once the release build is done, every other test (every test, if step 3 did not run), the process tests on the
 #    release binaries (KEYMGR_BIN, KEYMGR_CORE_BIN) unless TEST_BINARIES=debug.
 # The report covers both runs of the tests: the 20 slowest tests, the time per target, and last the plain
@@ -18,7 +16,7 @@
 # of each step. The exit status is 1 when a build failed, a test failed or no test ran, else 0.
 set -u
 : "${MAKE:=make}" "${RELEASE_BIN:?}" "${RELEASE_CORE:?}" "${TEST_BINARIES:=release}"
-IN_PROCESS_TARGETS='^(StorageTests|KeyManagerTests|AgentWireTests|ServerClientsTests|SyncTests|RefServerTests)\.'
+NO_RELEASE_NEEDED='^(StorageTests|KeyManagerTests|AgentWireTests|ServerClientsTests|SyncTests|RefServerTests)\.|^keymgrTests\.(LayoutTests|HotPathParserTests|PolicyTemplateTests|SharedDeviceTests|RequestContextPerRunTests)/'
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/keymgr-make-test.XXXXXX") || exit 1
 release_pid=
@@ -48,7 +46,7 @@ t_deps=$(now)
 ) &
 release_pid=$!
 
-timed debug nice -n 10 $MAKE --no-print-directory debug-tests
+timed debug $MAKE --no-print-directory debug-tests
 debug_status=$?
 t_debug=$(now)
 if [ "$debug_status" -ne 0 ]; then
@@ -58,11 +56,11 @@ if [ "$debug_status" -ne 0 ]; then
 fi
 
 early=
-rm -f .build/test-results-in-process.xml
+rm -f .build/test-results-early.xml
 if [ ! -e "$work/release.end" ]; then
     early=yes
-    TEST_REPORT=none timed early nice -n 10 ./scripts/run-tests.sh .build/test-results-in-process.xml \
-        --filter "$IN_PROCESS_TARGETS"
+    TEST_REPORT=none timed early ./scripts/run-tests.sh .build/test-results-early.xml \
+        --filter "$NO_RELEASE_NEEDED"
 fi
 t_early=$(now)
 
@@ -81,14 +79,14 @@ if [ "$TEST_BINARIES" = release ]; then
     export KEYMGR_BIN KEYMGR_CORE_BIN KEYMGR_TEST_CLI
 fi
 if [ -n "$early" ]; then
-    TEST_REPORT=none timed rest ./scripts/run-tests.sh .build/test-results.xml --skip "$IN_PROCESS_TARGETS"
+    TEST_REPORT=none timed rest ./scripts/run-tests.sh .build/test-results.xml --skip "$NO_RELEASE_NEEDED"
 else
     TEST_REPORT=none timed rest ./scripts/run-tests.sh .build/test-results.xml
 fi
 t_end=$(now)
 
 python3 scripts/test-report.py --wall $(( (t_early - t_debug) + (t_end - t_wait) )) \
-    ${early:+.build/test-results-in-process.xml} .build/test-results.xml
+    ${early:+.build/test-results-early.xml} .build/test-results.xml
 status=$?
 
 line() { # line NAME WALL LABEL
@@ -100,7 +98,7 @@ printf '%6d s wall                 deps\n' $(( t_deps - t0 ))
 line debug $(( t_debug - t_deps )) "the debug build with the tests"
 line release $(( t_release - t_deps )) "the release build, its man page and the container's root (from the start)"
 if [ -n "$early" ]; then
-    line early $(( t_early - t_debug )) "the in-process targets' tests, beside the release build"
+    line early $(( t_early - t_debug )) "the tests that need no release build, beside it"
     printf '%6d s wall                 waiting for the release build after those tests\n' $(( t_wait - t_early ))
     line rest $(( t_end - t_wait )) "every other test"
 else
