@@ -17,24 +17,10 @@ struct AMError: Error, Sendable {
     /// The device REST's answer to a request without a valid session or token.
     static let accessDenied = AMError(status: 401, message: "Access Denied")
 
-    /// The standard reason phrase, as Common REST writes it in `reason`.
+    /// The standard reason phrase, as Common REST writes it in `reason`: the status line's, but for 413, whose older
+    /// name (RFC 7231) PingAM keeps.
     static func reason(for status: Int) -> String {
-        switch status {
-        case 400: return "Bad Request"
-        case 401: return "Unauthorized"
-        case 403: return "Forbidden"
-        case 404: return "Not Found"
-        case 405: return "Method Not Allowed"
-        case 409: return "Conflict"
-        case 412: return "Precondition Failed"
-        case 413: return "Request Entity Too Large"
-        case 428: return "Precondition Required"
-        case 429: return "Too Many Requests"
-        case 500: return "Internal Server Error"
-        case 501: return "Not Implemented"
-        case 503: return "Service Unavailable"
-        default: return HTTPStatus(code: status).reasonPhrase
-        }
+        status == 413 ? "Request Entity Too Large" : HTTPStatus(code: status).reasonPhrase
     }
 
     var json: JSONValue {
