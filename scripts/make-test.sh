@@ -56,11 +56,13 @@ if [ "$debug_status" -ne 0 ]; then
 fi
 
 early=
+early_status=0
 rm -f .build/test-results-early.xml
 if [ ! -e "$work/release.end" ]; then
     early=yes
     TEST_REPORT=none timed early ./scripts/run-tests.sh .build/test-results-early.xml \
         --filter "$NO_RELEASE_NEEDED"
+    early_status=$?
 fi
 t_early=$(now)
 
@@ -83,11 +85,14 @@ if [ -n "$early" ]; then
 else
     TEST_REPORT=none timed rest ./scripts/run-tests.sh .build/test-results.xml
 fi
+rest_status=$?
 t_end=$(now)
 
 python3 scripts/test-report.py --wall $(( (t_early - t_debug) + (t_end - t_wait) )) \
     ${early:+.build/test-results-early.xml} .build/test-results.xml
 status=$?
+# swift test's own failure (a crash the xUnit file does not show) fails the run too.
+[ "$early_status" -ne 0 ] || [ "$rest_status" -ne 0 ] && status=1
 
 line() { # line NAME WALL LABEL
     awk -v w="$2" -v label="$3" '{ printf "%6d s wall, %6.0f s CPU   %s\n", w, $1 + $2, label }' "$work/$1.cpu"
