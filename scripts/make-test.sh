@@ -7,7 +7,7 @@
 #    (`make test-release`); their output goes to a log printed once they are done.
 # 2. The debug build with the tests, in the foreground.
 # 3. If the release build is still running then, the tests that need nothing of it (NO_RELEASE_NEEDED below: the
-#    in-process targets and keymgr's in-process classes) beside it: the release build is a chain of whole-module
+#    in-process targets, keymgr's in-process classes and the CLI's classes run in the test process) beside it: the release build is a chain of whole-module
 #    compiles, one compiler at a time for most of its length, and the longer of the two builds.
 # 4. Once the release build is done, every other test (every test, if step 3 did not run), the process tests on the
 #    release binaries (KEYMGR_BIN, KEYMGR_CORE_BIN) unless TEST_BINARIES=debug.
@@ -16,7 +16,11 @@
 # of each step. The exit status is 1 when a build failed, a test failed or no test ran, else 0.
 set -u
 : "${MAKE:=make}" "${RELEASE_BIN:?}" "${RELEASE_CORE:?}" "${TEST_BINARIES:=release}"
-NO_RELEASE_NEEDED='^(StorageTests|KeyManagerTests|AgentWireTests|ServerClientsTests|SyncTests|RefServerTests)\.|^keymgrTests\.(LayoutTests|HotPathParserTests|PolicyTemplateTests|SharedDeviceTests|RequestContextPerRunTests)/'
+# The CLI's classes that run keymgr in the test process (Sandbox.CLIRun.inProcess: make check's CHECK_CLI, and the two
+# fault suites, which mostly wait on slow servers) run so here, on the debug build; not AuditLogTests, whose
+# million-entry pipeline runs the binaries.
+CLI_IN_PROCESS='CommandTests|ReadOnlyCommandTests|OperatorCommandTests|TableWidthTests|UserIdTests|BadInputTests|AuditArchiveTests|TamperingTests|SchemaWalkTamperingTests|AuditAndInputTamperingTests|PINTests|StoreSafetyTests|OAuthCommandTests|OAuthEdgeTests|OAuthlibInteropTests|AdminCommandTests|SyncCommandTests|JourneyCommandTests|JourneyUserBoundaryTests|ServerGivenURITests|MissingProfileTests|ReadsPerRequestTests|FaultSuiteTests|OAuthFaultSuiteTests'
+NO_RELEASE_NEEDED="^(StorageTests|KeyManagerTests|AgentWireTests|ServerClientsTests|SyncTests|RefServerTests)\\.|^keymgrTests\\.(LayoutTests|HotPathParserTests|PolicyTemplateTests|SharedDeviceTests|RequestContextPerRunTests|$CLI_IN_PROCESS)/"
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/keymgr-make-test.XXXXXX") || exit 1
 release_pid=
