@@ -189,6 +189,9 @@ final class HTTPServerTests: ServerTestCase {
             "POST /__refserver/users HTTP/1.1\r\nContent-Length: 4\r\nContent-Length: 5\r\n\r\nabcd",
             "POST /__refserver/users HTTP/1.1\r\nTransfer-Encoding: gzip\r\n\r\n",
             "POST /__refserver/users HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n",
+            // A sign is not a hex digit: a negative size once reached the body's read as a range that traps.
+            "POST /__refserver/users HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n-1\r\nx\r\n0\r\n\r\n",
+            "POST /__refserver/users HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n+1\r\nx\r\n0\r\n\r\n",
         ] {
             let client = try connection()
             client.send(request)

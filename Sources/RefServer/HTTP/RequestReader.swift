@@ -130,7 +130,10 @@ struct RequestReader {
         while true {
             let sizeLine = try line(limit: 1024)
             let digits = sizeLine.prefix { $0 != UInt8(ascii: ";") }.filter { $0 != 0x20 && $0 != 0x09 }
-            guard !digits.isEmpty, digits.count <= 16, let size = Int(String(decoding: digits, as: UTF8.self), radix: 16)
+            // Hex digits only (RFC 9112 §7.1): `Int(_:radix:)` alone would take a sign, and a negative size.
+            guard !digits.isEmpty, digits.count <= 15,
+                digits.allSatisfy({ $0 < 0x80 && Character(UnicodeScalar($0)).isHexDigit }),
+                let size = Int(String(decoding: digits, as: UTF8.self), radix: 16)
             else { throw .malformed }
             if size == 0 { break }
             guard size <= maxBodySize - body.count else { throw .bodyTooLarge }
